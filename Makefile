@@ -1,0 +1,38 @@
+# Two entry points for a new machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-unit test-cluster lint testenv clean-testenv
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+# Installs everything, builds the local control plane, and runs the demo.
+demo: $(STAMP) testenv
+	$(BIN)/kohort dev demo
+
+# The whole test suite: lint, types, unit tests, then tests on the real local control plane.
+test: $(STAMP) testenv lint
+	$(BIN)/pytest
+
+test-unit: $(STAMP)
+	$(BIN)/pytest -m "not cluster"
+
+test-cluster: $(STAMP) testenv
+	$(BIN)/pytest -m cluster
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+testenv:
+	bash hack/build-testenv.sh
+
+clean-testenv:
+	rm -rf $$(dirname $$(bash hack/build-testenv.sh --print-dir))

@@ -1,0 +1,33 @@
+"""Label, annotation, gate and API names shared by the webhook and the controller."""
+
+from typing import Final
+
+GROUP: Final = "kohort.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+# Set by users (or implied by a namespace opt-in) to put a workload in a LocalQueue.
+QUEUE_LABEL: Final = "kohort.dev/queue-name"
+# A namespace labelled with this (value "true") sends its workloads to the LocalQueue `default`.
+NAMESPACE_OPT_IN_LABEL: Final = "kohort.dev/managed"
+DEFAULT_LOCAL_QUEUE: Final = "default"
+# Objects with this label set to "true" are never touched by the webhook.
+OPT_OUT_LABEL: Final = "kohort.dev/opt-out"
+
+# Pod scheduling gate that holds a gang's pods until the controller admits the gang.
+ADMISSION_GATE: Final = "kohort.dev/admission"
+# Name of the PodGroup (and Workload) a pod belongs to.
+POD_GROUP_LABEL: Final = "kohort.dev/pod-group"
+# Marks objects that kohort manages (pod templates, PodGroups, Workloads).
+MANAGED_LABEL: Final = "kohort.dev/managed-by"
+MANAGED_VALUE: Final = "kohort"
+
+# Gang placement backends.
+VOLCANO_SCHEDULER: Final = "volcano"
+VOLCANO_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+COSCHEDULING_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+
+# LeaderWorkerSet labels that identify a pod's group.
+LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"

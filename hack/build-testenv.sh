@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Builds the binaries of the local control plane from their Go modules, through the Go module
+# proxy, into a versioned cache outside git. Skips binaries that are already built.
+#
+#   hack/build-testenv.sh [component ...]     components: k8s etcd kwok volcano helm (default: all)
+#   hack/build-testenv.sh --print-dir          prints the bin dir for the current pins and exits
+#
+# The binaries land in ${KOHORT_TESTENV_CACHE:-~/.cache/kohort/testenv}/<pins-hash>/bin.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+pins_hash=$(grep -v "^#" "$here/versions.env" | sha256sum | cut -c1-12)
+cache_root=${KOHORT_TESTENV_CACHE:-$HOME/.cache/kohort/testenv}
+out_dir="$cache_root/$pins_hash"
+bin_dir="$out_dir/bin"
+
+if [[ ${1:-} == --print-dir ]]; then
+  echo "$bin_dir"
+  exit 0
+fi
+
+export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+mkdir -p "$bin_dir" "$out_dir/work"
+start_all=$SECONDS
+
+log() { printf '[build-testenv %4ds] %s\n' $((SECONDS - start_all)) "$*" >&2; }
+
+have() {
+  local b
+  for b in "$@"; do [[ -x $bin_dir/$b ]] || return 1; done
+}
+
+# new_wrapper DIR: an empty Go module to build third-party commands in.
+new_wrapper() {
+  rm -rf "$1" && mkdir -p "$1"
+  (cd "$1" && go mod init kohort.local/testenv-wrapper >/dev/null 2>&1)
+}
+
+# gomod_of MODULE@VERSION: path of that module's go.mod in the module cache.
+gomod_of() {
+  go mod download -json "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["GoMod"]) if "GoMod" in d else sys.exit(d.get("Error","no GoMod"))'
+}
+
+# copy_replaces GOMOD STAGING_VERSION: mirror the replace block of GOMOD into the current module.
+# Local staging paths (./staging/src/k8s.io/X) become k8s.io/X@STAGING_VERSION; version pins are
+# copied as they are; other local paths are returned on stdout for the caller to resolve.
+copy_replaces() {
+  go mod edit -json "$1" | python3 -c '
+import json, sys
+staging_version = sys.argv[1]
+for r in json.load(sys.stdin).get("Replace") or []:
+    old, new = r["Old"], r["New"]
+    old_s = old["Path"] + ("@" + old["Version"] if old.get("Version") else "")
+    if new["Path"].startswith("./staging/src/k8s.io/"):
+        print("edit", old_s + "=" + old["Path"] + "@" + staging_version)
+    elif new.get("Version"):
+        print("edit", old_s + "=" + new["Path"] + "@" + new["Version"])
+    else:
+        print("local", old["Path"])
+' "$2" | while read -r kind arg; do
+    if [[ $kind == edit ]]; then go mod edit -replace="$arg"; else echo "$arg"; fi
+  done
+}
+
+version_ldflags() {
+  local v=$1 minor
+  minor=$(echo "$v" | cut -d. -f2)
+  local date
+  date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  local flags="-s -w" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+  done
+  echo "$flags"
+}
+
+build_k8s() {
+  if have kube-apiserver kube-controller-manager kube-scheduler; then
+    log "k8s $K8S_VERSION: already built"; return
+  fi
+  local w="$out_dir/work/k8s" t0=$SECONDS
+  log "k8s $K8S_VERSION: resolving modules (kube-apiserver, kube-controller-manager, kube-scheduler)"
+  new_wrapper "$w"
+  (
+    cd "$w"
+    local kk_mod staging_version go_directive
+    kk_mod=$(gomod_of "k8s.io/kubernetes@$K8S_VERSION")
+    staging_version="v0.${K8S_VERSION#v1.}"
+    copy_replaces "$kk_mod" "$staging_version" >/dev/null
+    go_directive=$(go mod edit -json "$kk_mod" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Go"]["Version"])')
+    go mod edit -go="$go_directive" -godebug="default=go$(echo "$go_directive" | cut -d. -f1,2)"
+    go get "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
+    log "k8s $K8S_VERSION: compiling (cold: tens of minutes on 2 cores)"
+    go build -trimpath -ldflags "$(version_ldflags "$K8S_VERSION")" -o "$bin_dir/" \
+      k8s.io/kubernetes/cmd/kube-apiserver \
+      k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler
+  )
+  log "k8s $K8S_VERSION: done in $((SECONDS - t0))s"
+}
+
+build_etcd() {
+  if have etcd; then log "etcd $ETCD_VERSION: already built"; return; fi
+  local w="$out_dir/work/etcd" t0=$SECONDS
+  log "etcd $ETCD_VERSION: building"
+  new_wrapper "$w"
+  (
+    cd "$w"
+    go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null
+    go build -trimpath -ldflags "-s -w" -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3
+  )
+  log "etcd $ETCD_VERSION: done in $((SECONDS - t0))s"
+}
+
+build_kwok() {
+  if have kwok; then log "kwok $KWOK_VERSION: already built"; return; fi
+  local w="$out_dir/work/kwok" t0=$SECONDS
+  log "kwok $KWOK_VERSION: building"
+  new_wrapper "$w"
+  (
+    cd "$w"
+    go get "sigs.k8s.io/kwok@$KWOK_VERSION" >/dev/null
+    go build -trimpath -ldflags "-s -w" -o "$bin_dir/kwok" sigs.k8s.io/kwok/cmd/kwok
+  )
+  log "kwok $KWOK_VERSION: done in $((SECONDS - t0))s"
+}
+
+build_volcano() {
+  if have vc-scheduler vc-controller-manager; then
+    log "volcano $VOLCANO_VERSION: already built"; return
+  fi
+  local w="$out_dir/work/volcano" t0=$SECONDS
+  log "volcano $VOLCANO_VERSION: resolving modules"
+  new_wrapper "$w"
+  (
+    cd "$w"
+    local vc_mod local_paths p
+    vc_mod=$(gomod_of "volcano.sh/volcano@$VOLCANO_VERSION")
+    local_paths=$(copy_replaces "$vc_mod" unused)
+    for p in $local_paths; do
+      case $p in
+        volcano.sh/apis) go mod edit -replace="volcano.sh/apis=volcano.sh/apis@$VOLCANO_APIS_VERSION" ;;
+        *) echo "unexpected local replace in volcano go.mod: $p" >&2; exit 1 ;;
+      esac
+    done
+    go get "volcano.sh/volcano@$VOLCANO_VERSION" >/dev/null
+    log "volcano $VOLCANO_VERSION: compiling scheduler and controller-manager"
+    go build -trimpath -ldflags "-s -w" -o "$w/out/" \
+      volcano.sh/volcano/cmd/scheduler volcano.sh/volcano/cmd/controller-manager
+    mv "$w/out/scheduler" "$bin_dir/vc-scheduler"
+    mv "$w/out/controller-manager" "$bin_dir/vc-controller-manager"
+  )
+  log "volcano $VOLCANO_VERSION: done in $((SECONDS - t0))s"
+}
+
+build_helm() {
+  if have helm; then log "helm $HELM_VERSION: already built"; return; fi
+  local w="$out_dir/work/helm" t0=$SECONDS
+  log "helm $HELM_VERSION: building"
+  new_wrapper "$w"
+  (
+    cd "$w"
+    go get "helm.sh/helm/v3@$HELM_VERSION" >/dev/null
+    go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+      -o "$bin_dir/helm" helm.sh/helm/v3/cmd/helm
+  )
+  log "helm $HELM_VERSION: done in $((SECONDS - t0))s"
+}
+
+components=("$@")
+((${#components[@]})) || components=(etcd kwok k8s volcano helm)
+for c in "${components[@]}"; do
+  case $c in
+    k8s|etcd|kwok|volcano|helm) "build_$c" ;;
+    *) echo "unknown component: $c (k8s etcd kwok volcano helm)" >&2; exit 2 ;;
+  esac
+done
+log "all requested binaries are in $bin_dir"
+echo "$bin_dir"

@@ -1,0 +1,83 @@
+"""Kubernetes resource quantities, parsed in one place.
+
+Rule: every quantity kohort computes with is an integer number of milli-units ("500m" -> 500,
+"2" -> 2000, "1Ki" -> 1_024_000), rounded up like the apiserver rounds sub-milli values. The
+decision core never sees strings.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import Final
+
+_BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL: Final = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_PATTERN: Final = re.compile(
+    r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
+    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$"
+)
+# The same grammar as an OpenAPI pattern, for CRD schemas.
+_NUMBER: Final = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+QUANTITY_PATTERN: Final = rf"^(\+|-)?{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?$"
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity."""
+
+
+def parse_quantity(value: str | int | float) -> int:
+    """Return `value` in milli-units, rounded up.
+
+    Accepts what the apiserver accepts: plain numbers ("2", "0.5"), decimal suffixes ("500m",
+    "2k", "1G"), binary suffixes ("16Gi") and exponents ("1e3"). Raises QuantityError otherwise.
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        return value * 1000
+    text = str(value).strip() if isinstance(value, float) else value.strip()
+    match = _PATTERN.match(text)
+    if match is None:
+        raise QuantityError(f"{value!r} is not a quantity (expected e.g. '500m', '2', '16Gi')")
+    try:
+        number = Decimal(match["number"])
+    except InvalidOperation as err:  # pragma: no cover - the pattern already excludes this
+        raise QuantityError(f"{value!r} is not a quantity") from err
+    if match["exp"]:
+        number *= Decimal(10) ** int(match["exp"][1:])
+    suffix = match["suffix"] or ""
+    number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
+    return int((number * 1000).to_integral_value(rounding=ROUND_CEILING))
+
+
+def format_quantity(milli: int) -> str:
+    """Render milli-units the shortest exact way: 2000 -> "2", 500 -> "500m"."""
+    if milli % 1000 == 0:
+        return str(milli // 1000)
+    return f"{milli}m"
+
+
+def format_amount(resource: str, milli: int) -> str:
+    """Render an amount for a human: GPUs and CPUs as numbers, memory in Gi/Mi where exact."""
+    if resource == "memory" and milli % 1000 == 0:
+        value = milli // 1000
+        for suffix, factor in (("Gi", 2**30), ("Mi", 2**20)):
+            if value >= factor and value % factor == 0:
+                return f"{value // factor}{suffix}"
+        return str(value)
+    whole, rest = divmod(milli, 1000)
+    if rest == 0:
+        return str(whole)
+    return f"{milli / 1000:g}"

@@ -1,0 +1,207 @@
+"""ClusterQueue, LocalQueue and ResourceFlavor of kohort.dev/v1alpha1.
+
+Rule: a model that validates is a queue the decision core can use as is; every rejection names
+the offending field path so the webhook can show it to the user unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from controller.api.common import (
+    Condition,
+    Lenient,
+    ObjectName,
+    Quantity,
+    Resource,
+    ResourceName,
+    Spec,
+    Taint,
+    Toleration,
+    duplicates,
+)
+from controller.api.quantity import parse_quantity
+
+
+class ResourceQuota(Spec):
+    """Quota for one resource of one flavor.
+
+    `borrowing_limit`: how much more than nominal the queue may take from its cohort (unset: no
+    limit). `lending_limit`: how much of its unused nominal quota it lends (unset: all of it).
+    """
+
+    name: ResourceName
+    nominal_quota: Quantity
+    borrowing_limit: Quantity | None = None
+    lending_limit: Quantity | None = None
+
+    @model_validator(mode="after")
+    def _lending_within_nominal(self) -> ResourceQuota:
+        if self.lending_limit is not None and parse_quantity(self.lending_limit) > parse_quantity(
+            self.nominal_quota
+        ):
+            raise ValueError(
+                f"lendingLimit ({self.lending_limit}) of resource {self.name!r} must not exceed"
+                f" its nominalQuota ({self.nominal_quota})"
+            )
+        return self
+
+
+class FlavorQuotas(Spec):
+    name: ObjectName
+    resources: Annotated[list[ResourceQuota], Field(min_length=1, max_length=64)]
+
+    @model_validator(mode="after")
+    def _unique_resources(self) -> FlavorQuotas:
+        repeated = duplicates(r.name for r in self.resources)
+        if repeated:
+            raise ValueError(
+                f"resources: duplicate resource name(s) {', '.join(repeated)} in flavor"
+                f" {self.name!r}"
+            )
+        return self
+
+
+class ResourceGroup(Spec):
+    """Resources that are assigned together, and the flavors that can provide them."""
+
+    covered_resources: Annotated[list[ResourceName], Field(min_length=1, max_length=64)]
+    flavors: Annotated[list[FlavorQuotas], Field(min_length=1, max_length=16)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ResourceGroup:
+        repeated = duplicates(self.covered_resources)
+        if repeated:
+            raise ValueError(f"coveredResources: duplicate resource name(s) {', '.join(repeated)}")
+        covered = set(self.covered_resources)
+        for i, flavor in enumerate(self.flavors):
+            extra = sorted({r.name for r in flavor.resources} - covered)
+            if extra:
+                raise ValueError(
+                    f"flavors[{i}].resources: {', '.join(extra)} not listed in coveredResources"
+                )
+        return self
+
+
+class FairSharing(Spec):
+    weight: Quantity = "1"
+
+
+class Preemption(Spec):
+    """When this queue's pending gangs may evict admitted ones.
+
+    `reclaim_within_cohort`: take back lent quota from borrowing queues of the cohort (Never,
+    only from lower-priority gangs, or from any). `within_cluster_queue`: evict lower-priority
+    gangs of this queue. `minimum_runtime_seconds`: gangs of this queue that have run for less
+    than this are never chosen as victims.
+    """
+
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Never"
+    within_cluster_queue: Literal["Never", "LowerPriority"] = "Never"
+    minimum_runtime_seconds: Annotated[int, Field(ge=0)] = 0
+
+
+class ClusterQueueSpec(Spec):
+    cohort: ObjectName | None = None
+    resource_groups: Annotated[list[ResourceGroup], Field(max_length=16)] = Field(
+        default_factory=list
+    )
+    fair_sharing: FairSharing = Field(default_factory=FairSharing)
+    preemption: Preemption = Field(default_factory=Preemption)
+    queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO"] = "BestEffortFIFO"
+    namespace_selector: dict[str, str] | None = None
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> ClusterQueueSpec:
+        flavor_names: list[str] = []
+        resource_names: list[str] = []
+        for g, group in enumerate(self.resource_groups):
+            resource_names.extend(group.covered_resources)
+            for f, flavor in enumerate(group.flavors):
+                flavor_names.append(flavor.name)
+                for r, quota in enumerate(flavor.resources):
+                    if quota.borrowing_limit is not None and self.cohort is None:
+                        raise ValueError(
+                            f"resourceGroups[{g}].flavors[{f}].resources[{r}].borrowingLimit is"
+                            " set but the queue has no cohort to borrow from; set spec.cohort or"
+                            " remove borrowingLimit"
+                        )
+        repeated = duplicates(flavor_names)
+        if repeated:
+            raise ValueError(
+                f"resourceGroups: flavor(s) {', '.join(repeated)} listed more than once"
+            )
+        repeated = duplicates(resource_names)
+        if repeated:
+            raise ValueError(
+                f"resourceGroups: resource(s) {', '.join(repeated)} covered by more than one group"
+            )
+        return self
+
+
+class ResourceUsage(Lenient):
+    name: str
+    total: Quantity = "0"
+    borrowed: Quantity = "0"
+
+
+class FlavorUsage(Lenient):
+    name: str
+    resources: list[ResourceUsage] = Field(default_factory=list)
+
+
+class ClusterQueueStatus(Lenient):
+    conditions: list[Condition] = Field(default_factory=list)
+    flavors_usage: list[FlavorUsage] = Field(default_factory=list)
+    pending_workloads: int = 0
+    admitted_workloads: int = 0
+    weighted_share: int | None = None
+
+
+class ClusterQueue(Resource):
+    kind_name: ClassVar[str] = "ClusterQueue"
+    plural: ClassVar[str] = "clusterqueues"
+    namespaced: ClassVar[bool] = False
+
+    kind: Literal["ClusterQueue"] = "ClusterQueue"
+    spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+    status: ClusterQueueStatus | None = None
+
+
+class LocalQueueSpec(Spec):
+    cluster_queue: ObjectName
+
+
+class LocalQueueStatus(Lenient):
+    conditions: list[Condition] = Field(default_factory=list)
+    pending_workloads: int = 0
+    admitted_workloads: int = 0
+
+
+class LocalQueue(Resource):
+    kind_name: ClassVar[str] = "LocalQueue"
+    plural: ClassVar[str] = "localqueues"
+    namespaced: ClassVar[bool] = True
+
+    kind: Literal["LocalQueue"] = "LocalQueue"
+    spec: LocalQueueSpec
+    status: LocalQueueStatus | None = None
+
+
+class ResourceFlavorSpec(Spec):
+    """Which nodes a flavor stands for: label selector, taints, tolerations to add to pods."""
+
+    node_labels: Annotated[dict[str, str], Field(max_length=8)] = Field(default_factory=dict)
+    node_taints: list[Taint] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
+class ResourceFlavor(Resource):
+    kind_name: ClassVar[str] = "ResourceFlavor"
+    plural: ClassVar[str] = "resourceflavors"
+    namespaced: ClassVar[bool] = False
+
+    kind: Literal["ResourceFlavor"] = "ResourceFlavor"
+    spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)

@@ -1,0 +1,89 @@
+"""The Workload of kohort.dev/v1alpha1: one gang, admitted whole or not at all.
+
+Rule: a Workload's pod sets say what every pod of the gang needs (count, requests, node
+selector, tolerations); the status says whether and where the gang was admitted.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from controller.api.common import (
+    Condition,
+    Lenient,
+    ObjectName,
+    Quantity,
+    Resource,
+    Spec,
+    Toleration,
+    duplicates,
+)
+from controller.api.quantity import parse_quantity
+
+
+class PodSet(Spec):
+    name: Annotated[str, Field(min_length=1, max_length=63)] = "main"
+    count: Annotated[int, Field(ge=1)]
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+    def request_milli(self) -> dict[str, int]:
+        """Per-pod requests in milli-units, zero requests dropped."""
+        return {k: m for k, v in self.requests.items() if (m := parse_quantity(v)) > 0}
+
+
+class WorkloadSpec(Spec):
+    queue_name: ObjectName
+    priority: int = 0
+    pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=8)]
+
+    @model_validator(mode="after")
+    def _unique_pod_sets(self) -> WorkloadSpec:
+        repeated = duplicates(p.name for p in self.pod_sets)
+        if repeated:
+            raise ValueError(f"podSets: duplicate pod set name(s) {', '.join(repeated)}")
+        return self
+
+
+class NodeAssignment(Lenient):
+    node: str
+    count: int
+
+
+class PodSetAssignment(Lenient):
+    name: str
+    count: int
+    resource_usage: dict[str, Quantity] = Field(default_factory=dict)
+    nodes: list[NodeAssignment] = Field(default_factory=list)
+
+
+class Admission(Lenient):
+    cluster_queue: str
+    pod_set_assignments: list[PodSetAssignment] = Field(default_factory=list)
+    admitted_at: str | None = None
+
+
+class WorkloadStatus(Lenient):
+    conditions: list[Condition] = Field(default_factory=list)
+    admission: Admission | None = None
+    pending_reason: str | None = None
+
+
+# Condition types the controller sets on a Workload.
+CONDITION_QUOTA_RESERVED: Literal["QuotaReserved"] = "QuotaReserved"
+CONDITION_ADMITTED: Literal["Admitted"] = "Admitted"
+CONDITION_EVICTED: Literal["Evicted"] = "Evicted"
+CONDITION_FINISHED: Literal["Finished"] = "Finished"
+
+
+class Workload(Resource):
+    kind_name: ClassVar[str] = "Workload"
+    plural: ClassVar[str] = "workloads"
+    namespaced: ClassVar[bool] = True
+
+    kind: Literal["Workload"] = "Workload"
+    spec: WorkloadSpec
+    status: WorkloadStatus | None = None

@@ -1,0 +1,65 @@
+"""batch/v1 Job: held with spec.suspend; one gang of min(parallelism, completions) pods."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from controller.workloads.base import (
+    Admission,
+    Gang,
+    Hold,
+    PodSet,
+    decorate_pod_template,
+    gang_name,
+    non_negative_int,
+    object_name,
+    template_requests,
+)
+from controller.workloads.edits import Editor, JSONDict, lookup
+
+TEMPLATE = ("spec", "template")
+
+
+def _suspended(obj: JSONDict) -> bool:
+    return lookup(obj, ["spec", "suspend"]) is True
+
+
+class JobAdapter:
+    group: ClassVar[str] = "batch"
+    version: ClassVar[str] = "v1"
+    kind: ClassVar[str] = "Job"
+    hold: ClassVar[Hold] = Hold.SUSPEND
+
+    def gang_name(self, obj: JSONDict, request_uid: str = "") -> str:
+        return gang_name("job", object_name(obj, request_uid))
+
+    def gangs(self, obj: JSONDict) -> list[Gang]:
+        parallelism = non_negative_int(obj, ["spec", "parallelism"], 1) or 0
+        completions = non_negative_int(obj, ["spec", "completions"], None)
+        size = parallelism if completions is None else min(parallelism, completions)
+        pods = PodSet("main", parallelism, template_requests(obj, TEMPLATE), TEMPLATE)
+        return [Gang(self.gang_name(obj), size, (pods,))]
+
+    def default(self, editor: Editor, admission: Admission) -> list[str]:
+        self.gangs(editor.doc)  # rejects a spec that cannot form a gang
+        gang = self.gang_name(editor.doc, admission.request_uid)
+        warnings = decorate_pod_template(editor, TEMPLATE, admission, gang=gang, gate=False)
+        editor.set(["spec", "suspend"], True)
+        return warnings
+
+    def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
+        if _suspended(old) and not _suspended(new):
+            return "a Job waiting in a kohort queue is unsuspended only by kohort's controller"
+        return None
+
+    def queue_may_change(self, old: JSONDict) -> bool:
+        return _suspended(old)
+
+    def is_held(self, obj: JSONDict) -> bool:
+        return _suspended(obj)
+
+    def release(self, editor: Editor) -> None:
+        editor.set(["spec", "suspend"], False)
+
+    def evict(self, editor: Editor) -> None:
+        editor.set(["spec", "suspend"], True)

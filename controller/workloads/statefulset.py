@@ -1,0 +1,96 @@
+"""apps/v1 StatefulSet: pods held by the scheduling gate; one gang of `replicas` pods.
+
+The gang needs every pod to exist at once, so the set must use `podManagementPolicy: Parallel`.
+The API server defaults the field to OrderedReady before admission webhooks run, so a webhook
+cannot tell "unset" from "OrderedReady" by the field alone. OrderedReady counts as explicit
+only when the user's own manifest says so: the `kubectl apply` last-applied annotation or a
+server-side apply entry in managedFields. An explicit OrderedReady is denied (a gang could never
+form); anything else becomes Parallel.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from controller.workloads.base import (
+    Admission,
+    Denied,
+    Gang,
+    Hold,
+    PodSet,
+    decorate_pod_template,
+    gang_name,
+    has_gate,
+    non_negative_int,
+    object_name,
+    template_requests,
+)
+from controller.workloads.edits import Editor, JSONDict, lookup
+
+TEMPLATE = ("spec", "template")
+POLICY = ("spec", "podManagementPolicy")
+PARALLEL = "Parallel"
+ORDERED_READY = "OrderedReady"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+ORDERED_READY_DENIED = (
+    "spec.podManagementPolicy: OrderedReady starts one pod at a time and waits for it to be "
+    "ready, so a gang of all replicas can never form; use Parallel (or leave it unset) for a "
+    "StatefulSet in a kohort queue"
+)
+
+
+def _applied_policy(obj: JSONDict) -> Any:
+    """The podManagementPolicy the user wrote, when the request carries their manifest."""
+    last_applied = lookup(obj, ["metadata", "annotations", LAST_APPLIED])
+    if isinstance(last_applied, str):
+        try:
+            manifest = json.loads(last_applied)
+        except ValueError:
+            manifest = None
+        written = lookup(manifest, list(POLICY))
+        if written is not None:
+            return written
+    entries = lookup(obj, ["metadata", "managedFields"])
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, Mapping) or entry.get("operation") != "Apply":
+            continue
+        if lookup(entry, ["fieldsV1", "f:spec", "f:podManagementPolicy"]) is not None:
+            return lookup(obj, list(POLICY))
+    return None
+
+
+class StatefulSetAdapter:
+    group: ClassVar[str] = "apps"
+    version: ClassVar[str] = "v1"
+    kind: ClassVar[str] = "StatefulSet"
+    hold: ClassVar[Hold] = Hold.SCHEDULING_GATE
+
+    def gang_name(self, obj: JSONDict, request_uid: str = "") -> str:
+        return gang_name("sts", object_name(obj, request_uid))
+
+    def gangs(self, obj: JSONDict) -> list[Gang]:
+        replicas = non_negative_int(obj, ["spec", "replicas"], 1) or 0
+        pods = PodSet("main", replicas, template_requests(obj, TEMPLATE), TEMPLATE)
+        return [Gang(self.gang_name(obj), replicas, (pods,))]
+
+    def default(self, editor: Editor, admission: Admission) -> list[str]:
+        self.gangs(editor.doc)
+        policy = editor.get(list(POLICY))
+        if policy == ORDERED_READY and _applied_policy(editor.doc) == ORDERED_READY:
+            raise Denied(ORDERED_READY_DENIED)
+        if policy not in (None, ORDERED_READY, PARALLEL):
+            raise Denied(f"spec.podManagementPolicy: unknown policy {policy!r}")
+        editor.set(list(POLICY), PARALLEL)
+        gang = self.gang_name(editor.doc, admission.request_uid)
+        return decorate_pod_template(editor, TEMPLATE, admission, gang=gang, gate=True)
+
+    def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
+        if has_gate(old, TEMPLATE) and not has_gate(new, TEMPLATE):
+            return "only kohort's controller may remove the admission gate from the pod template"
+        return None
+
+    def queue_may_change(self, old: JSONDict) -> bool:
+        # Its pods may already run: moving it to another queue would bypass admission.
+        return False

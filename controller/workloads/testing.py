@@ -1,0 +1,148 @@
+"""Builders of workload objects for tests, with defaults: keyword arguments, plain dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.api import names
+
+JSONDict = dict[str, Any]
+
+
+def pod_spec(
+    *,
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
+    gpus: int = 0,
+    scheduler_name: str | None = None,
+    gates: tuple[str, ...] = (),
+) -> JSONDict:
+    requests: JSONDict = {}
+    if cpu is not None:
+        requests["cpu"] = cpu
+    if memory is not None:
+        requests["memory"] = memory
+    resources: JSONDict = {"requests": requests}
+    if gpus:
+        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+    spec: JSONDict = {
+        "containers": [
+            {"name": "main", "image": "registry.example/train:1", "resources": resources}
+        ],
+        "restartPolicy": "Never",
+    }
+    if scheduler_name is not None:
+        spec["schedulerName"] = scheduler_name
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    return spec
+
+
+def metadata(
+    name: str, namespace: str, queue: str | None, extra_labels: dict[str, str] | None = None
+) -> JSONDict:
+    labels = dict(extra_labels or {})
+    if queue is not None:
+        labels[names.QUEUE_LABEL] = queue
+    meta: JSONDict = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = labels
+    return meta
+
+
+def make_job(
+    name: str = "train",
+    *,
+    namespace: str = "team-a",
+    queue: str | None = "research",
+    parallelism: int | None = 4,
+    completions: int | None = 4,
+    suspend: bool | None = None,
+    labels: dict[str, str] | None = None,
+    **pod: Any,
+) -> JSONDict:
+    spec: JSONDict = {"template": {"spec": pod_spec(**pod)}}
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    if completions is not None:
+        spec["completions"] = completions
+    if suspend is not None:
+        spec["suspend"] = suspend
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(name, namespace, queue, labels),
+        "spec": spec,
+    }
+
+
+def make_statefulset(
+    name: str = "serve",
+    *,
+    namespace: str = "team-a",
+    queue: str | None = "research",
+    replicas: int | None = 3,
+    policy: str | None = None,
+    labels: dict[str, str] | None = None,
+    **pod: Any,
+) -> JSONDict:
+    spec: JSONDict = {
+        "serviceName": name,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec(**pod)},
+    }
+    if replicas is not None:
+        spec["replicas"] = replicas
+    if policy is not None:
+        spec["podManagementPolicy"] = policy
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata(name, namespace, queue, labels),
+        "spec": spec,
+    }
+
+
+def make_lws(
+    name: str = "llm",
+    *,
+    namespace: str = "team-a",
+    queue: str | None = "research",
+    replicas: int = 2,
+    size: int = 4,
+    leader: bool = True,
+    **pod: Any,
+) -> JSONDict:
+    group: JSONDict = {"size": size, "workerTemplate": {"spec": pod_spec(**pod)}}
+    if leader:
+        group["leaderTemplate"] = {"spec": pod_spec(cpu="2", memory="4Gi")}
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": metadata(name, namespace, queue),
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": group},
+    }
+
+
+def make_pod(
+    name: str = "worker-0",
+    *,
+    namespace: str = "team-a",
+    queue: str | None = "research",
+    labels: dict[str, str] | None = None,
+    owner_kind: str | None = None,
+    **pod: Any,
+) -> JSONDict:
+    meta = metadata(name, namespace, queue, labels)
+    if owner_kind is not None:
+        api_version = {"Job": "batch/v1", "StatefulSet": "apps/v1"}.get(owner_kind, "v1")
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": api_version,
+                "kind": owner_kind,
+                "name": "owner",
+                "uid": "0f0e0d0c-0000-4000-8000-000000000001",
+                "controller": True,
+            }
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec(**pod)}

@@ -1,0 +1,139 @@
+"""POST /validate: held gangs stay held unless kohort's controller releases them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from controller.api import names
+from controller.workloads.testing import make_job, make_lws, make_pod, make_statefulset
+from webhook.mutation import mutate
+from webhook.reviews import patch_of
+from webhook.settings import ControllerIdentity, Settings
+from webhook.testing import make_review
+from webhook.validation import validate
+
+CONTROLLER_SA = "system:serviceaccount:kohort-system:kohort-controller"
+SETTINGS = Settings(
+    controller=ControllerIdentity.of(
+        service_accounts=["kohort-system/kohort-controller"], groups=["kohort:controllers"]
+    )
+)
+
+
+def held(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as stored after the mutating webhook."""
+    result: dict[str, Any] = jsonpatch.apply_patch(
+        obj, patch_of(mutate(make_review(obj), SETTINGS))
+    )
+    return result
+
+
+def updated(obj: dict[str, Any], change: Any) -> dict[str, Any]:
+    new = copy.deepcopy(obj)
+    change(new)
+    return new
+
+
+def unsuspend(job: dict[str, Any]) -> None:
+    job["spec"]["suspend"] = False
+
+
+def ungate(pod: dict[str, Any]) -> None:
+    pod["spec"]["schedulingGates"] = []
+
+
+def move_queue(obj: dict[str, Any]) -> None:
+    obj["metadata"]["labels"][names.QUEUE_LABEL] = "other"
+
+
+def drop_queue(obj: dict[str, Any]) -> None:
+    del obj["metadata"]["labels"][names.QUEUE_LABEL]
+
+
+def ungate_template(sts: dict[str, Any]) -> None:
+    sts["spec"]["template"]["spec"]["schedulingGates"] = []
+
+
+def scale(obj: dict[str, Any]) -> None:
+    obj["spec"]["parallelism"] = 2
+
+
+HELD_JOB = held(make_job())
+HELD_POD = held(make_pod(owner_kind="StatefulSet"))
+HELD_STS = held(make_statefulset())
+RUNNING_JOB = updated(HELD_JOB, unsuspend)
+
+# (old object, change, user, groups, want allowed, words the denial must contain)
+ANTI_BYPASS: dict[str, tuple[Any, ...]] = {
+    "user unsuspends a held Job": (HELD_JOB, unsuspend, "alice", (), False, "unsuspended"),
+    "controller unsuspends a held Job": (HELD_JOB, unsuspend, CONTROLLER_SA, (), True, ""),
+    "controller group unsuspends": (HELD_JOB, unsuspend, "bob", ("kohort:controllers",), True, ""),
+    "user removes the pod gate": (HELD_POD, ungate, "alice", (), False, "scheduling gate"),
+    "controller removes the pod gate": (HELD_POD, ungate, CONTROLLER_SA, (), True, ""),
+    "user ungates the sts template": (HELD_STS, ungate_template, "alice", (), False, "gate"),
+    "user moves a running Job": (RUNNING_JOB, move_queue, "alice", (), False, "cannot change"),
+    "user unlabels a running Job": (RUNNING_JOB, drop_queue, "alice", (), False, "cannot change"),
+    "user moves a pending Job": (HELD_JOB, move_queue, "alice", (), True, ""),
+    "user moves a StatefulSet": (HELD_STS, move_queue, "alice", (), False, "cannot change"),
+    "user scales a held Job": (HELD_JOB, scale, "alice", (), True, ""),
+    "user unsuspends an unmanaged Job": (
+        make_job(queue=None, suspend=True),
+        unsuspend,
+        "alice",
+        (),
+        True,
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("old", "change", "user", "groups", "want_allowed", "want_words"),
+    ANTI_BYPASS.values(),
+    ids=ANTI_BYPASS.keys(),
+)
+def test_anti_bypass(
+    old: dict[str, Any],
+    change: Any,
+    user: str,
+    groups: tuple[str, ...],
+    want_allowed: bool,
+    want_words: str,
+) -> None:
+    review = make_review(
+        updated(old, change), operation="UPDATE", old=old, user=user, groups=groups
+    )
+    response = validate(review, SETTINGS)["response"]
+    assert response["allowed"] is want_allowed, response
+    if not want_allowed:
+        assert want_words in response["status"]["message"]
+
+
+def test_a_managed_job_created_without_the_hold_is_denied() -> None:
+    response = validate(make_review(make_job(suspend=False)), SETTINGS)["response"]
+    assert response["allowed"] is False
+    assert "spec.suspend: true" in response["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [held(make_job()), held(make_statefulset()), held(make_lws()), make_job(queue=None)],
+    ids=["job", "statefulset", "lws", "unmanaged"],
+)
+def test_workloads_mutated_by_kohort_pass_validation(obj: dict[str, Any]) -> None:
+    assert validate(make_review(obj), SETTINGS)["response"]["allowed"] is True
+
+
+def test_a_managed_statefulset_without_the_gate_is_denied() -> None:
+    response = validate(make_review(make_statefulset(policy="Parallel")), SETTINGS)["response"]
+    assert response["allowed"] is False
+    assert names.ADMISSION_GATE in response["status"]["message"]
+
+
+def test_deletes_are_allowed() -> None:
+    review = make_review(None, operation="DELETE", old=HELD_JOB, kind="Job")
+    assert validate(review, SETTINGS)["response"]["allowed"] is True

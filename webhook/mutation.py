@@ -1,0 +1,50 @@
+"""POST /mutate: give a new managed workload its gang fields and its admission hold.
+
+Only CREATE is mutated: after that the fields belong to the controller (which unsuspends,
+ungates and evicts) and the validating webhook guards them. The mutation is idempotent, so
+`reinvocationPolicy: IfNeeded` and retries are harmless.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from controller.api import names
+from controller.workloads.base import Admission, Denied, queue_of
+from controller.workloads.edits import Editor
+from controller.workloads.registry import adapter_for
+from webhook import reviews
+from webhook.settings import Settings
+
+
+def subject(request: reviews.Request) -> str:
+    return f"{request.kind} {request.name}" if request.name else request.kind
+
+
+def mutate(review: Any, settings: Settings, *, default_queue: str | None = None) -> dict[str, Any]:
+    """The AdmissionReview response for `review`; BadReview when it cannot be answered.
+
+    `default_queue` is the LocalQueue implied for workloads without a queue label: the server
+    passes `default` on the path that the webhook configuration routes opted-in namespaces to.
+    """
+    request = reviews.parse(review)
+    if request.operation != "CREATE":
+        return reviews.allow(request.uid)
+    adapter = adapter_for(request.group, request.version, request.kind)
+    if adapter is None:
+        return reviews.allow(request.uid)
+    if not isinstance(request.object, dict):
+        return reviews.deny(request.uid, "request.object must be a JSON object", code=400)
+    queue = queue_of(request.object, default_queue)
+    if queue is None:
+        return reviews.allow(request.uid)
+    editor = Editor(copy.deepcopy(request.object))
+    try:
+        editor.set(["metadata", "labels", names.QUEUE_LABEL], queue)
+        warnings = adapter.default(editor, Admission(queue, settings.placement, request.uid))
+    except Denied as denied:
+        return reviews.deny(request.uid, f"{subject(request)}: {denied}")
+    except TypeError as err:  # a field of the wrong JSON type where an object or list belongs
+        return reviews.deny(request.uid, f"{subject(request)}: {err}", code=400)
+    return reviews.allow(request.uid, patch=editor.operations, warnings=warnings)

@@ -1,0 +1,128 @@
+"""The AdmissionReview wire format: decode a request, build a response.
+
+Purely data-manipulative: no I/O. A review that cannot be answered at all (no uid to echo, not
+an admission.k8s.io/v1 AdmissionReview) raises BadReview, which the server turns into a 400.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+OPERATIONS: tuple[Operation, ...] = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview this webhook can answer."""
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    username: str = ""
+    groups: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Request:
+    uid: str
+    group: str
+    version: str
+    kind: str
+    operation: Operation
+    namespace: str
+    name: str
+    object: Any
+    old_object: Any
+    user: UserInfo = field(default_factory=UserInfo)
+    dry_run: bool = False
+
+
+def _text(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadReview(f"{where} must be a string")
+    return value
+
+
+def parse(review: Any) -> Request:
+    """The request inside an AdmissionReview; BadReview if it cannot be answered."""
+    if not isinstance(review, Mapping):
+        raise BadReview("the body must be a JSON object (an AdmissionReview)")
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
+        raise BadReview(
+            f"expected apiVersion {API_VERSION} kind {KIND}, got "
+            f"{review.get('apiVersion')!r} {review.get('kind')!r}"
+        )
+    request = review.get("request")
+    if not isinstance(request, Mapping):
+        raise BadReview("request is missing")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("request.uid is missing")
+    kind = request.get("kind")
+    if not isinstance(kind, Mapping):
+        raise BadReview("request.kind is missing")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise BadReview(f"request.operation {operation!r} is not one of {', '.join(OPERATIONS)}")
+    user = request.get("userInfo")
+    user = user if isinstance(user, Mapping) else {}
+    groups = user.get("groups")
+    return Request(
+        uid=uid,
+        group=_text(kind.get("group"), "request.kind.group"),
+        version=_text(kind.get("version"), "request.kind.version"),
+        kind=_text(kind.get("kind"), "request.kind.kind"),
+        operation=operation,
+        namespace=_text(request.get("namespace"), "request.namespace"),
+        name=_text(request.get("name"), "request.name"),
+        object=request.get("object"),
+        old_object=request.get("oldObject"),
+        user=UserInfo(
+            username=_text(user.get("username"), "request.userInfo.username"),
+            groups=frozenset(g for g in groups if isinstance(g, str))
+            if isinstance(groups, list)
+            else frozenset(),
+        ),
+        dry_run=request.get("dryRun") is True,
+    )
+
+
+def _review(response: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def allow(
+    uid: str,
+    *,
+    patch: Sequence[Mapping[str, Any]] = (),
+    warnings: Sequence[str] = (),
+) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    if patch:
+        encoded = json.dumps(list(patch), separators=(",", ":")).encode()
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(encoded).decode()
+    if warnings:
+        response["warnings"] = list(warnings)
+    return _review(response)
+
+
+def deny(uid: str, message: str, *, code: int = 403) -> dict[str, Any]:
+    reason = {400: "BadRequest", 403: "Forbidden", 422: "Invalid"}.get(code, "Forbidden")
+    status = {"code": code, "message": message, "reason": reason}
+    return _review({"uid": uid, "allowed": False, "status": status})
+
+
+def patch_of(review: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON Patch operations in a response (empty when there is none)."""
+    encoded = review.get("response", {}).get("patch")
+    return json.loads(base64.b64decode(encoded)) if encoded else []

@@ -1,0 +1,45 @@
+"""What the webhook is configured with: the gang backend and the controller's identity."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from controller.workloads.base import Placement
+from webhook.reviews import UserInfo
+
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+DEFAULT_CONTROLLER_SERVICE_ACCOUNT = "kohort-system:kohort-controller"
+
+
+@dataclass(frozen=True)
+class ControllerIdentity:
+    """The users and groups allowed to release a held gang (kohort's controller)."""
+
+    users: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        users: Iterable[str] = (),
+        groups: Iterable[str] = (),
+        service_accounts: Iterable[str] = (),
+    ) -> ControllerIdentity:
+        """`service_accounts` are `namespace:name` (or `namespace/name`)."""
+        accounts = {SERVICE_ACCOUNT_PREFIX + sa.replace("/", ":", 1) for sa in service_accounts}
+        return cls(frozenset(users) | accounts, frozenset(groups))
+
+    def matches(self, user: UserInfo) -> bool:
+        return user.username in self.users or not self.groups.isdisjoint(user.groups)
+
+
+@dataclass(frozen=True)
+class Settings:
+    placement: Placement = field(default_factory=Placement)
+    controller: ControllerIdentity = field(
+        default_factory=lambda: ControllerIdentity.of(
+            service_accounts=[DEFAULT_CONTROLLER_SERVICE_ACCOUNT]
+        )
+    )

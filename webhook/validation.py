@@ -1,0 +1,122 @@
+"""POST /validate: keep held gangs held, and reject malformed kohort.dev quota objects.
+
+1. kohort.dev objects (ClusterQueue, LocalQueue, ResourceFlavor, Workload) must validate
+   against the API models; the message names the offending field.
+2. Requests from kohort's controller are allowed: releasing and evicting gangs is its job.
+3. A new managed workload must arrive held (the mutating webhook fails open, so this is where
+   the hold is enforced).
+4. An update must not release the hold (unsuspend a Job, remove the admission gate) nor move a
+   started workload to another queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, names
+from controller.api.common import Resource
+from controller.workloads.base import Denied, Hold, WorkloadAdapter, has_gate, labels, queue_of
+from controller.workloads.edits import lookup
+from controller.workloads.pod import owned_by_job
+from controller.workloads.registry import adapter_for
+from webhook import reviews
+from webhook.mutation import subject
+from webhook.settings import Settings
+
+MODELS: Mapping[str, type[Resource]] = {
+    model.kind_name: model for model in (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
+}
+
+
+def validate(review: Any, settings: Settings) -> dict[str, Any]:
+    """The AdmissionReview response for `review`; BadReview when it cannot be answered."""
+    request = reviews.parse(review)
+    if request.operation not in ("CREATE", "UPDATE"):
+        return reviews.allow(request.uid)
+    if not isinstance(request.object, dict):
+        return reviews.deny(request.uid, "request.object must be a JSON object", code=400)
+    if request.group == names.GROUP:
+        problem = model_problem(request.kind, request.object)
+        return (
+            reviews.deny(request.uid, problem, code=422) if problem else reviews.allow(request.uid)
+        )
+    adapter = adapter_for(request.group, request.version, request.kind)
+    if adapter is None or settings.controller.matches(request.user):
+        return reviews.allow(request.uid)
+    try:
+        if request.operation == "CREATE":
+            problem = creation_problem(adapter, request.object)
+        elif isinstance(request.old_object, dict):
+            problem = update_problem(adapter, request.old_object, request.object)
+        else:
+            return reviews.deny(request.uid, "request.oldObject must be a JSON object", code=400)
+    except Denied as denied:
+        problem = str(denied)
+    if problem:
+        return reviews.deny(request.uid, f"{subject(request)}: {problem}")
+    return reviews.allow(request.uid)
+
+
+def model_problem(kind: str, obj: dict[str, Any]) -> str | None:
+    """Why a kohort.dev object is invalid, naming the field, or None when it is valid."""
+    model = MODELS.get(kind)
+    if model is None:
+        return f"unknown kind {names.API_VERSION} {kind}"
+    try:
+        model.model_validate(obj)
+    except ValidationError as err:
+        return "; ".join(_describe(error) for error in err.errors())
+    return None
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    path = ""
+    for part in error.get("loc", ()):
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    message = str(error.get("msg", "invalid"))
+    message = message.removeprefix("Value error, ")
+    if error.get("type") == "extra_forbidden":
+        message = "unknown field"
+    return f"{path}: {message}" if path else message
+
+
+def creation_problem(adapter: WorkloadAdapter, obj: dict[str, Any]) -> str | None:
+    """Why a new workload may not be created as it is (it is managed but not held)."""
+    if queue_of(obj) is None:
+        return None
+    gangs = adapter.gangs(obj)
+    if adapter.hold is Hold.SUSPEND or owned_by_job(obj):
+        if adapter.hold is Hold.SUSPEND and lookup(obj, ["spec", "suspend"]) is not True:
+            return "a workload in a kohort queue must be created with spec.suspend: true"
+        return None
+    for gang in gangs:
+        for pod_set in gang.pod_sets:
+            if not has_gate(obj, pod_set.template_path):
+                where = ".".join(pod_set.template_path) or "the pod"
+                return (
+                    f"{where} must carry the {names.ADMISSION_GATE} scheduling gate "
+                    "(is kohort's mutating webhook registered?)"
+                )
+    return None
+
+
+def update_problem(
+    adapter: WorkloadAdapter, old: dict[str, Any], new: dict[str, Any]
+) -> str | None:
+    """Why an update by someone other than the controller is not allowed."""
+    if queue_of(old) is None and queue_of(new) is None:
+        return None
+    bypass = adapter.bypass(old, new)
+    if bypass:
+        return bypass
+    old_queue = labels(old).get(names.QUEUE_LABEL)
+    new_queue = labels(new).get(names.QUEUE_LABEL)
+    if old_queue != new_queue and not adapter.queue_may_change(old):
+        return (
+            f"the {names.QUEUE_LABEL} label cannot change from {old_queue!r} to {new_queue!r} "
+            "once the workload may have started; delete and recreate it in the new queue"
+        )
+    return None

@@ -7,6 +7,7 @@ import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -160,7 +161,9 @@ class CertificateAuthority:
                 ),
                 critical=True,
             )
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(
+                x509.ExtendedKeyUsage([cast(x509.ObjectIdentifier, usage)]), critical=False
+            )
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self.pair.key.public_key()),
                 critical=False,
@@ -183,9 +186,7 @@ class CertificateAuthority:
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
         sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ips]
         common_name = dns_names[0] if dns_names else ips[0]
-        return self._issue(
-            _name(common_name), ExtendedKeyUsageOID.SERVER_AUTH, sans, validity, now
-        )
+        return self._issue(_name(common_name), ExtendedKeyUsageOID.SERVER_AUTH, sans, validity, now)
 
     def issue_client(
         self,

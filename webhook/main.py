@@ -1,0 +1,149 @@
+"""`kohort webhook`: serve the mutating and validating admission webhook over HTTPS.
+
+The serving certificate comes from `--cert-dir` (tls.crt, tls.key; reloaded when the files
+change) or, with `--rotate-secret NS/NAME`, from the in-cluster rotator running in-process.
+The server starts listening only once a certificate is loaded; /readyz says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from certs import main as certs_main
+from certs.reload import server_context
+from certs.rotation import Bundle
+from controller.workloads.base import Backend, Placement
+from webhook.server import WebhookServer
+from webhook.settings import DEFAULT_CONTROLLER_SERVICE_ACCOUNT, ControllerIdentity, Settings
+
+log = logging.getLogger("kohort.webhook")
+DEFAULT_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cert-dir", type=Path, default=DEFAULT_CERT_DIR, help="tls.crt, tls.key")
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    parser.add_argument("--port", type=int, default=9443, help="HTTPS port (default 9443)")
+    parser.add_argument(
+        "--metrics-port", type=int, default=8080, help="plain-HTTP /metrics port (0: none)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=[b.value for b in Backend],
+        default=Backend.VOLCANO.value,
+        help="gang scheduler that places admitted gangs (default volcano)",
+    )
+    parser.add_argument("--scheduler-name", help="schedulerName to set (default: per backend)")
+    identity = parser.add_argument_group(
+        "controller identity", "who may release held gangs (unsuspend, ungate, change queues)"
+    )
+    identity.add_argument("--controller-user", action="append", default=[], metavar="USER")
+    identity.add_argument("--controller-group", action="append", default=[], metavar="GROUP")
+    identity.add_argument(
+        "--controller-service-account",
+        action="append",
+        default=None,
+        metavar="NAMESPACE:NAME",
+        help=f"(repeatable; default {DEFAULT_CONTROLLER_SERVICE_ACCOUNT})",
+    )
+    parser.add_argument(
+        "--cert-reload-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often to look for a new certificate in --cert-dir",
+    )
+    rotation = parser.add_argument_group("in-process certificate rotation")
+    rotation.add_argument("--rotate-secret", metavar="NAMESPACE/NAME")
+    rotation.add_argument("--service", help="the webhook's Service (for the certificate SANs)")
+    rotation.add_argument("--namespace", help="the Service's namespace")
+    rotation.add_argument("--dns", action="append", default=[], help="extra DNS SAN")
+    rotation.add_argument("--ip", action="append", default=[], help="extra IP SAN")
+    rotation.add_argument("--ca-days", type=float, default=3650.0)
+    rotation.add_argument("--days", type=float, default=365.0)
+    certs_main.add_rotation_arguments(rotation)  # type: ignore[arg-type]
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    accounts = args.controller_service_account or [DEFAULT_CONTROLLER_SERVICE_ACCOUNT]
+    return Settings(
+        placement=Placement.for_backend(Backend(args.backend), args.scheduler_name),
+        controller=ControllerIdentity.of(
+            users=args.controller_user, groups=args.controller_group, service_accounts=accounts
+        ),
+    )
+
+
+async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    server = WebhookServer(
+        settings_from(args),
+        server_context(),
+        host=args.host,
+        port=args.port,
+        metrics_port=args.metrics_port or None,
+    )
+    reloader = server.reloader(args.cert_dir)
+    tasks: list[asyncio.Task[None]] = []
+    if args.rotate_secret:
+        args.ca_validity = dt.timedelta(days=args.ca_days)
+        args.serving_validity = dt.timedelta(days=args.days)
+
+        def on_bundle(bundle: Bundle) -> None:
+            reloader.load_pem(bundle.serving.cert_pem, bundle.serving.key_pem)
+
+        api_client = await certs_main.kube_api_client(args.kubeconfig)
+        rotator = certs_main.build_rotator(api_client, args, args.rotate_secret, on_bundle)
+        await rotator.reconcile()
+        interval = dt.timedelta(seconds=args.rotation_interval)
+        tasks.append(asyncio.create_task(rotator.run(interval)))
+    else:
+        while not await _try_load(reloader.load_files):
+            if await _wait(stop, args.cert_reload_interval):
+                return 0
+        tasks.append(asyncio.create_task(reloader.watch(args.cert_reload_interval)))
+    await server.start()
+    try:
+        await stop.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await server.stop()
+        if args.rotate_secret:
+            await api_client.close()
+    return 0
+
+
+async def _try_load(load: Callable[[], bool]) -> bool:
+    try:
+        load()
+    except (OSError, ValueError) as err:
+        log.warning("waiting for a serving certificate: %s", err)
+        return False
+    return True
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """True when asked to stop within `seconds`."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        return await serve(args, stop)
+
+    return asyncio.run(main())

@@ -1,0 +1,187 @@
+"""The Mutating and Validating webhook configurations that route requests to kohort.
+
+Namespace opt-in: an AdmissionReview does not carry the namespace's labels, and the webhook
+never calls the API server while answering. So the routing does it: one mutating webhook sends
+objects labelled `kohort.dev/queue-name` to `/mutate`; a second one, whose namespaceSelector
+matches namespaces labelled `kohort.dev/managed=true`, sends unlabelled objects there to
+`/mutate-default-queue`, where the LocalQueue `default` is implied. Objects labelled
+`kohort.dev/opt-out=true` match neither.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from controller.api import names
+from webhook.server import MUTATE_DEFAULT_QUEUE_PATH, MUTATE_PATH, VALIDATE_PATH
+
+ClientConfig = Callable[[str], dict[str, Any]]
+SYSTEM_NAMESPACES = ("kube-system", "kube-node-lease", "kube-public")
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+WORKLOAD_RULES: list[tuple[str, str, str]] = [
+    ("batch", "v1", "jobs"),
+    ("apps", "v1", "statefulsets"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ("", "v1", "pods"),
+]
+QUOTA_RESOURCES = ["clusterqueues", "localqueues", "resourceflavors", "workloads"]
+
+
+def url_client(base_url: str, ca_pem: bytes) -> ClientConfig:
+    """Reach the webhook by URL (local clusters, tests): https://127.0.0.1:PORT."""
+    ca_bundle = base64.b64encode(ca_pem).decode()
+    return lambda path: {"url": base_url.rstrip("/") + path, "caBundle": ca_bundle}
+
+
+def service_client(service: str, namespace: str, port: int = 443) -> ClientConfig:
+    """Reach the webhook through its Service; the rotator fills in caBundle."""
+    return lambda path: {
+        "service": {"name": service, "namespace": namespace, "path": path, "port": port}
+    }
+
+
+def _rules(operations: Sequence[str], resources: Sequence[tuple[str, str, str]]) -> list[Any]:
+    return [
+        {
+            "apiGroups": [group],
+            "apiVersions": [version],
+            "resources": [resource],
+            "operations": list(operations),
+            "scope": "Namespaced",
+        }
+        for group, version, resource in resources
+    ]
+
+
+def _not_opted_out() -> dict[str, Any]:
+    return {"key": names.OPT_OUT_LABEL, "operator": "NotIn", "values": ["true"]}
+
+
+def default_namespace_selector(excluded: Sequence[str] = ()) -> dict[str, Any]:
+    values = sorted({*SYSTEM_NAMESPACES, *excluded})
+    return {
+        "matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": values}]
+    }
+
+
+def _webhook(
+    name: str, client: ClientConfig, path: str, *, failure_policy: str, timeout: int
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clientConfig": client(path),
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": failure_policy,
+        "matchPolicy": "Equivalent",
+        "timeoutSeconds": timeout,
+    }
+
+
+def mutating_configuration(
+    name: str,
+    client: ClientConfig,
+    *,
+    namespace_selector: dict[str, Any] | None = None,
+    failure_policy: str = "Ignore",
+    timeout: int = 5,
+) -> dict[str, Any]:
+    """Mutation fails open by default: the validating webhook refuses unheld workloads."""
+    selector = namespace_selector or default_namespace_selector()
+    expressions: list[dict[str, Any]] = list(selector.get("matchExpressions", []))
+    for key, value in (selector.get("matchLabels") or {}).items():
+        expressions.append({"key": key, "operator": "In", "values": [value]})
+    opted_in = {
+        "matchLabels": {names.NAMESPACE_OPT_IN_LABEL: "true"},
+        "matchExpressions": expressions,
+    }
+    rules = _rules(["CREATE"], WORKLOAD_RULES)
+    labelled = _webhook(
+        "workloads.mutate.kohort.dev",
+        client,
+        MUTATE_PATH,
+        failure_policy=failure_policy,
+        timeout=timeout,
+    )
+    labelled |= {
+        "namespaceSelector": selector,
+        "objectSelector": {
+            "matchExpressions": [
+                {"key": names.QUEUE_LABEL, "operator": "Exists"},
+                _not_opted_out(),
+            ]
+        },
+        "rules": rules,
+        "reinvocationPolicy": "IfNeeded",
+    }
+    implied = _webhook(
+        "namespace-default.mutate.kohort.dev",
+        client,
+        MUTATE_DEFAULT_QUEUE_PATH,
+        failure_policy=failure_policy,
+        timeout=timeout,
+    )
+    implied |= {
+        "namespaceSelector": opted_in,
+        "objectSelector": {
+            "matchExpressions": [
+                {"key": names.QUEUE_LABEL, "operator": "DoesNotExist"},
+                _not_opted_out(),
+            ]
+        },
+        "rules": rules,
+        "reinvocationPolicy": "IfNeeded",
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name, "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE}},
+        "webhooks": [labelled, implied],
+    }
+
+
+def validating_configuration(
+    name: str,
+    client: ClientConfig,
+    *,
+    namespace_selector: dict[str, Any] | None = None,
+    timeout: int = 5,
+) -> dict[str, Any]:
+    """Fails closed: a held gang must not be released while the webhook is down."""
+    selector = namespace_selector or default_namespace_selector()
+    workloads = _webhook(
+        "workloads.validate.kohort.dev",
+        client,
+        VALIDATE_PATH,
+        failure_policy="Fail",
+        timeout=timeout,
+    )
+    workloads |= {
+        "namespaceSelector": selector,
+        # For an UPDATE this matches when either the old or the new object has the label.
+        "objectSelector": {"matchExpressions": [{"key": names.QUEUE_LABEL, "operator": "Exists"}]},
+        "rules": _rules(["CREATE", "UPDATE"], WORKLOAD_RULES),
+    }
+    quota = _webhook(
+        "queues.validate.kohort.dev", client, VALIDATE_PATH, failure_policy="Fail", timeout=timeout
+    )
+    quota |= {
+        "rules": [
+            {
+                "apiGroups": [names.GROUP],
+                "apiVersions": [names.VERSION],
+                "resources": QUOTA_RESOURCES,
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "*",
+            }
+        ]
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name, "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE}},
+        "webhooks": [workloads, quota],
+    }

@@ -1,0 +1,232 @@
+"""The thin aiohttp layer: HTTPS admission endpoints, probes, and plain-HTTP metrics.
+
+Each handler reads the body (at most 3 MiB), decodes JSON, calls the pure decision function and
+encodes its answer. Bad input is a 400 with a plain-text reason, never a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from cryptography import x509
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from certs.reload import CertificateReloader
+from webhook import reviews
+from webhook.metrics import WebhookMetrics
+from webhook.mutation import mutate
+from webhook.settings import Settings
+from webhook.validation import validate
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 3 * 1024 * 1024
+MUTATE_PATH = "/mutate"
+# The MutatingWebhookConfiguration sends namespaces labelled kohort.dev/managed=true here:
+# the webhook cannot read namespace labels itself, so the path says "this namespace opted in".
+MUTATE_DEFAULT_QUEUE_PATH = "/mutate-default-queue"
+VALIDATE_PATH = "/validate"
+
+Decision = Callable[[Any], dict[str, Any]]
+
+
+@dataclass
+class Readiness:
+    certificate_loaded: bool = False
+    listening: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return self.certificate_loaded and self.listening
+
+
+def _kind_of(review: Any) -> str:
+    try:
+        return str(review["request"]["kind"]["kind"])
+    except (KeyError, TypeError):
+        return ""
+
+
+def _bad_request(reason: str) -> web.Response:
+    return web.Response(status=400, text=reason + "\n")
+
+
+class AdmissionApp:
+    """The routes and their decision functions; no TLS, no sockets (tests use it directly)."""
+
+    def __init__(self, settings: Settings, metrics: WebhookMetrics, readiness: Readiness) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.readiness = readiness
+
+    def build(self) -> web.Application:
+        # The 3 MiB limit is checked here; aiohttp's own limit would answer 413 with HTML.
+        app = web.Application(client_max_size=MAX_BODY + 1024)
+        app.router.add_post(MUTATE_PATH, self._handler("mutate", self._mutate))
+        app.router.add_post(
+            MUTATE_DEFAULT_QUEUE_PATH, self._handler("mutate-default-queue", self._mutate_default)
+        )
+        app.router.add_post(VALIDATE_PATH, self._handler("validate", self._validate))
+        add_probes(app, self.readiness)
+        return app
+
+    def _mutate(self, review: Any) -> dict[str, Any]:
+        return mutate(review, self.settings)
+
+    def _mutate_default(self, review: Any) -> dict[str, Any]:
+        return mutate(review, self.settings, default_queue="default")
+
+    def _validate(self, review: Any) -> dict[str, Any]:
+        return validate(review, self.settings)
+
+    def _handler(self, webhook: str, decide: Decision) -> Callable[[web.Request], Any]:
+        metrics = self.metrics
+        latency = metrics.latency.labels(webhook)
+        in_flight = metrics.in_flight.labels(webhook)
+
+        async def handle(request: web.Request) -> web.Response:
+            start = time.perf_counter()
+            in_flight.inc()
+            try:
+                response = await self._answer(request, webhook, decide)
+            finally:
+                in_flight.dec()
+            latency.observe(time.perf_counter() - start)
+            metrics.requests.labels(webhook, str(response.status)).inc()
+            return response
+
+        return handle
+
+    async def _answer(self, request: web.Request, webhook: str, decide: Decision) -> web.Response:
+        if request.content_length is not None and request.content_length > MAX_BODY:
+            return _bad_request(f"request body exceeds the {MAX_BODY // 2**20} MiB limit")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _bad_request(f"request body exceeds the {MAX_BODY // 2**20} MiB limit")
+        if len(body) > MAX_BODY:
+            return _bad_request(f"request body exceeds the {MAX_BODY // 2**20} MiB limit")
+        try:
+            review = json.loads(body)
+        except ValueError as err:
+            return _bad_request(f"request body is not JSON: {err}")
+        try:
+            answer = decide(review)
+        except reviews.BadReview as err:
+            return _bad_request(f"not an AdmissionReview: {err}")
+        except Exception:  # never a 500: deny and keep serving
+            log.exception("admission decision failed", extra={"webhook": webhook})
+            uid = review.get("request", {}).get("uid") if isinstance(review, dict) else None
+            if not isinstance(uid, str) or not uid:
+                return _bad_request("the request could not be decided")
+            answer = reviews.deny(uid, "kohort's webhook could not decide this request", code=400)
+        self._count(webhook, review, answer)
+        return web.Response(
+            body=json.dumps(answer, separators=(",", ":")).encode(),
+            content_type="application/json",
+        )
+
+    def _count(self, webhook: str, review: Any, answer: dict[str, Any]) -> None:
+        response = answer["response"]
+        if not response["allowed"]:
+            self.metrics.denials.labels(webhook, _kind_of(review)).inc()
+        elif "patch" in response:
+            self.metrics.patches.labels(_kind_of(review)).inc()
+
+
+def add_probes(app: web.Application, readiness: Readiness) -> None:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if readiness.ready:
+            return web.Response(text="ok\n")
+        missing = "certificate" if not readiness.certificate_loaded else "listener"
+        return web.Response(status=503, text=f"not ready: no {missing} yet\n")
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+
+
+def metrics_app(metrics: WebhookMetrics, readiness: Readiness) -> web.Application:
+    async def serve_metrics(_: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        response = web.Response(body=body)
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    app = web.Application()
+    app.router.add_get("/metrics", serve_metrics)
+    add_probes(app, readiness)
+    return app
+
+
+class WebhookServer:
+    """The HTTPS admission server and its metrics listener, started and stopped together."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        context: ssl.SSLContext,
+        *,
+        host: str = "0.0.0.0",
+        port: int = 9443,
+        metrics_host: str = "0.0.0.0",
+        metrics_port: int | None = 8080,
+    ) -> None:
+        self.metrics = WebhookMetrics()
+        self.readiness = Readiness()
+        self.context = context
+        self.host, self.port = host, port
+        self.metrics_host, self.metrics_port = metrics_host, metrics_port
+        self.app = AdmissionApp(settings, self.metrics, self.readiness).build()
+        self._runners: list[web.AppRunner] = []
+
+    def certificate_loaded(self, certificate: x509.Certificate) -> None:
+        """Hook for CertificateReloader.on_reload."""
+        self.readiness.certificate_loaded = True
+        self.metrics.certificate_reloads.inc()
+        self.metrics.certificate_expiry.set(certificate.not_valid_after_utc.timestamp())
+
+    def reloader(self, cert_dir: Any = None) -> CertificateReloader:
+        return CertificateReloader(self.context, cert_dir, on_reload=self.certificate_loaded)
+
+    async def start(self) -> None:
+        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await runner.setup()
+        self._runners.append(runner)
+        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.context, backlog=1024)
+        await site.start()
+        if self.port == 0:
+            self.port = _bound_port(site)
+        if self.metrics_port is not None:
+            metrics_runner = web.AppRunner(
+                metrics_app(self.metrics, self.readiness), access_log=None, handle_signals=False
+            )
+            await metrics_runner.setup()
+            self._runners.append(metrics_runner)
+            metrics_site = web.TCPSite(metrics_runner, self.metrics_host, self.metrics_port)
+            await metrics_site.start()
+            if self.metrics_port == 0:
+                self.metrics_port = _bound_port(metrics_site)
+        self.readiness.listening = True
+        log.info("webhook serving", extra={"port": self.port, "metricsPort": self.metrics_port})
+
+    async def stop(self) -> None:
+        self.readiness.listening = False
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        self._runners.clear()
+
+
+def _bound_port(site: web.TCPSite) -> int:
+    server = site._server  # aiohttp exposes no public accessor for the bound socket
+    sockets = getattr(server, "sockets", None) or []
+    return int(sockets[0].getsockname()[1])

@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PYTEST := bash hack/pytest.sh
 
 .PHONY: demo test test-unit test-cluster lint testenv clean-testenv
 
@@ -18,13 +19,13 @@ demo: $(STAMP) testenv
 
 # The whole test suite: lint, types, unit tests, then tests on the real local control plane.
 test: $(STAMP) testenv lint
-	$(BIN)/pytest
+	$(PYTEST) $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
-	$(BIN)/pytest -m "not cluster"
+	$(PYTEST) -m "not cluster" $(PYTEST_ARGS)
 
 test-cluster: $(STAMP) testenv
-	$(BIN)/pytest -m cluster
+	$(PYTEST) -m cluster $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -79,11 +79,11 @@ version_ldflags() {
 }
 
 build_k8s() {
-  if have kube-apiserver kube-controller-manager kube-scheduler; then
+  if have kube-apiserver kube-controller-manager kube-scheduler kubectl; then
     log "k8s $K8S_VERSION: already built"; return
   fi
   local w="$out_dir/work/k8s" t0=$SECONDS
-  log "k8s $K8S_VERSION: resolving modules (kube-apiserver, kube-controller-manager, kube-scheduler)"
+  log "k8s $K8S_VERSION: resolving modules (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"
   new_wrapper "$w"
   (
     cd "$w"
@@ -91,14 +91,15 @@ build_k8s() {
     kk_mod=$(gomod_of "k8s.io/kubernetes@$K8S_VERSION")
     staging_version="v0.${K8S_VERSION#v1.}"
     copy_replaces "$kk_mod" "$staging_version" >/dev/null
-    go_directive=$(go mod edit -json "$kk_mod" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Go"]["Version"])')
+    go_directive=$(go mod edit -json "$kk_mod" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Go"])')
     go mod edit -go="$go_directive" -godebug="default=go$(echo "$go_directive" | cut -d. -f1,2)"
     go get "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
     log "k8s $K8S_VERSION: compiling (cold: tens of minutes on 2 cores)"
     go build -trimpath -ldflags "$(version_ldflags "$K8S_VERSION")" -o "$bin_dir/" \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler
+      k8s.io/kubernetes/cmd/kube-scheduler \
+      k8s.io/kubernetes/cmd/kubectl
   )
   log "k8s $K8S_VERSION: done in $((SECONDS - t0))s"
 }

@@ -1,0 +1,506 @@
+"""A real local control plane: etcd, kube-apiserver, kube-controller-manager, kwok fake nodes,
+and optionally kube-scheduler and Volcano, all on 127.0.0.1 with free ports.
+
+    with LocalCluster(ClusterOptions(node_pools=[NodePool("gpu", 4, gpus=8)])) as cluster:
+        cluster.kubeconfig  # admin kubeconfig for kubectl and kubernetes-asyncio
+
+Every process is started in its own process group and stopped by PID on exit, also after a
+failed start. `state.json` in the work directory records the PIDs so `kohort dev down` can stop
+a cluster started by another process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import yaml
+
+from certs.authority import CertificateAuthority, KeyPair, key_to_pem, new_private_key
+from hack import processes, testenv
+from hack.processes import ManagedProcess
+from hack.rest import ApiError, RestClient
+
+Scheduler = Literal["volcano", "kube-scheduler", "both", "none"]
+
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+SERVICE_CIDR = "10.0.0.0/24"
+POD_CIDR = "10.16.0.0/16"
+STATE_FILE = "state.json"
+START_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def to_api(self) -> dict[str, str]:
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+
+@dataclass(frozen=True)
+class NodePool:
+    """`count` identical kwok nodes named `<name>-0`, `<name>-1`, ..."""
+
+    name: str
+    count: int = 1
+    cpu: str = "32"
+    memory: str = "256Gi"
+    gpus: int = 0
+    pods: int = 110
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Taint] = ()
+
+    def node_names(self) -> list[str]:
+        return [f"{self.name}-{i}" for i in range(self.count)]
+
+    def node_objects(self) -> list[dict[str, Any]]:
+        capacity = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        if self.gpus:
+            capacity["nvidia.com/gpu"] = str(self.gpus)
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "annotations": {
+                        KWOK_NODE_ANNOTATION: "fake",
+                        "node.alpha.kubernetes.io/ttl": "0",
+                    },
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "type": "kwok",
+                        "kohort.dev/node-pool": self.name,
+                        **self.labels,
+                    },
+                },
+                "spec": {"taints": [t.to_api() for t in self.taints]},
+                "status": {
+                    "capacity": capacity,
+                    "allocatable": capacity,
+                    "phase": "Running",
+                    "nodeInfo": {
+                        "architecture": "amd64",
+                        "operatingSystem": "linux",
+                        "kubeletVersion": "fake",
+                    },
+                },
+            }
+            for name in self.node_names()
+        ]
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    node_pools: Sequence[NodePool] = (NodePool("cpu", 2),)
+    scheduler: Scheduler = "both"
+    controller_manager: bool = True
+    # True: children get SIGTERM if this process dies (tests). False: they outlive it (dev up).
+    tie_to_parent: bool = True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class LocalCluster:
+    def __init__(self, options: ClusterOptions | None = None, work_dir: Path | None = None):
+        self.options = options or ClusterOptions()
+        self._own_work_dir = work_dir is None
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="kohort-cluster-"))
+        self.pki_dir = self.work_dir / "pki"
+        self.log_dir = self.work_dir / "logs"
+        self.kubeconfig = self.work_dir / "kubeconfig"
+        self.procs: list[ManagedProcess] = []
+        self.server = ""
+        self.ca = CertificateAuthority.create("kohort-local-cluster-ca")
+        self.ca_pem = self.ca.cert_pem
+        self._rest: RestClient | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        t0 = time.monotonic()
+        try:
+            self._write_pki()
+            self._start_etcd()
+            self._start_apiserver()
+            if self.options.controller_manager:
+                self._start_controller_manager()
+            if self.options.scheduler in ("kube-scheduler", "both"):
+                self._start_kube_scheduler()
+            self._start_kwok()
+            if self.options.scheduler in ("volcano", "both"):
+                self._start_volcano()
+            self.add_nodes(*self.options.node_pools)
+        except BaseException:
+            self.stop()
+            raise
+        self._log(f"cluster ready in {time.monotonic() - t0:.1f}s at {self.server}")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            processes.stop(proc.pid)
+        self.procs.clear()
+        self._write_state()
+
+    def cleanup(self) -> None:
+        """Stops the cluster and removes a work directory this object created."""
+        self.stop()
+        if self._own_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    # ---- access ----------------------------------------------------------------------------
+
+    @property
+    def rest(self) -> RestClient:
+        if self._rest is None:
+            self._rest = RestClient(
+                self.server,
+                self.pki_dir / "ca.crt",
+                self.pki_dir / "admin.crt",
+                self.pki_dir / "admin.key",
+            )
+        return self._rest
+
+    def issue_user(self, name: str, groups: Sequence[str] = ()) -> KeyPair:
+        """A client certificate the apiserver accepts as user `name` in `groups`."""
+        return self.ca.issue_client(name, groups)
+
+    def write_kubeconfig(self, path: Path, user: str, pair: KeyPair) -> Path:
+        cert, key = path.with_suffix(".crt"), path.with_suffix(".key")
+        pair.write(cert, key)
+        path.write_text(yaml.safe_dump(self._kubeconfig_dict(user, cert, key)))
+        return path
+
+    def _kubeconfig_dict(self, user: str, cert: Path, key: Path) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "kohort-local",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority": str(self.pki_dir / "ca.crt"),
+                    },
+                }
+            ],
+            "users": [
+                {"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}
+            ],
+            "contexts": [
+                {"name": "kohort-local", "context": {"cluster": "kohort-local", "user": user}}
+            ],
+            "current-context": "kohort-local",
+        }
+
+    # ---- nodes -----------------------------------------------------------------------------
+
+    def add_nodes(self, *pools: NodePool, wait_ready: bool = True) -> list[str]:
+        names: list[str] = []
+        for pool in pools:
+            for node in pool.node_objects():
+                self.rest.create("/api/v1/nodes", node)
+                names.append(node["metadata"]["name"])
+        if wait_ready and names:
+            self.wait_nodes_ready(names)
+        return names
+
+    def remove_nodes(self, names: Sequence[str]) -> None:
+        for name in names:
+            self.rest.delete(f"/api/v1/nodes/{name}")
+
+    def node_ready(self, name: str) -> bool:
+        node = self.rest.get(f"/api/v1/nodes/{name}")
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in node.get("status", {}).get("conditions", [])
+        )
+        # kube-controller-manager lifts the not-ready taint the apiserver adds on creation.
+        tainted = self.options.controller_manager and any(
+            t.get("key") == "node.kubernetes.io/not-ready" for t in node["spec"].get("taints", [])
+        )
+        return ready and not tainted
+
+    def wait_nodes_ready(self, names: Sequence[str], timeout: float = 60.0) -> None:
+        processes.wait_until(
+            f"nodes {', '.join(names)} to become Ready",
+            lambda: all(self.node_ready(n) for n in names),
+            timeout,
+            self.procs,
+        )
+
+    # ---- components ------------------------------------------------------------------------
+
+    def _log(self, msg: str) -> None:
+        stamp = dt.datetime.now().strftime("%H:%M:%S")
+        print(f"[kohort-dev {stamp}] {msg}", flush=True)
+
+    def _spawn(
+        self, name: str, argv: Sequence[str], env: dict[str, str] | None = None
+    ) -> ManagedProcess:
+        proc = processes.start(
+            name, argv, self.log_dir, tie_to_parent=self.options.tie_to_parent, env=env
+        )
+        self.procs.append(proc)
+        self._write_state()
+        return proc
+
+    def _write_state(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        state = {
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig),
+            "pids": {p.name: p.pid for p in self.procs},
+        }
+        (self.work_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
+
+    def _write_pki(self) -> None:
+        self.pki_dir.mkdir(parents=True, exist_ok=True)
+        (self.pki_dir / "ca.crt").write_bytes(self.ca_pem)
+        ca_key = self.pki_dir / "ca.key"
+        ca_key.touch(mode=0o600)
+        ca_key.write_bytes(self.ca.pair.key_pem)
+        serving = self.ca.issue_server(["localhost"], ["127.0.0.1"])
+        serving.write(self.pki_dir / "apiserver.crt", self.pki_dir / "apiserver.key")
+        self.ca.issue_client("kohort-admin", ["system:masters"]).write(
+            self.pki_dir / "admin.crt", self.pki_dir / "admin.key"
+        )
+        sa_key = self.pki_dir / "sa.key"
+        sa_key.touch(mode=0o600)
+        sa_key.write_bytes(key_to_pem(new_private_key()))
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        proc = self._spawn(
+            "etcd",
+            [
+                str(testenv.binary("etcd")),
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        processes.wait_until(
+            "etcd /readyz", lambda: _http_ok(f"{self.etcd_url}/readyz"), START_TIMEOUT, [proc]
+        )
+
+    def _start_apiserver(self) -> None:
+        port = free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        pki = self.pki_dir
+        proc = self._spawn(
+            "kube-apiserver",
+            [
+                str(testenv.binary("kube-apiserver")),
+                f"--etcd-servers={self.etcd_url}",
+                f"--secure-port={port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--cert-dir={self.work_dir / 'apiserver'}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allow-privileged=true",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={self.server}",
+                f"--service-account-key-file={pki / 'sa.key'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        (self.work_dir / "kubeconfig").write_text(
+            yaml.safe_dump(
+                self._kubeconfig_dict("kohort-admin", pki / "admin.crt", pki / "admin.key")
+            )
+        )
+        self._write_state()
+        processes.wait_until("kube-apiserver /readyz", self._apiserver_ready, START_TIMEOUT, [proc])
+
+    def _apiserver_ready(self) -> bool:
+        return bool(self.rest.request("GET", "/readyz") == "ok")
+
+    def _start_controller_manager(self) -> None:
+        proc = self._spawn(
+            "kube-controller-manager",
+            [
+                str(testenv.binary("kube-controller-manager")),
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                f"--root-ca-file={self.pki_dir / 'ca.crt'}",
+                f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
+                "--use-service-account-credentials=false",
+                f"--cluster-cidr={POD_CIDR}",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        # The default ServiceAccount appears once the controllers run.
+        processes.wait_until(
+            "kube-controller-manager (default ServiceAccount)",
+            lambda: _exists(self.rest, "/api/v1/namespaces/default/serviceaccounts/default"),
+            START_TIMEOUT,
+            [proc],
+        )
+
+    def _start_kube_scheduler(self) -> None:
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(testenv.binary("kube-scheduler")),
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+
+    def _start_kwok(self) -> None:
+        home = self.work_dir / "kwok-home"  # keeps a user's ~/.kwok/kwok.yaml out of the merge
+        home.mkdir(exist_ok=True)
+        argv = [
+            str(testenv.binary("kwok")),
+            f"--kubeconfig={self.kubeconfig}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+            f"--cidr={POD_CIDR}",
+            "--node-ip=10.15.0.1",
+        ]
+        for stage in testenv.kwok_stage_files():
+            argv += ["-c", str(stage)]
+        self._spawn("kwok", argv, env={"HOME": str(home)})
+
+    def _start_volcano(self) -> None:
+        for path in testenv.volcano_crd_files():
+            crd = yaml.safe_load(path.read_text())
+            name = crd["metadata"]["name"]
+            self.rest.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd)
+        for path in testenv.volcano_crd_files():
+            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+            self.wait_crd_established(name)
+        scheduler = self._spawn(
+            "vc-scheduler",
+            [
+                str(testenv.binary("vc-scheduler")),
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--enable-healthz=false",
+                "--enable-metrics=false",
+                "--v=2",
+            ],
+        )
+        controllers = self._spawn(
+            "vc-controller-manager",
+            [
+                str(testenv.binary("vc-controller-manager")),
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--enable-healthz=false",
+                "--v=2",
+            ],
+        )
+        # The scheduler creates the `default` queue once its caches have synced.
+        processes.wait_until(
+            "Volcano's default queue",
+            lambda: _exists(self.rest, "/apis/scheduling.volcano.sh/v1beta1/queues/default"),
+            START_TIMEOUT,
+            [scheduler, controllers],
+        )
+
+    def wait_crd_established(self, name: str, timeout: float = 60.0) -> None:
+        def established() -> bool:
+            crd = self.rest.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            return any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in crd.get("status", {}).get("conditions", [])
+            )
+
+        processes.wait_until(f"CRD {name} Established", established, timeout, self.procs)
+
+
+def _http_ok(url: str) -> bool:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        return bool(resp.status == 200)
+
+
+def _exists(rest: RestClient, path: str) -> bool:
+    try:
+        rest.get(path)
+    except ApiError as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
+def stop_from_state(work_dir: Path) -> list[str]:
+    """Stops the processes recorded in a work directory's state file; returns their names."""
+    state_path = work_dir / STATE_FILE
+    if not state_path.exists():
+        return []
+    state = json.loads(state_path.read_text())
+    stopped = []
+    for name, pid in reversed(list(state.get("pids", {}).items())):
+        if processes.pid_alive(pid):
+            processes.stop(pid)
+            stopped.append(name)
+    state["pids"] = {}
+    state_path.write_text(json.dumps(state, indent=2))
+    return stopped
+
+
+@contextlib.contextmanager
+def running_cluster(
+    options: ClusterOptions | None = None, work_dir: Path | None = None
+) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(options, work_dir)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.cleanup()

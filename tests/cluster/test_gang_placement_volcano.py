@@ -1,0 +1,154 @@
+"""Gang placement on the local control plane, at the infrastructure level (no kohort yet).
+
+The three scenarios of the seed article on keeping distributed jobs in lockstep: a gang that
+fits starts whole; a gang that does not fit holds nothing and starts whole once capacity frees
+up; without a gang scheduler the same pods start partially.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from tests.conftest import TestNodes
+from tests.support import eventually, holds_for, pod_spec
+
+pytestmark = pytest.mark.volcano
+
+PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+GANG = 4
+CPU_PER_POD = "4"
+
+
+def gang_pod(namespace: str, name: str, group: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"gang": group or "none"}}
+    spec = pod_spec(namespace, {"cpu": CPU_PER_POD})
+    if group is not None:
+        meta["annotations"] = {"scheduling.k8s.io/group-name": group}
+        spec["schedulerName"] = "volcano"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+async def create_gang(api: client.ApiClient, namespace: str, group: str | None) -> None:
+    if group is not None:
+        podgroup = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": group},
+            "spec": {"minMember": GANG, "minResources": {"cpu": str(GANG * int(CPU_PER_POD))}},
+        }
+        await client.CustomObjectsApi(api).create_namespaced_custom_object(
+            *PODGROUPS[:2], namespace, PODGROUPS[2], podgroup
+        )
+    core = client.CoreV1Api(api)
+    role = ["leader"] + [f"worker-{i}" for i in range(1, GANG)]
+    for r in role:
+        await core.create_namespaced_pod(
+            namespace, gang_pod(namespace, f"{group or 'plain'}-{r}", group)
+        )
+
+
+async def bound_pods(api: client.ApiClient, namespace: str) -> list[str]:
+    pods = await client.CoreV1Api(api).list_namespaced_pod(namespace)
+    return sorted(p.metadata.name for p in pods.items if p.spec.node_name)
+
+
+async def podgroup(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = await client.CustomObjectsApi(api).get_namespaced_custom_object(
+        PODGROUPS[0], PODGROUPS[1], namespace, PODGROUPS[2], name
+    )
+    return obj
+
+
+def is_unschedulable(pg: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Unschedulable" and c.get("status") == "True"
+        for c in pg.get("status", {}).get("conditions", [])
+    )
+
+
+async def test_a_gang_of_four_that_fits_runs_with_all_four_pods_bound(
+    api: client.ApiClient, namespace: str, test_nodes: TestNodes
+) -> None:
+    test_nodes("worker", 4, cpu="5")
+    await create_gang(api, namespace, "lockstep")
+
+    pg = await eventually(
+        lambda: podgroup(api, namespace, "lockstep"),
+        lambda pg: (
+            pg.get("status", {}).get("phase") == "Running" and pg["status"].get("running") == GANG
+        ),
+        what="PodGroup Running with 4 running pods",
+    )
+    assert pg["spec"]["minMember"] == GANG
+    assert len(await bound_pods(api, namespace)) == GANG
+
+
+async def test_a_gang_that_fits_only_three_binds_no_pod_until_capacity_frees_then_all_four(
+    api: client.ApiClient, namespace: str, test_nodes: TestNodes, cluster: Any
+) -> None:
+    workers = test_nodes("worker", 4, cpu="5")
+    blocked = workers[-1]
+    cluster.rest.patch(
+        f"/api/v1/nodes/{blocked}",
+        {"spec": {"taints": [*_node_taints(cluster, blocked), _blocked_taint()]}},
+    )
+    await create_gang(api, namespace, "pinched")
+
+    pg = await eventually(
+        lambda: podgroup(api, namespace, "pinched"),
+        is_unschedulable,
+        what="PodGroup condition Unschedulable",
+    )
+    assert pg["status"].get("phase") != "Running"
+    await holds_for(
+        lambda: bound_pods(api, namespace), lambda b: b == [], 5, what="no pod of the gang bound"
+    )
+
+    cluster.rest.patch(
+        f"/api/v1/nodes/{blocked}",
+        {"spec": {"taints": [t for t in _node_taints(cluster, blocked) if t["key"] != "test"]}},
+    )
+    await eventually(
+        lambda: bound_pods(api, namespace),
+        lambda b: len(b) == GANG,
+        what="all four pods bound after the taint is removed",
+    )
+    pg = await eventually(
+        lambda: podgroup(api, namespace, "pinched"),
+        lambda pg: pg.get("status", {}).get("phase") == "Running",
+        what="PodGroup Running",
+    )
+    assert pg["status"].get("running") == GANG
+
+
+async def test_without_a_gang_scheduler_the_same_pods_start_partially(
+    api: client.ApiClient, namespace: str, test_nodes: TestNodes
+) -> None:
+    test_nodes("worker", 3, cpu="5")
+    await create_gang(api, namespace, None)
+
+    bound = await eventually(
+        lambda: bound_pods(api, namespace),
+        lambda b: len(b) == 3,
+        what="three of four pods bound by the default scheduler",
+    )
+    await holds_for(
+        lambda: bound_pods(api, namespace),
+        lambda b: b == bound,
+        3,
+        what="the fourth pod stays pending while three hold their CPUs",
+    )
+
+
+def _blocked_taint() -> dict[str, str]:
+    return {"key": "test", "value": "blocked", "effect": "NoSchedule"}
+
+
+def _node_taints(cluster: Any, name: str) -> list[dict[str, str]]:
+    taints: list[dict[str, str]] = cluster.rest.get(f"/api/v1/nodes/{name}")["spec"].get(
+        "taints", []
+    )
+    return taints

@@ -1,0 +1,76 @@
+"""Helpers for tests on the local control plane: object builders and polling."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+TEST_NODE_KEY = "kohort.dev/test"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+T = TypeVar("T")
+
+
+def pod_isolation(namespace: str) -> dict[str, Any]:
+    """Pod spec fields that place a pod on the `test_nodes` of `namespace` only."""
+    return {
+        "nodeSelector": {TEST_NODE_KEY: namespace},
+        "tolerations": [
+            {
+                "key": TEST_NODE_KEY,
+                "operator": "Equal",
+                "value": namespace,
+                "effect": "NoSchedule",
+            }
+        ],
+    }
+
+
+def container(requests: dict[str, str], name: str = "main") -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": PAUSE_IMAGE,
+        "resources": {"requests": dict(requests), "limits": dict(requests)},
+    }
+
+
+def pod_spec(namespace: str, requests: dict[str, str], **extra: Any) -> dict[str, Any]:
+    return {"containers": [container(requests)], **pod_isolation(namespace), **extra}
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    accept: Callable[[T], bool],
+    within: float = 60.0,
+    interval: float = 0.5,
+    what: str = "condition",
+) -> T:
+    """Polls `probe` until `accept` holds for its result; fails with the last result seen."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await probe()
+        if accept(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {within:.0f}s waiting for {what}; last: {value!r}")
+        await asyncio.sleep(interval)
+
+
+async def holds_for(
+    probe: Callable[[], Awaitable[T]],
+    accept: Callable[[T], bool],
+    duration: float,
+    interval: float = 0.5,
+    what: str = "condition",
+) -> T:
+    """Checks that `accept` keeps holding for `duration` seconds (for 'nothing happens' claims)."""
+    deadline = time.monotonic() + duration
+    while True:
+        value = await probe()
+        if not accept(value):
+            raise AssertionError(f"{what} stopped holding: {value!r}")
+        if time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(interval)

@@ -98,43 +98,20 @@ def mutating_configuration(
         "matchLabels": {names.NAMESPACE_OPT_IN_LABEL: "true"},
         "matchExpressions": expressions,
     }
-    rules = _rules(["CREATE"], WORKLOAD_RULES)
-    labelled = _webhook(
-        "workloads.mutate.kohort.dev",
-        client,
-        MUTATE_PATH,
-        failure_policy=failure_policy,
-        timeout=timeout,
+
+    def mutating(webhook: str, path: str, namespaces: Any, queue_operator: str) -> Any:
+        queue_label = {"key": names.QUEUE_LABEL, "operator": queue_operator}
+        return _webhook(webhook, client, path, failure_policy=failure_policy, timeout=timeout) | {
+            "namespaceSelector": namespaces,
+            "objectSelector": {"matchExpressions": [queue_label, _not_opted_out()]},
+            "rules": _rules(["CREATE"], WORKLOAD_RULES),
+            "reinvocationPolicy": "IfNeeded",
+        }
+
+    labelled = mutating("workloads.mutate.kohort.dev", MUTATE_PATH, selector, "Exists")
+    implied = mutating(
+        "namespace-default.mutate.kohort.dev", MUTATE_DEFAULT_QUEUE_PATH, opted_in, "DoesNotExist"
     )
-    labelled |= {
-        "namespaceSelector": selector,
-        "objectSelector": {
-            "matchExpressions": [
-                {"key": names.QUEUE_LABEL, "operator": "Exists"},
-                _not_opted_out(),
-            ]
-        },
-        "rules": rules,
-        "reinvocationPolicy": "IfNeeded",
-    }
-    implied = _webhook(
-        "namespace-default.mutate.kohort.dev",
-        client,
-        MUTATE_DEFAULT_QUEUE_PATH,
-        failure_policy=failure_policy,
-        timeout=timeout,
-    )
-    implied |= {
-        "namespaceSelector": opted_in,
-        "objectSelector": {
-            "matchExpressions": [
-                {"key": names.QUEUE_LABEL, "operator": "DoesNotExist"},
-                _not_opted_out(),
-            ]
-        },
-        "rules": rules,
-        "reinvocationPolicy": "IfNeeded",
-    }
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",

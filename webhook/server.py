@@ -28,6 +28,7 @@ from webhook.validation import validate
 log = logging.getLogger(__name__)
 
 MAX_BODY = 3 * 1024 * 1024
+LINGER_SECONDS = 0.5
 MUTATE_PATH = "/mutate"
 # The MutatingWebhookConfiguration sends namespaces labelled kohort.dev/managed=true here:
 # the webhook cannot read namespace labels itself, so the path says "this namespace opted in".
@@ -56,6 +57,12 @@ def _kind_of(review: Any) -> str:
 
 def _bad_request(reason: str) -> web.Response:
     return web.Response(status=400, text=reason + "\n")
+
+
+def _too_large() -> web.Response:
+    response = _bad_request(f"request body exceeds the {MAX_BODY // 2**20} MiB limit")
+    response.force_close()  # the unread rest of the body must not be taken for a request
+    return response
 
 
 class AdmissionApp:
@@ -106,13 +113,13 @@ class AdmissionApp:
 
     async def _answer(self, request: web.Request, webhook: str, decide: Decision) -> web.Response:
         if request.content_length is not None and request.content_length > MAX_BODY:
-            return _bad_request(f"request body exceeds the {MAX_BODY // 2**20} MiB limit")
+            return _too_large()
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            return _bad_request(f"request body exceeds the {MAX_BODY // 2**20} MiB limit")
+            return _too_large()
         if len(body) > MAX_BODY:
-            return _bad_request(f"request body exceeds the {MAX_BODY // 2**20} MiB limit")
+            return _too_large()
         try:
             review = json.loads(body)
         except ValueError as err:
@@ -199,7 +206,10 @@ class WebhookServer:
         return CertificateReloader(self.context, cert_dir, on_reload=self.certificate_loaded)
 
     async def start(self) -> None:
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        # lingering_time: how long to drain an unread (rejected, oversized) body.
+        runner = web.AppRunner(
+            self.app, access_log=None, handle_signals=False, lingering_time=LINGER_SECONDS
+        )
         await runner.setup()
         self._runners.append(runner)
         site = web.TCPSite(runner, self.host, self.port, ssl_context=self.context, backlog=1024)

@@ -1,0 +1,6 @@
+"""I/O adapters of the quota controller: typed API access, informers, writers, leader election.
+
+Rule: this is the only package of kohort that talks to the API server (and `clients` is the only
+module in it that imports kubernetes-asyncio). Everything here turns objects into the plain data
+the decision core reads, or decisions into API writes; no admission policy lives here.
+"""

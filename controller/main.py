@@ -1,0 +1,250 @@
+"""`kohort controller`: admit whole gangs from queues, create their PodGroups, release them.
+
+Every replica runs the informers (so /readyz means "caches synced"); only the holder of the
+Lease reconciles. SIGTERM stops cleanly and gives the Lease up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from controller import quota
+from controller.cluster import clients
+from controller.cluster.cache import Cache
+from controller.cluster.election import LeaderElector
+from controller.cluster.writers import PodGroupSettings, Writers
+from controller.metrics import ControllerMetrics
+from controller.reconciler import Reconciler, Settings
+from controller.workloads.base import Backend
+
+log = logging.getLogger("kohort.controller")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    parser.add_argument(
+        "--backend",
+        choices=[b.value for b in Backend],
+        default=Backend.VOLCANO.value,
+        help="gang scheduler whose PodGroups kohort creates (default volcano)",
+    )
+    parser.add_argument(
+        "--volcano-queue",
+        default="default",
+        help="Volcano queue for kohort's PodGroups; created without capability if missing",
+    )
+    parser.add_argument(
+        "--wait-for-pods-ready",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="evict and requeue a released gang whose pods are not all running by then (0: off)",
+    )
+    parser.add_argument(
+        "--requeue-base",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="first requeue backoff after a pods-ready timeout; doubles each time",
+    )
+    parser.add_argument("--resync-period", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument(
+        "--packing", choices=["best-fit", "spread", "first-fit"], default="best-fit"
+    )
+    parser.add_argument(
+        "--victims", choices=["placement-aware", "naive", "classic"], default="placement-aware"
+    )
+    parser.add_argument(
+        "--no-placement-check",
+        action="store_true",
+        help="admit on quota alone, without checking that the gang fits on nodes",
+    )
+    election = parser.add_argument_group("leader election")
+    election.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
+    election.add_argument(
+        "--leader-election-namespace",
+        "--lease-namespace",
+        dest="lease_namespace",
+        default=os.environ.get("POD_NAMESPACE") or "kube-system",
+    )
+    election.add_argument(
+        "--leader-election-id", "--lease-name", dest="lease_name", default="kohort-controller"
+    )
+    election.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
+    election.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    election.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+    election.add_argument("--identity", help="this replica's name (default: host name + random)")
+    parser.add_argument(
+        "--scheduler-name", help="schedulerName the webhook sets (informational for the controller)"
+    )
+    parser.add_argument(
+        "--health-port", type=int, default=8081, help="/healthz and /readyz (0: none)"
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, default=0, help="/metrics port (0: on the health port)"
+    )
+    parser.add_argument("--health-host", default="0.0.0.0")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(
+        pods_ready_timeout=args.wait_for_pods_ready or None,
+        requeue_base=args.requeue_base,
+        resync_period=args.resync_period,
+        core=quota.Config(
+            placement=not args.no_placement_check, packing=args.packing, victims=args.victims
+        ),
+    )
+
+
+@dataclass
+class Controller:
+    """The parts of a running controller, for `run` and for tests that run it in-process."""
+
+    api: clients.Client
+    cache: Cache
+    writers: Writers
+    reconciler: Reconciler
+    metrics: ControllerMetrics
+    elector: LeaderElector | None
+    tasks: list[asyncio.Task[None]]
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.elector is not None:
+            await self.elector.release()
+        await self.cache.stop()
+        await self.api.close()
+
+
+async def start(
+    api: clients.Client,
+    settings: Settings,
+    podgroups: PodGroupSettings,
+    *,
+    elector_args: dict[str, object] | None = None,
+    identity: str | None = None,
+) -> Controller:
+    """Start informers, (optionally) leader election and the reconcile loop on `api`."""
+    identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    metrics = ControllerMetrics()
+    reconciler_box: list[Reconciler] = []
+
+    def on_change(kind: clients.Kind, event: str, obj: clients.JSONDict) -> None:
+        if reconciler_box:
+            reconciler_box[0].notify(kind, event, obj)
+
+    cache = Cache(api, podgroup_kind=podgroups.kind, on_change=on_change)
+    writers = Writers(api, cache.stores, podgroups, identity=identity)
+    reconciler = Reconciler(cache, writers, settings, metrics)
+    reconciler_box.append(reconciler)
+    elector = None
+    tasks: list[asyncio.Task[None]] = []
+    if elector_args is not None:
+        elector = LeaderElector(
+            api,
+            identity=identity,
+            on_change=lambda leading: metrics.leader.set(1 if leading else 0),
+            **elector_args,  # type: ignore[arg-type]
+        )
+        tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
+    else:
+        metrics.leader.set(1)
+    cache.start()
+    controller = Controller(api, cache, writers, reconciler, metrics, elector, tasks)
+    with contextlib.suppress(clients.ApiError, OSError):
+        await writers.ensure_volcano_queue()
+    tasks.append(asyncio.create_task(reconciler.run(controller.is_leader), name="reconciler"))
+    return controller
+
+
+def health_app(controller: Controller) -> web.Application:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if controller.cache.synced():
+            return web.Response(text="ok\n")
+        waiting = [
+            kind.plural
+            for kind, informer in controller.cache.informers.items()
+            if not informer.synced.is_set()
+        ]
+        return web.Response(status=503, text=f"caches not synced: {', '.join(waiting)}\n")
+
+    async def metrics(_: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(controller.metrics.registry))
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+async def _serve_http(app: web.Application, host: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
+
+
+async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    api = await clients.connect(args.kubeconfig)
+    podgroups = PodGroupSettings(Backend(args.backend), args.volcano_queue)
+    elector_args: dict[str, object] | None = None
+    if args.leader_elect:
+        elector_args = {
+            "namespace": args.lease_namespace,
+            "name": args.lease_name,
+            "lease_duration": args.lease_duration,
+            "renew_deadline": args.renew_deadline,
+            "retry_period": args.retry_period,
+        }
+    controller = await start(
+        api, settings_from(args), podgroups, elector_args=elector_args, identity=args.identity
+    )
+    runners: list[web.AppRunner] = []
+    for port in {args.health_port, args.metrics_port} - {0}:
+        runners.append(await _serve_http(health_app(controller), args.health_host, port))
+    log.info("controller started (pid %d)", os.getpid())
+    try:
+        await stop.wait()
+    finally:
+        await controller.stop()
+        for runner in runners:
+            await runner.cleanup()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        return await serve(args, stop)
+
+    return asyncio.run(main())

@@ -86,6 +86,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     election.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
     election.add_argument("--identity", help="this replica's name (default: host name + random)")
     parser.add_argument(
+        "--namespace-selector",
+        metavar="LABEL_SELECTOR",
+        help="manage workloads only in namespaces matching this label selector (default: all)",
+    )
+    parser.add_argument(
         "--scheduler-name", help="schedulerName the webhook sets (informational for the controller)"
     )
     parser.add_argument(
@@ -142,6 +147,7 @@ async def start(
     *,
     elector_args: dict[str, object] | None = None,
     identity: str | None = None,
+    namespace_selector: str | None = None,
 ) -> Controller:
     """Start informers, (optionally) leader election and the reconcile loop on `api`."""
     identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
@@ -152,7 +158,12 @@ async def start(
         if reconciler_box:
             reconciler_box[0].notify(kind, event, obj)
 
-    cache = Cache(api, podgroup_kind=podgroups.kind, on_change=on_change)
+    cache = Cache(
+        api,
+        podgroup_kind=podgroups.kind,
+        on_change=on_change,
+        namespace_selector=namespace_selector,
+    )
     writers = Writers(api, cache.stores, podgroups, identity=identity)
     reconciler = Reconciler(cache, writers, settings, metrics)
     reconciler_box.append(reconciler)
@@ -222,7 +233,12 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             "retry_period": args.retry_period,
         }
     controller = await start(
-        api, settings_from(args), podgroups, elector_args=elector_args, identity=args.identity
+        api,
+        settings_from(args),
+        podgroups,
+        elector_args=elector_args,
+        identity=args.identity,
+        namespace_selector=args.namespace_selector,
     )
     runners: list[web.AppRunner] = []
     for port in {args.health_port, args.metrics_port} - {0}:

@@ -1,13 +1,158 @@
-"""The story `kohort dev demo` tells on a fresh local control plane, printed as tables."""
+"""The story `kohort dev demo` tells on a fresh local control plane, printed as tables.
+
+`KohortStack` runs kohort's webhook and controller in this process's event loop against a local
+cluster (installs the CRDs, registers the webhook by URL with its own CA); the e2e tests use it
+too.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import importlib
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from certs.authority import CertificateAuthority
+from certs.reload import server_context
+from controller import main as controller_main
+from controller.api import names
+from controller.cluster import clients
+from controller.cluster.writers import PodGroupSettings
+from controller.reconciler import Settings as ControllerSettings
 from hack import processes
 from hack.localcluster import LocalCluster, NodePool
-from hack.rest import RestClient
+from hack.rest import ApiError, RestClient
 from hack.tables import format_table
+from webhook import registration
+from webhook.server import WebhookServer
+from webhook.settings import ControllerIdentity
+from webhook.settings import Settings as WebhookSettings
+
+CONTROLLER_USER = "kohort-controller"
+STACK_LABEL = "kohort.dev/stack"
+
+
+def crd_documents() -> list[dict[str, Any]]:
+    """The kohort.dev CRDs, generated from the API models by controller.api.crds."""
+    crds = importlib.import_module("controller.api.crds")
+    docs: list[dict[str, Any]] = list(crds.all_crds())
+    return docs
+
+
+def install_crds(rest: RestClient, cluster: LocalCluster) -> None:
+    for crd in crd_documents():
+        name = crd["metadata"]["name"]
+        rest.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd)
+    for crd in crd_documents():
+        cluster.wait_crd_established(crd["metadata"]["name"])
+
+
+@dataclass
+class KohortStack:
+    """kohort's webhook and controller, in-process, against `cluster`.
+
+    The webhook acts only in namespaces labelled `kohort.dev/stack=<id>` (see `enroll`), so
+    stacks of different tests or a leftover registration never touch each other's objects.
+    """
+
+    cluster: LocalCluster
+    settings: ControllerSettings = field(default_factory=ControllerSettings)
+    podgroups: PodGroupSettings = field(default_factory=PodGroupSettings)
+    run_controller: bool = True
+    ident: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    webhook: WebhookServer | None = None
+    controller: controller_main.Controller | None = None
+
+    @property
+    def webhook_name(self) -> str:
+        return f"kohort-{self.ident}"
+
+    @property
+    def controller_kubeconfig(self) -> Path:
+        return self.cluster.work_dir / f"kohort-controller-{self.ident}.kubeconfig"
+
+    async def start(self) -> KohortStack:
+        install_crds(self.cluster.rest, self.cluster)
+        await self._start_webhook()
+        pair = self.cluster.issue_user(CONTROLLER_USER, ["system:masters"])
+        self.cluster.write_kubeconfig(self.controller_kubeconfig, CONTROLLER_USER, pair)
+        if self.run_controller:
+            await self.start_controller()
+        return self
+
+    async def start_controller(self) -> controller_main.Controller:
+        api = await clients.connect(str(self.controller_kubeconfig))
+        self.controller = await controller_main.start(
+            api,
+            self.settings,
+            self.podgroups,
+            identity=f"in-process-{self.ident}",
+            namespace_selector=f"{STACK_LABEL}={self.ident}",
+        )
+        await asyncio.wait_for(self.controller.cache.wait_synced(), 60)
+        return self.controller
+
+    async def stop_controller(self) -> None:
+        if self.controller is not None:
+            await self.controller.stop()
+            self.controller = None
+
+    async def _start_webhook(self) -> None:
+        ca = CertificateAuthority.create(f"kohort-webhook-{self.ident}")
+        serving = ca.issue_server(["localhost"], ["127.0.0.1"])
+        settings = WebhookSettings(controller=ControllerIdentity.of(users=[CONTROLLER_USER]))
+        server = WebhookServer(
+            settings, server_context(), host="127.0.0.1", port=0, metrics_port=None
+        )
+        server.reloader().load_pem(serving.cert_pem, serving.key_pem)
+        await server.start()
+        self.webhook = server
+        client = registration.url_client(f"https://127.0.0.1:{server.port}", ca.cert_pem)
+        selector = {"matchLabels": {STACK_LABEL: self.ident}}
+        rest = self.cluster.rest
+        mutating = registration.mutating_configuration(
+            self.webhook_name, client, namespace_selector=selector, failure_policy="Fail"
+        )
+        validating = registration.validating_configuration(
+            self.webhook_name, client, namespace_selector=selector
+        )
+        # Quota objects are cluster-wide: leave their validation to whoever owns the cluster.
+        validating["webhooks"] = [
+            w for w in validating["webhooks"] if w.get("namespaceSelector") == selector
+        ]
+        base = "/apis/admissionregistration.k8s.io/v1"
+        rest.apply(f"{base}/mutatingwebhookconfigurations/{self.webhook_name}", mutating)
+        rest.apply(f"{base}/validatingwebhookconfigurations/{self.webhook_name}", validating)
+
+    def enroll(self, namespace: str) -> None:
+        """Let this stack's webhook act in `namespace`."""
+        self.cluster.rest.patch(
+            f"/api/v1/namespaces/{namespace}", {"metadata": {"labels": {STACK_LABEL: self.ident}}}
+        )
+
+    async def stop(self) -> None:
+        await self.stop_controller()
+        base = "/apis/admissionregistration.k8s.io/v1"
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            with contextlib.suppress(ApiError):
+                self.cluster.rest.delete(f"{base}/{kind}/{self.webhook_name}")
+        if self.webhook is not None:
+            await self.webhook.stop()
+            self.webhook = None
+
+
+def apply_queues(rest: RestClient, objects: Iterable[dict[str, Any]]) -> None:
+    """Create or update ClusterQueues and LocalQueues (server-side apply)."""
+    for obj in objects:
+        plural = {"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}[obj["kind"]]
+        meta = obj["metadata"]
+        where = f"/namespaces/{meta['namespace']}" if meta.get("namespace") else ""
+        rest.apply(f"/apis/{names.API_VERSION}{where}/{plural}/{meta['name']}", obj)
+
 
 NAMESPACE = "demo"
 GANG = 4

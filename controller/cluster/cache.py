@@ -23,6 +23,7 @@ class Cache:
         *,
         podgroup_kind: Kind | None,
         on_change: Callable[[Kind, str, JSONDict], None] | None = None,
+        namespace_selector: str | None = None,
     ) -> None:
         kinds = [
             clients.CLUSTER_QUEUES,
@@ -37,9 +38,18 @@ class Cache:
         ]
         if podgroup_kind is not None:
             kinds.append(podgroup_kind)
+        if namespace_selector:
+            kinds.append(clients.NAMESPACES)
+        self.namespace_selector = namespace_selector
         self.podgroup_kind = podgroup_kind
         self.informers: dict[Kind, Informer] = {
-            kind: Informer(api, kind, listener=on_change, optional=kind in OPTIONAL)
+            kind: Informer(
+                api,
+                kind,
+                listener=on_change,
+                optional=kind in OPTIONAL,
+                label_selector=namespace_selector if kind == clients.NAMESPACES else None,
+            )
             for kind in kinds
         }
 
@@ -65,7 +75,13 @@ class Cache:
         return list(informer.items()) if informer is not None else []
 
     def view(self) -> ClusterView:
+        namespaces = None
+        if self.namespace_selector:
+            namespaces = frozenset(
+                str(ns["metadata"]["name"]) for ns in self._items(clients.NAMESPACES)
+            )
         return build_view(
+            namespaces=namespaces,
             jobs=self._items(clients.JOBS),
             statefulsets=self._items(clients.STATEFULSETS),
             leaderworkersets=self._items(clients.LEADERWORKERSETS),

@@ -277,7 +277,13 @@ def build_view(
     nodes: Iterable[JSONDict],
     podgroups: Iterable[JSONDict],
     priority_classes: Iterable[JSONDict] = (),
+    namespaces: frozenset[str] | None = None,
 ) -> ClusterView:
+    """`namespaces`: manage gangs in these namespaces only (None: everywhere)."""
+
+    def ours(obj: JSONDict) -> bool:
+        return namespaces is None or obj["metadata"].get("namespace") in namespaces
+
     gangs: dict[str, GangView] = {}
     gang: GangView | None
     for kind, adapter, objs in (
@@ -286,7 +292,7 @@ def build_view(
         (clients.LEADERWORKERSETS, LWS, leaderworkersets),
     ):
         for obj in objs:
-            if obj["metadata"].get("deletionTimestamp"):
+            if obj["metadata"].get("deletionTimestamp") or not ours(obj):
                 continue
             for gang in _owner_gangs(kind, adapter, obj):
                 if adapter is JOB:
@@ -296,7 +302,7 @@ def build_view(
     for pod in all_pods:
         meta = pod["metadata"]
         group = (meta.get("labels") or {}).get(names.POD_GROUP_LABEL)
-        if not group:
+        if not group or not ours(pod):
             continue
         key = f"{meta.get('namespace', '')}/{group}"
         gang = gangs.get(key)
@@ -311,6 +317,8 @@ def build_view(
             gang.pods.append(pod)
     orphans: list[JSONDict] = []
     for wl in workloads:
+        if not ours(wl):
+            continue
         meta = wl["metadata"]
         key = f"{meta.get('namespace', '')}/{meta['name']}"
         gang = gangs.get(key)
@@ -325,14 +333,19 @@ def build_view(
             lookup(lq, ["spec", "clusterQueue"]) or ""
         )
         for lq in local_queues
+        if ours(lq)
     }
+    queues = list(cluster_queues)
+    if namespaces is not None:
+        used = set(local.values())
+        queues = [cq for cq in queues if cq["metadata"]["name"] in used]
     groups = {
         f"{pg['metadata'].get('namespace', '')}/{pg['metadata']['name']}": pg for pg in podgroups
     }
     return ClusterView(
         gangs=gangs,
         orphans=orphans,
-        cluster_queues=list(cluster_queues),
+        cluster_queues=queues,
         local_queues=local,
         nodes=list(nodes),
         pods=all_pods,

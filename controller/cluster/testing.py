@@ -1,0 +1,237 @@
+"""Builders and read-only probes for tests and demos of the controller on a real cluster.
+
+Builders take keyword arguments with defaults and return plain dicts; probes read what a user
+would look at (`kubectl get workloads`, `kubectl describe job`, the pods and their nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from controller.api import names
+from controller.cluster import clients
+from controller.cluster.clients import ApiError, Client, JSONDict
+from controller.cluster.view import is_true
+from controller.workloads.edits import lookup
+
+GPU = "nvidia.com/gpu"
+COMPLETE_AFTER = "kwok.kohort.dev/complete-after"
+
+
+def cluster_queue(
+    name: str,
+    quotas: Mapping[str, str],
+    *,
+    cohort: str | None = None,
+    weight: str | None = None,
+    borrowing_limits: Mapping[str, str] | None = None,
+    lending_limits: Mapping[str, str] | None = None,
+    reclaim: str | None = None,
+    within_queue: str | None = None,
+    strategy: str | None = None,
+) -> JSONDict:
+    resources = []
+    for resource, nominal in quotas.items():
+        entry: JSONDict = {"name": resource, "nominalQuota": nominal}
+        if borrowing_limits and resource in borrowing_limits:
+            entry["borrowingLimit"] = borrowing_limits[resource]
+        if lending_limits and resource in lending_limits:
+            entry["lendingLimit"] = lending_limits[resource]
+        resources.append(entry)
+    spec: JSONDict = {
+        "resourceGroups": [
+            {
+                "coveredResources": list(quotas),
+                "flavors": [{"name": "default", "resources": resources}],
+            }
+        ]
+    }
+    if cohort:
+        spec["cohort"] = cohort
+    if weight:
+        spec["fairSharing"] = {"weight": weight}
+    preemption: JSONDict = {}
+    if reclaim:
+        preemption["reclaimWithinCohort"] = reclaim
+    if within_queue:
+        preemption["withinClusterQueue"] = within_queue
+    if preemption:
+        spec["preemption"] = preemption
+    if strategy:
+        spec["queueingStrategy"] = strategy
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def local_queue(namespace: str, name: str, cluster_queue_name: str) -> JSONDict:
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue_name},
+    }
+
+
+def pod_template(
+    requests: Mapping[str, str],
+    *,
+    isolation: Mapping[str, Any] | None = None,
+    complete_after: str | None = None,
+    priority_class: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> JSONDict:
+    meta: JSONDict = {"labels": dict(labels or {})}
+    if complete_after:
+        meta["annotations"] = {COMPLETE_AFTER: complete_after}
+    spec: JSONDict = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": dict(requests), "limits": dict(requests)},
+            }
+        ],
+        **dict(isolation or {}),
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"metadata": meta, "spec": spec}
+
+
+def gang_job(
+    name: str,
+    *,
+    queue: str,
+    pods: int,
+    requests: Mapping[str, str],
+    isolation: Mapping[str, Any] | None = None,
+    complete_after: str | None = None,
+    priority_class: str | None = None,
+) -> JSONDict:
+    """A Job of `pods` pods that must start together, in LocalQueue `queue`."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {names.QUEUE_LABEL: queue}},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "template": pod_template(
+                requests,
+                isolation=isolation,
+                complete_after=complete_after,
+                priority_class=priority_class,
+            ),
+        },
+    }
+
+
+def gang_statefulset(
+    name: str,
+    *,
+    queue: str,
+    replicas: int,
+    requests: Mapping[str, str],
+    isolation: Mapping[str, Any] | None = None,
+) -> JSONDict:
+    template = pod_template(requests, isolation=isolation, labels={"app": name})
+    template["spec"]["restartPolicy"] = "Always"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": {names.QUEUE_LABEL: queue}},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": template,
+        },
+    }
+
+
+class Probe:
+    """What a user sees, read through `api` (an admin client)."""
+
+    def __init__(self, api: Client, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+
+    async def create(self, kind: clients.Kind, obj: JSONDict) -> JSONDict:
+        return await self.api.create(kind, obj, self.namespace if kind.namespaced else None)
+
+    async def workload(self, name: str) -> JSONDict | None:
+        try:
+            return await self.api.get(clients.WORKLOADS, name, self.namespace)
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    async def workloads(self) -> list[JSONDict]:
+        items, _ = await self.api.list(clients.WORKLOADS, self.namespace)
+        return items
+
+    async def podgroup(self, name: str) -> JSONDict | None:
+        try:
+            return await self.api.get(clients.VOLCANO_PODGROUPS, name, self.namespace)
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    async def pods(self, gang: str | None = None) -> list[JSONDict]:
+        selector = f"{names.POD_GROUP_LABEL}={gang}" if gang else None
+        items, _ = await self.api.list(clients.PODS, self.namespace, label_selector=selector)
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    async def bound(self, gang: str | None = None) -> list[str]:
+        """Names of the gang's live pods that are bound to a node."""
+        return sorted(
+            p["metadata"]["name"]
+            for p in await self.pods(gang)
+            if lookup(p, ["spec", "nodeName"])
+            and lookup(p, ["status", "phase"]) not in ("Succeeded", "Failed")
+        )
+
+    async def held(self, gang: str, resource: str) -> int:
+        """How much of `resource` (whole units) the gang's bound pods hold."""
+        total = 0
+        for pod in await self.pods(gang):
+            if not lookup(pod, ["spec", "nodeName"]):
+                continue
+            for c in lookup(pod, ["spec", "containers"]) or []:
+                total += int(lookup(c, ["resources", "requests", resource]) or 0)
+        return total
+
+    async def events(self, kind: str, name: str) -> list[JSONDict]:
+        items, _ = await self.api.list(clients.EVENTS, self.namespace)
+        return [
+            e
+            for e in items
+            if lookup(e, ["involvedObject", "kind"]) == kind
+            and lookup(e, ["involvedObject", "name"]) == name
+        ]
+
+    async def event_messages(self, kind: str, name: str) -> list[str]:
+        return [f"{e.get('reason')}: {e.get('message')}" for e in await self.events(kind, name)]
+
+    async def cluster_queue(self, name: str) -> JSONDict:
+        return await self.api.get(clients.CLUSTER_QUEUES, name)
+
+
+def reserved(workload: Mapping[str, Any] | None) -> bool:
+    return workload is not None and is_true(workload, "QuotaReserved")
+
+
+def pending_reason(workload: Mapping[str, Any] | None) -> str:
+    return str(lookup(workload, ["status", "pendingReason"]) or "")
+
+
+def names_of(objs: Sequence[Mapping[str, Any]]) -> list[str]:
+    return sorted(str(o["metadata"]["name"]) for o in objs)

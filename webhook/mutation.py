@@ -7,7 +7,6 @@ ungates and evicts) and the validating webhook guards them. The mutation is idem
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from controller.api import names
@@ -39,7 +38,7 @@ def mutate(review: Any, settings: Settings, *, default_queue: str | None = None)
     queue = queue_of(request.object, default_queue)
     if queue is None:
         return reviews.allow(request.uid)
-    editor = Editor(copy.deepcopy(request.object))
+    editor = Editor(request.object)
     try:
         editor.set(["metadata", "labels", names.QUEUE_LABEL], queue)
         warnings = adapter.default(editor, Admission(queue, settings.placement, request.uid))

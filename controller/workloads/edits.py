@@ -1,25 +1,35 @@
-"""Edit a JSON document in place and record each change as an RFC 6902 operation.
+"""Edit a JSON document without changing it, recording each change as an RFC 6902 operation.
 
 The webhook sends the recorded operations as its JSON Patch; the controller can send the same
 operations in a PATCH request. Paths are lists of keys; `jsonpointer` escapes them (a label key
 such as `kohort.dev/queue-name` becomes `kohort.dev~1queue-name`).
+
+Copy on write: `Editor.doc` starts as the given document and every object or list on the way
+to an edited place is copied (shallowly) the first time it is touched. The input is never
+changed and unchanged subtrees are shared, so editing a large object costs only its depth.
 """
 
 from __future__ import annotations
 
-import copy
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import jsonpatch
-from jsonpointer import JsonPointer
+from jsonpointer import escape
 
 Path = Sequence[str | int]
 JSONDict = dict[str, Any]
 
 
 def pointer(path: Path) -> str:
-    return str(JsonPointer.from_parts([str(p) for p in path]).path)
+    return _pointer(tuple(path))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pointer(path: tuple[str | int, ...]) -> str:
+    # Cached: the webhook writes the same few paths into every object of a kind.
+    return "".join("/" + escape(str(part)) for part in path)
 
 
 def lookup(doc: Any, path: Path) -> Any:
@@ -36,11 +46,15 @@ def lookup(doc: Any, path: Path) -> Any:
 
 
 class Editor:
-    """Changes `doc` in place; `operations` lists what changed, in order (values are copies)."""
+    """`doc` is the edited document; `operations` lists what changed, in order."""
 
     def __init__(self, doc: JSONDict) -> None:
-        self.doc = doc
+        self.doc = dict(doc)
         self.operations: list[JSONDict] = []
+        # Containers copied by this editor (kept alive by `doc`, so ids stay unique).
+        self._owned: set[int] = {id(self.doc)}
+        # Writable containers by path; entries under a path are dropped when it is replaced.
+        self._writable_at: dict[tuple[str | int, ...], Any] = {}
 
     def get(self, path: Path) -> Any:
         return lookup(self.doc, path)
@@ -49,15 +63,18 @@ class Editor:
         """Set the value at `path`, creating missing parent objects; no-op if already equal."""
         if not path:
             raise ValueError("cannot replace the whole document")
-        parent_path, key = list(path[:-1]), path[-1]
-        parent = self._ensure_object(parent_path)
+        key = path[-1]
         if not isinstance(key, str):
             raise TypeError(f"set needs an object key at {pointer(path)}")
+        parent = self._writable(path[:-1], create=True)
+        if not isinstance(parent, dict):
+            raise TypeError(f"{pointer(path[:-1])} is not an object")
         if key in parent and parent[key] == value:
             return
         op = "replace" if key in parent else "add"
         parent[key] = value
-        self.operations.append({"op": op, "path": pointer(path), "value": copy.deepcopy(value)})
+        self._forget(path)
+        self.operations.append({"op": op, "path": pointer(path), "value": value})
 
     def set_default(self, path: Path, value: Any) -> bool:
         """Set the value at `path` only when it is absent (or null); True if it was set."""
@@ -74,10 +91,8 @@ class Editor:
             return
         if not isinstance(current, list):
             raise TypeError(f"{pointer(path)} is not a list")
-        current.append(value)
-        self.operations.append(
-            {"op": "add", "path": pointer([*path, "-"]), "value": copy.deepcopy(value)}
-        )
+        self._writable(path, create=False).append(value)
+        self.operations.append({"op": "add", "path": pointer([*path, "-"]), "value": value})
 
     def remove(self, path: Path) -> None:
         """Remove the member or list item at `path`; no-op when it is absent."""
@@ -87,27 +102,58 @@ class Editor:
         in_list = isinstance(parent, list) and isinstance(key, int) and 0 <= key < len(parent)
         if not (in_object or in_list):
             return
-        del parent[key]
+        del self._writable(path[:-1], create=False)[key]
+        self._forget(path)
         self.operations.append({"op": "remove", "path": pointer(path)})
 
     def patch(self) -> jsonpatch.JsonPatch:
         return jsonpatch.JsonPatch(self.operations)
 
-    def _ensure_object(self, path: list[str | int]) -> JSONDict:
+    def _forget(self, path: Path) -> None:
+        if not self._writable_at:
+            return
+        prefix = tuple(path)
+        size = len(prefix)
+        for cached in [p for p in self._writable_at if p[:size] == prefix]:
+            del self._writable_at[cached]
+
+    def _writable(self, path: Path, *, create: bool) -> Any:
+        """The container at `path`, copied into `doc` first unless this editor made it.
+
+        With `create`, missing objects on the way are added (and recorded as operations).
+        """
+        key = tuple(path)
+        found = self._writable_at.get(key)
+        if found is None:
+            found = self._writable_at[key] = self._walk(path, create=create)
+        return found
+
+    def _walk(self, path: Path, *, create: bool) -> Any:
         node: Any = self.doc
         for depth, part in enumerate(path):
-            child = lookup(node, [part])
+            if isinstance(node, dict):
+                child = node.get(part) if isinstance(part, str) else None
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                child = node[part]
+            else:
+                raise TypeError(f"{pointer(path[:depth]) or 'the object'} is not an object")
             if child is None:
-                if not isinstance(part, str) or not isinstance(node, dict):
-                    raise TypeError(f"cannot create {pointer(path[: depth + 1])}")
+                if not (create and isinstance(part, str)):
+                    raise TypeError(f"{pointer(path[: depth + 1])} is missing")
                 child = {}
-                node[part] = child
                 self.operations.append(
                     {"op": "add", "path": pointer(path[: depth + 1]), "value": {}}
                 )
-            elif not isinstance(child, dict):
-                raise TypeError(f"{pointer(path[: depth + 1])} is not an object")
+            elif id(child) in self._owned:
+                node = child
+                continue
+            elif isinstance(child, dict):
+                child = dict(child)
+            elif isinstance(child, list):
+                child = list(child)
+            else:
+                raise TypeError(f"{pointer(path[: depth + 1])} is not an object or a list")
+            self._owned.add(id(child))
+            node[part] = child
             node = child
-        if not isinstance(node, dict):
-            raise TypeError(f"{pointer(path)} is not an object")
         return node

@@ -33,15 +33,19 @@ class JobAdapter:
     def gang_name(self, obj: JSONDict, request_uid: str = "") -> str:
         return gang_name("job", object_name(obj, request_uid))
 
-    def gangs(self, obj: JSONDict) -> list[Gang]:
+    def sizes(self, obj: JSONDict) -> tuple[int, int]:
+        """(pods running at once, gang size); Denied names a field that is not a count."""
         parallelism = non_negative_int(obj, ["spec", "parallelism"], 1) or 0
         completions = non_negative_int(obj, ["spec", "completions"], None)
-        size = parallelism if completions is None else min(parallelism, completions)
+        return parallelism, parallelism if completions is None else min(parallelism, completions)
+
+    def gangs(self, obj: JSONDict) -> list[Gang]:
+        parallelism, size = self.sizes(obj)
         pods = PodSet("main", parallelism, template_requests(obj, TEMPLATE), TEMPLATE)
         return [Gang(self.gang_name(obj), size, (pods,))]
 
     def default(self, editor: Editor, admission: Admission) -> list[str]:
-        self.gangs(editor.doc)  # rejects a spec that cannot form a gang
+        self.sizes(editor.doc)  # rejects a spec that cannot form a gang
         gang = self.gang_name(editor.doc, admission.request_uid)
         warnings = decorate_pod_template(editor, TEMPLATE, admission, gang=gang, gate=False)
         editor.set(["spec", "suspend"], True)

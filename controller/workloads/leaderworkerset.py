@@ -45,11 +45,16 @@ class LeaderWorkerSetAdapter:
     kind: ClassVar[str] = "LeaderWorkerSet"
     hold: ClassVar[Hold] = Hold.SCHEDULING_GATE
 
-    def gangs(self, obj: JSONDict) -> list[Gang]:
+    def sizes(self, obj: JSONDict) -> tuple[int, int]:
+        """(groups, pods per group); Denied names a field that is not a count."""
         replicas = non_negative_int(obj, ["spec", "replicas"], 1) or 0
         size = non_negative_int(obj, [*GROUP_TEMPLATE, "size"], 1) or 0
         if size < 1:
             raise Denied(f"{'.'.join(GROUP_TEMPLATE)}.size must be at least 1")
+        return replicas, size
+
+    def gangs(self, obj: JSONDict) -> list[Gang]:
+        replicas, size = self.sizes(obj)
         leader_path = LEADER if lookup(obj, list(LEADER)) is not None else WORKER
         leader = PodSet("leader", 1, template_requests(obj, leader_path), leader_path)
         workers = PodSet("worker", size - 1, template_requests(obj, WORKER), WORKER)
@@ -58,7 +63,7 @@ class LeaderWorkerSetAdapter:
         return [Gang(group_gang_name(name, i), size, pod_sets) for i in range(replicas)]
 
     def default(self, editor: Editor, admission: Admission) -> list[str]:
-        self.gangs(editor.doc)
+        self.sizes(editor.doc)
         warnings: list[str] = []
         for template in _templates(editor.doc):
             warnings += decorate_pod_template(editor, template, admission, gang=None, gate=True)

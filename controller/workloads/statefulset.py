@@ -70,13 +70,16 @@ class StatefulSetAdapter:
     def gang_name(self, obj: JSONDict, request_uid: str = "") -> str:
         return gang_name("sts", object_name(obj, request_uid))
 
+    def replicas(self, obj: JSONDict) -> int:
+        return non_negative_int(obj, ["spec", "replicas"], 1) or 0
+
     def gangs(self, obj: JSONDict) -> list[Gang]:
-        replicas = non_negative_int(obj, ["spec", "replicas"], 1) or 0
+        replicas = self.replicas(obj)
         pods = PodSet("main", replicas, template_requests(obj, TEMPLATE), TEMPLATE)
         return [Gang(self.gang_name(obj), replicas, (pods,))]
 
     def default(self, editor: Editor, admission: Admission) -> list[str]:
-        self.gangs(editor.doc)
+        self.replicas(editor.doc)
         policy = editor.get(list(POLICY))
         if policy == ORDERED_READY and _applied_policy(editor.doc) == ORDERED_READY:
             raise Denied(ORDERED_READY_DENIED)

@@ -1,0 +1,103 @@
+"""The certificate rotator against a real API server: one Secret, one winner, caBundle set."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime as dt
+from collections.abc import AsyncIterator
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from certs.authority import service_dns_names
+from certs.rotation import Bundle, Policy
+from certs.rotator import KubeSecretStore, Rotator, WebhookConfigurationTarget
+
+pytestmark = pytest.mark.cluster
+
+
+def _inert_configuration(name: str) -> dict[str, object]:
+    """A webhook configuration that matches nothing, only there to receive a caBundle."""
+    webhook = {
+        "name": "nothing.kohort.dev",
+        "clientConfig": {"url": "https://127.0.0.1:9/never"},
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Ignore",
+        "namespaceSelector": {"matchLabels": {"kohort.dev/test-no-such-namespace": name}},
+        "rules": [
+            {
+                "apiGroups": ["example.com"],
+                "apiVersions": ["v1"],
+                "resources": ["nothings"],
+                "operations": ["CREATE"],
+            }
+        ],
+    }
+    return {
+        "metadata": {"name": name},
+        "webhooks": [webhook, webhook | {"name": "also.kohort.dev"}],
+    }
+
+
+@pytest.fixture
+async def configuration(api: client.ApiClient, namespace: str) -> AsyncIterator[str]:
+    admission = client.AdmissionregistrationV1Api(api)
+    name = f"kohort-rotator-{namespace}"[:63]
+    await admission.create_mutating_webhook_configuration(_inert_configuration(name))
+    await admission.create_validating_webhook_configuration(_inert_configuration(name))
+    yield name
+    with contextlib.suppress(ApiException):
+        await admission.delete_mutating_webhook_configuration(name)
+    with contextlib.suppress(ApiException):
+        await admission.delete_validating_webhook_configuration(name)
+
+
+async def test_replicas_racing_on_one_secret_agree_and_set_the_ca_bundle(
+    api: client.ApiClient, namespace: str, configuration: str
+) -> None:
+    policy = Policy(dns_names=tuple(service_dns_names("kohort-webhook", namespace)))
+    served: list[bytes] = []
+
+    def replica() -> Rotator:
+        targets = [
+            WebhookConfigurationTarget(api, kind, configuration)
+            for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        ]
+        return Rotator(
+            KubeSecretStore(api, namespace, "kohort-webhook-certs"),
+            targets,
+            policy,
+            on_bundle=lambda bundle: served.append(bundle.serving.cert_pem),
+        )
+
+    bundles = await asyncio.gather(*(replica().reconcile() for _ in range(3)))
+
+    assert len({b.serving.cert_pem for b in bundles}) == 1
+    assert len(set(served)) == 1
+    secret = await client.CoreV1Api(api).read_namespaced_secret("kohort-webhook-certs", namespace)
+    stored = Bundle.from_secret_data(secret.data)
+    assert stored is not None and stored.serving.cert_pem == served[0]
+    admission = client.AdmissionregistrationV1Api(api)
+    for read in (
+        admission.read_mutating_webhook_configuration,
+        admission.read_validating_webhook_configuration,
+    ):
+        config = await read(configuration)
+        for webhook in config.webhooks:
+            assert base64.b64decode(webhook.client_config.ca_bundle) == stored.ca.cert_pem
+
+
+async def test_a_due_serving_certificate_is_renewed_in_the_secret(
+    api: client.ApiClient, namespace: str, configuration: str
+) -> None:
+    policy = Policy(dns_names=("kohort-webhook",), serving_validity=dt.timedelta(days=30))
+    store = KubeSecretStore(api, namespace, "kohort-webhook-certs")
+    first = await Rotator(store, [], policy).reconcile()
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=25)
+    second = await Rotator(store, [], policy, clock=lambda: later).reconcile()
+    assert second.serving.cert.serial_number != first.serving.cert.serial_number
+    assert second.ca.cert_pem == first.ca.cert_pem

@@ -1,0 +1,416 @@
+"""The admission cycle over incremental state: queues, pending gangs, admitted gangs, nodes.
+
+Rule: the Engine is the only place that changes state, and only through named transitions
+(`_admit`, `_evict`, `_block`); `cycle(now)` reads like the algorithm:
+
+1. if capacity came back since the last cycle: forget what was blocked, and reserve nodes for
+   the longest-starving gang that quota allows but nodes do not;
+2. order the queues by the weighted share they would have after admitting their head;
+3. take the best queue's head: admit it if quota and placement fit, else try preemption;
+4. otherwise mark its equivalence class blocked with the reason, and go on;
+5. report. Reservations and blocked classes stand until capacity comes back, so a cycle after
+   arrivals only looks at what is new.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from controller.quota import preemption
+from controller.quota.placement import NodeIndex, Packing, PodShape
+from controller.quota.preemption import Candidate, Shortfall
+from controller.quota.quota import (
+    add_usage,
+    available,
+    borrowing,
+    build_cohorts,
+    quota_shortfall,
+    share,
+    within_nominal,
+)
+from controller.quota.snapshot import (
+    Admission,
+    AdmittedGang,
+    Decisions,
+    Eviction,
+    Gang,
+    Node,
+    PodPlacement,
+    QueueSpec,
+)
+from controller.quota.state import GangInfo, QueueRuntime, RunningGang, gang_info
+
+VictimRule = Literal["placement-aware", "naive", "classic"]
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Strategies, chosen once per engine.
+
+    placement: check that the gang fits on concrete nodes before admitting it.
+    packing: the rule that picks a node for each pod (see placement.py).
+    victims: the preemption strategy (see preemption.py).
+    starvation_after: seconds a gang may wait before nodes are reserved for it (None: never).
+    """
+
+    placement: bool = True
+    packing: Packing = "best-fit"
+    victims: VictimRule = "placement-aware"
+    starvation_after: float | None = 3600.0
+
+
+@dataclass(slots=True)
+class _Log:
+    admissions: list[Admission] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    reservations: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(
+        self, queues: Iterable[QueueSpec], nodes: Iterable[Node], config: Config | None = None
+    ) -> None:
+        self.config = config or Config()
+        self.index = NodeIndex(nodes)
+        self.queues: dict[str, QueueRuntime] = {
+            name: QueueRuntime(state) for name, state in build_cohorts(queues).items()
+        }
+        self.pending: dict[str, tuple[QueueRuntime | None, GangInfo]] = {}
+        self.running: dict[str, tuple[QueueRuntime, RunningGang]] = {}
+        self._strategy = preemption.STRATEGIES[self.config.victims]
+        self._floor_guard = self.config.victims == "placement-aware"
+        self._unknown_queue: dict[str, str] = {}
+        self._last_reservations: dict[str, tuple[str, ...]] = {}
+        # Whether capacity was given back since the last cycle; if not, what did not fit then
+        # still does not fit, and the cycle only looks at classes it has not judged yet.
+        self._freed = True
+        # Gangs admitted in the running cycle: never victims in the same cycle.
+        self._admitted_now: set[str] = set()
+
+    # -- state changes from outside ---------------------------------------------------------
+
+    def add_pending(self, gang: Gang) -> None:
+        info = gang_info(gang, self.index)
+        queue = self.queues.get(gang.queue)
+        self.pending[gang.name] = (queue, info)
+        if queue is None:
+            self._unknown_queue[gang.name] = f"queue {gang.queue!r} does not exist"
+        else:
+            queue.add_pending(info)
+
+    def remove_pending(self, name: str) -> None:
+        queue, info = self.pending.pop(name)
+        self._unknown_queue.pop(name, None)
+        if queue is not None:
+            queue.remove_pending(info)
+
+    def add_admitted(self, admitted: AdmittedGang) -> None:
+        """Take an already admitted gang into account (quota and the nodes it runs on)."""
+        queue = self.queues.get(admitted.gang.queue)
+        info = gang_info(admitted.gang, self.index)
+        sets = {ps.name: i for i, ps in enumerate(admitted.gang.pod_sets)}
+        plan = [
+            (sets[p.pod_set], self.index.by_name[p.node], p.count)
+            for p in admitted.placement
+            if p.pod_set in sets and p.node in self.index.by_name
+        ]
+        for ps, node, n in plan:
+            self.index.take(node, info.shapes[ps][1].request, n)
+        if queue is None:
+            return
+        running = self._running(info, admitted.admitted_at, plan)
+        add_usage(queue.state, info.total, +1)
+        queue.running[info.name] = running
+        self.running[info.name] = (queue, running)
+
+    def _running(
+        self, info: GangInfo, admitted_at: float, plan: list[tuple[int, int, int]]
+    ) -> RunningGang:
+        capacity = self.index.capacity
+        dominant = max(
+            (amount / capacity[r] for r, amount in info.total.items() if capacity.get(r)),
+            default=0.0,
+        )
+        nodes = tuple(sorted({node for _, node, _ in plan}))
+        return RunningGang(info, admitted_at, plan, dominant, nodes)
+
+    def finish(self, name: str) -> None:
+        """An admitted gang ended: give back its quota and nodes."""
+        self._freed = True
+        queue, running = self.running.pop(name)
+        del queue.running[name]
+        add_usage(queue.state, running.info.total, -1)
+        self.index.release(running.on_nodes())
+
+    # -- the cycle ----------------------------------------------------------------------------
+
+    def cycle(self, now: float) -> Decisions:
+        log = _Log()
+        self._admitted_now.clear()
+        if self._freed:
+            self.index.unreserve_all()
+            for queue in self.queues.values():
+                queue.blocked.clear()
+            self._last_reservations = {}
+            self._guard_starving(now, log)
+        self._freed = False
+        heap = [k for q in self.queues.values() if (k := self._queue_key(q)) is not None]
+        heapq.heapify(heap)
+        while heap:
+            queue = self.queues[heapq.heappop(heap)[-1]]
+            info = queue.head()
+            if info is None:
+                continue
+            reason = self._try(queue, info, now, log)
+            if reason is not None:
+                self._block(queue, info, reason)
+            key = self._queue_key(queue)
+            if key is not None:
+                heapq.heappush(heap, key)
+        self._last_reservations.update(log.reservations)
+        return Decisions(tuple(log.admissions), tuple(log.evictions), {}, log.reservations)
+
+    def pending_reasons(self) -> dict[str, str]:
+        """Every pending gang -> why it is still pending after the last cycle."""
+        reasons = dict(self._unknown_queue)
+        reserved = {g: nodes for g, nodes in self._last_reservations.items()}
+        for queue in self.queues.values():
+            for key, cls in queue.classes.items():
+                why = queue.blocked.get(key, "not considered yet: the cycle ended before it")
+                for _, name, _ in cls.gangs:
+                    reasons[name] = why
+        for name, nodes in reserved.items():
+            if name in reasons:
+                reasons[name] += (
+                    f"; holding nodes {', '.join(nodes)} free for it (starvation guard)"
+                )
+        return reasons
+
+    def _queue_key(self, queue: QueueRuntime) -> tuple[float, int, float, str, str] | None:
+        """Queue order: weighted share after admitting the head, priority, age, names."""
+        info = queue.head()
+        if info is None:
+            return None
+        gang = info.gang
+        return (share(queue.state, info.total), -gang.priority, gang.created, gang.name, queue.name)
+
+    def _block(self, queue: QueueRuntime, info: GangInfo, reason: str) -> None:
+        if queue.state.spec.strategy == "StrictFIFO":
+            for key in queue.classes:
+                queue.blocked.setdefault(key, f"StrictFIFO: waiting behind {info.name} ({reason})")
+        queue.blocked[info.class_key] = reason
+
+    def _try(self, queue: QueueRuntime, info: GangInfo, now: float, log: _Log) -> str | None:
+        """Admit `info` (evicting victims if that makes it fit); None if admitted, else why not."""
+        reason = quota_shortfall(queue.state, info.total)
+        if reason is None:
+            plan, failure = self._place(info)
+            if failure is None:
+                self._admit(queue, info, plan, now, log, "quota and placement fit")
+                return None
+            reason = f"quota ok; {failure}"
+        victims = self._choose_victims(queue, info, now)
+        if victims is None:
+            return reason
+        for victim in victims:
+            self._evict(victim, info, queue, log)
+        plan, failure = self._place(info)
+        if failure is not None or quota_shortfall(queue.state, info.total) is not None:
+            raise AssertionError(f"victims chosen for {info.name} do not make it fit")
+        self._admit(queue, info, plan, now, log, f"after evicting {len(victims)} gang(s)")
+        return None
+
+    def _place(self, info: GangInfo) -> tuple[list[tuple[int, int, int]], str | None]:
+        if not self.config.placement:
+            return [], None
+        plan, failure = self.index.place(info.shapes, self.config.packing)
+        return plan, None if failure is None else failure.reason
+
+    def _admit(
+        self,
+        queue: QueueRuntime,
+        info: GangInfo,
+        plan: list[tuple[int, int, int]],
+        now: float,
+        log: _Log,
+        why: str,
+    ) -> None:
+        queue.remove_pending(info)
+        del self.pending[info.name]
+        running = self._running(info, now, plan)
+        self._admitted_now.add(info.name)
+        add_usage(queue.state, info.total, +1)
+        queue.running[info.name] = running
+        self.running[info.name] = (queue, running)
+        sets = info.gang.pod_sets
+        placement = tuple(
+            PodPlacement(sets[ps].name, self.index.names[node], n) for ps, node, n in plan
+        )
+        nodes = len({node for _, node, _ in plan})
+        where = f"; {sum(n for _, _, n in plan)} pods on {nodes} node(s)" if plan else ""
+        lent = "borrowing" if borrowing(queue.state) else "within nominal quota"
+        log.admissions.append(
+            Admission(info.name, queue.name, placement, f"admitted {why} ({lent}){where}")
+        )
+
+    def _evict(self, victim: RunningGang, preemptor: GangInfo, by: QueueRuntime, log: _Log) -> None:
+        queue, _ = self.running[victim.name]
+        self.finish(victim.name)
+        if queue is by:
+            why = f"preempted by higher-priority gang {preemptor.name} of the same queue"
+        else:
+            why = f"reclaimed: queue {by.name} takes back lent quota for gang {preemptor.name}"
+        log.evictions.append(Eviction(victim.name, queue.name, preemptor.name, why))
+
+    # -- preemption -----------------------------------------------------------------------------
+
+    def _candidates(self, queue: QueueRuntime, info: GangInfo, now: float) -> list[Candidate]:
+        spec = queue.state.spec
+        prio = info.gang.priority
+        pools: list[tuple[QueueRuntime, bool]] = []
+        if spec.within_queue == "LowerPriority":
+            pools.append((queue, False))
+        cohort = queue.state.cohort
+        if (
+            spec.reclaim_within_cohort != "Never"
+            and cohort is not None
+            and within_nominal(queue.state, info.total)
+        ):
+            pools.extend(
+                (other, True)
+                for other in self.queues.values()
+                if other is not queue and other.state.cohort is cohort and borrowing(other.state)
+            )
+        lower_only = spec.reclaim_within_cohort == "LowerPriority"
+        out: list[Candidate] = []
+        for pool, other in pools:
+            young = now - pool.state.spec.min_runtime
+            for running in pool.running.values():
+                gang_prio = running.info.gang.priority
+                if running.admitted_at > young or running.name in self._admitted_now:
+                    continue
+                if (not other or lower_only) and gang_prio >= prio:
+                    continue
+                lost = max(0.0, now - running.admitted_at) * running.dominant
+                out.append(Candidate(running, pool.name, other, lost, running.nodes))
+        return out
+
+    def _choose_victims(
+        self, queue: QueueRuntime, info: GangInfo, now: float
+    ) -> list[RunningGang] | None:
+        candidates = self._candidates(queue, info, now)
+        if not candidates:
+            return None
+        return self._strategy(_Trial(self, queue, info), info, candidates)
+
+    # -- starvation guard -----------------------------------------------------------------------
+
+    def _guard_starving(self, now: float, log: _Log) -> None:
+        """Admit, or hold nodes free for, the oldest gang waiting beyond `starvation_after`."""
+        limit = self.config.starvation_after
+        if limit is None or not self.config.placement:
+            return
+        oldest: tuple[float, str, QueueRuntime, GangInfo] | None = None
+        for queue in self.queues.values():
+            for cls in queue.classes.values():
+                head = cls.head()
+                if head is None or now - head.gang.created < limit:
+                    continue
+                if quota_shortfall(queue.state, head.total) is not None:
+                    continue
+                key = (head.gang.created, head.name, queue, head)
+                if oldest is None or key[:2] < oldest[:2]:
+                    oldest = key
+        if oldest is None:
+            return
+        _, _, queue, info = oldest
+        reason = self._try(queue, info, now, log)
+        if reason is None:
+            return
+        self._block(queue, info, reason)
+        nodes = self._reserve_for(info)
+        if nodes:
+            log.reservations[info.name] = nodes
+
+    def _reserve_for(self, info: GangInfo) -> tuple[str, ...]:
+        """Hide from everyone else the emptiest eligible nodes, one per pod of the gang."""
+        index = self.index
+        held: list[int] = []
+        for _, shape, count in info.shapes:
+            for _ in range(count):
+                best = None
+                for cls in index.eligible(shape):
+                    if cls.entries and (best is None or cls.entries[-1] > best):
+                        best = cls.entries[-1]
+                if best is None:
+                    break
+                index.reserve(best[1])
+                held.append(best[1])
+        return tuple(sorted(index.names[i] for i in held))
+
+
+class _Trial:
+    """Trial-and-undo view of the engine for a preemption strategy."""
+
+    def __init__(self, engine: Engine, queue: QueueRuntime, info: GangInfo) -> None:
+        self.engine = engine
+        self.queue = queue
+        self.info = info
+
+    def remove(self, victim: RunningGang) -> None:
+        owner, _ = self.engine.running[victim.name]
+        add_usage(owner.state, victim.info.total, -1)
+        self.engine.index.release(victim.on_nodes())
+
+    def restore(self, victim: RunningGang) -> None:
+        owner, _ = self.engine.running[victim.name]
+        add_usage(owner.state, victim.info.total, +1)
+        for request, node, n in victim.on_nodes():
+            self.engine.index.take(node, request, n)
+        self.engine._freed = False
+
+    def shortfall(self, info: GangInfo) -> Shortfall | None:
+        state = self.queue.state
+        missing = tuple(r for r in sorted(info.total) if info.total[r] > available(state, r))
+        if missing:
+            return Shortfall(quota=missing)
+        if not self.engine.config.placement:
+            return None
+        index = self.engine.index
+        plan, failure = index.place(info.shapes, self.engine.config.packing)
+        if failure is not None:
+            return Shortfall(shape=failure.shape)
+        index.release((info.shapes[ps][1].request, node, n) for ps, node, n in plan)
+        return None
+
+    def may_take(self, candidate: Candidate) -> bool:
+        owner = self.engine.queues[candidate.queue].state
+        if not candidate.other_queue:
+            return True
+        if not self.engine._floor_guard:
+            return borrowing(owner)
+        # Never push a lender back below its nominal quota on a resource it borrows.
+        total = candidate.victim.info.total
+        borrowed = [
+            r for r, used in owner.usage.items() if used > owner.quota(r).nominal and total.get(r)
+        ]
+        return bool(borrowed) and all(
+            owner.usage[r] - total[r] >= owner.quota(r).nominal for r in borrowed
+        )
+
+    def freed_on(self, victim: RunningGang, node: int) -> tuple[int, ...]:
+        freed = [0] * len(self.engine.index.order)
+        for ps, on, n in victim.plan:
+            if on == node:
+                for k, q in enumerate(victim.info.shapes[ps][1].request):
+                    freed[k] += q * n
+        return tuple(freed)
+
+    def free_on(self, node: int) -> tuple[int, ...]:
+        return self.engine.index.free[node]
+
+    def eligible_nodes(self, shape: PodShape) -> frozenset[int] | None:
+        return frozenset(i for cls in self.engine.index.eligible(shape) for _, i in cls.entries)

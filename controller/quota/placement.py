@@ -1,0 +1,255 @@
+"""Placement fit: pack a gang's pods onto concrete nodes, or say why it cannot be done.
+
+Rule: node free capacity changes only through `take` and `give`, which keep the sorted indices
+true; a gang placement either succeeds whole or leaves the nodes exactly as they were.
+
+Resources are kept in one fixed order per cluster, scarce first: extended resources such as
+nvidia.com/gpu, then cpu, then memory, then the rest. Nodes with the same labels and taints form
+a class; each class keeps its nodes sorted by free capacity in that order. The packing rules:
+- "best-fit" (default): the node whose free capacity, read scarce resource first, is smallest
+  among those that fit. Large blocks of GPUs stay free; CPU-only pods land on nodes with the
+  fewest free GPUs.
+- "spread": the node with the most free capacity (the default kube-scheduler's preference).
+- "first-fit": the first node by name that fits.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from controller.api.quantity import format_amount
+from controller.quota.snapshot import Node, PodSet, Taint, Toleration
+
+Packing = Literal["best-fit", "spread", "first-fit"]
+Vector = tuple[int, ...]
+_BASIC = ("cpu", "memory")
+_NOT_PACKED = frozenset({"pods", "ephemeral-storage"})
+
+
+def resource_order(nodes: Iterable[Node]) -> tuple[str, ...]:
+    """Scarce first: extended resources (sorted), then cpu, memory, then the rest (sorted)."""
+    names: set[str] = set()
+    for node in nodes:
+        names.update(node.allocatable)
+    extended = sorted(n for n in names if n not in _BASIC and n not in _NOT_PACKED)
+    basic = [n for n in _BASIC if n in names]
+    rest = sorted(n for n in names if n in _NOT_PACKED)
+    return (*extended, *basic, *rest)
+
+
+def tolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> bool:
+    """Whether every NoSchedule/NoExecute taint is tolerated (PreferNoSchedule is a hint)."""
+    return all(
+        taint.effect == "PreferNoSchedule" or any(t.tolerates(taint) for t in tolerations)
+        for taint in taints
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """One pod of a pod set as the index sees it: a request vector and where it may go."""
+
+    request: Vector
+    selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[Toleration, ...]
+    unknown: tuple[str, ...]  # requested resources no node offers
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceFailure:
+    pod_set: int
+    shape: PodShape
+    reason: str
+
+
+@dataclass(slots=True)
+class _NodeClass:
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    # (free vector, node index), ascending.
+    entries: list[tuple[Vector, int]]
+
+
+class NodeIndex:
+    """Free capacity of every node, indexed for fast best-fit search."""
+
+    def __init__(self, nodes: Iterable[Node], order: Sequence[str] | None = None) -> None:
+        ordered = sorted(nodes, key=lambda n: n.name)
+        self.order: tuple[str, ...] = tuple(order) if order else resource_order(ordered)
+        self.names: list[str] = [n.name for n in ordered]
+        self.allocatable: list[Vector] = [self.vector(n.allocatable) for n in ordered]
+        self.free: list[Vector] = [
+            tuple(
+                a - u for a, u in zip(self.vector(n.allocatable), self.vector(n.used), strict=True)
+            )
+            for n in ordered
+        ]
+        self.by_name = {name: i for i, name in enumerate(self.names)}
+        self.capacity: dict[str, int] = {r: 0 for r in self.order}
+        classes: dict[tuple[object, ...], _NodeClass] = {}
+        self.class_of: list[_NodeClass] = []
+        for i, node in enumerate(ordered):
+            key = (tuple(sorted(node.labels.items())), tuple(sorted(node.taints, key=repr)))
+            cls = classes.setdefault(key, _NodeClass(dict(node.labels), tuple(node.taints), []))
+            cls.entries.append((self.free[i], i))
+            self.class_of.append(cls)
+            for r, amount in node.allocatable.items():
+                self.capacity[r] = self.capacity.get(r, 0) + amount
+        self.classes = list(classes.values())
+        for cls in self.classes:
+            cls.entries.sort()
+        self._eligible: dict[tuple[object, ...], tuple[_NodeClass, ...]] = {}
+        self.reserved: set[int] = set()
+
+    def vector(self, amounts: Mapping[str, int]) -> Vector:
+        return tuple(amounts.get(r, 0) for r in self.order)
+
+    def shape(self, pod_set: PodSet) -> PodShape:
+        unknown = tuple(
+            sorted(r for r, v in pod_set.requests.items() if v > 0 and r not in self.capacity)
+        )
+        return PodShape(
+            self.vector(pod_set.requests),
+            tuple(sorted(pod_set.node_selector.items())),
+            tuple(pod_set.tolerations),
+            unknown,
+        )
+
+    def eligible(self, shape: PodShape) -> tuple[_NodeClass, ...]:
+        key = (shape.selector, shape.tolerations)
+        found = self._eligible.get(key)
+        if found is None:
+            found = tuple(
+                cls
+                for cls in self.classes
+                if all(cls.labels.get(k) == v for k, v in shape.selector)
+                and tolerated(cls.taints, shape.tolerations)
+            )
+            self._eligible[key] = found
+        return found
+
+    # -- changing free capacity -------------------------------------------------------------
+
+    def _set_free(self, i: int, new: Vector) -> None:
+        cls = self.class_of[i]
+        if i not in self.reserved:
+            entries = cls.entries
+            del entries[bisect.bisect_left(entries, (self.free[i], i))]
+            bisect.insort(entries, (new, i))
+        self.free[i] = new
+
+    def take(self, i: int, request: Vector, count: int = 1) -> None:
+        self._set_free(i, tuple(f - count * q for f, q in zip(self.free[i], request, strict=True)))
+
+    def give(self, i: int, request: Vector, count: int = 1) -> None:
+        self._set_free(i, tuple(f + count * q for f, q in zip(self.free[i], request, strict=True)))
+
+    def reserve(self, i: int) -> None:
+        """Hide a node from every search until `unreserve`."""
+        if i not in self.reserved:
+            entries = self.class_of[i].entries
+            del entries[bisect.bisect_left(entries, (self.free[i], i))]
+            self.reserved.add(i)
+
+    def unreserve_all(self) -> None:
+        for i in sorted(self.reserved):
+            bisect.insort(self.class_of[i].entries, (self.free[i], i))
+        self.reserved.clear()
+
+    # -- searching ----------------------------------------------------------------------------
+
+    def find(self, shape: PodShape, packing: Packing) -> int | None:
+        """The node one pod of `shape` goes to under `packing`, or None."""
+        request = shape.request
+        best: tuple[Vector, int] | None = None
+        for cls in self.eligible(shape):
+            entries = cls.entries
+            if packing == "spread":
+                for k in range(len(entries) - 1, -1, -1):
+                    free, i = entries[k]
+                    if free[0] < request[0]:
+                        break
+                    if _fits(free, request):
+                        if best is None or (free, -i) > (best[0], -best[1]):
+                            best = (free, i)
+                        break
+            else:
+                start = bisect.bisect_left(entries, (request, -1))
+                for k in range(start, len(entries)):
+                    free, i = entries[k]
+                    if _fits(free, request):
+                        if packing == "first-fit":
+                            if best is None or i < best[1]:
+                                best = (free, i)
+                            continue
+                        if best is None or (free, i) < best:
+                            best = (free, i)
+                        break
+        return None if best is None else best[1]
+
+    def largest_free(self, shape: PodShape) -> Vector | None:
+        """The free vector of the emptiest eligible node (scarce resource first), or None."""
+        tops = [cls.entries[-1][0] for cls in self.eligible(shape) if cls.entries]
+        return max(tops) if tops else None
+
+    def place(
+        self, shapes: Sequence[tuple[int, PodShape, int]], packing: Packing
+    ) -> tuple[list[tuple[int, int, int]], PlaceFailure | None]:
+        """Place every pod of every (pod set index, shape, count), all or nothing.
+
+        Returns (plan, None) with plan = [(pod set index, node index, count)] and the capacity
+        taken, or ([], failure) with nothing taken. Bigger pods are placed first.
+        """
+        plan: dict[tuple[int, int], int] = {}
+        for ps, shape, count in sorted(shapes, key=lambda s: (s[1].request, -s[0]), reverse=True):
+            for placed in range(count):
+                node = self.find(shape, packing)
+                if node is None:
+                    self._undo(plan, shapes)
+                    return [], PlaceFailure(ps, shape, self.explain(shape, count, placed))
+                self.take(node, shape.request)
+                plan[(ps, node)] = plan.get((ps, node), 0) + 1
+        return [(ps, node, n) for (ps, node), n in sorted(plan.items())], None
+
+    def _undo(
+        self, plan: Mapping[tuple[int, int], int], shapes: Sequence[tuple[int, PodShape, int]]
+    ) -> None:
+        by_set = {ps: shape for ps, shape, _ in shapes}
+        for (ps, node), n in plan.items():
+            self.give(node, by_set[ps].request, n)
+
+    def release(self, plan: Iterable[tuple[Vector, int, int]]) -> None:
+        """Give back (request, node index, count) triples."""
+        for request, node, count in plan:
+            self.give(node, request, count)
+
+    def explain(self, shape: PodShape, count: int, placed: int) -> str:
+        """Why `count` pods of `shape` do not fit, in the user's units."""
+        if shape.unknown:
+            return f"placement: no node offers {', '.join(shape.unknown)}"
+        primary = next((k for k, q in enumerate(shape.request) if q > 0), 0)
+        name = self.order[primary] if self.order else "resources"
+        need = format_amount(name, shape.request[primary]) if self.order else "0"
+        pods = f"{count} pod{'s' if count != 1 else ''} x {need} {name}"
+        if not self.eligible(shape):
+            return f"placement: needs {pods}; no node matches its node selector and tolerations"
+        top = self.largest_free(shape)
+        if top is None:
+            return f"placement: needs {pods}; every matching node is reserved"
+        if not _fits(top, shape.request) and top[primary] < shape.request[primary]:
+            return (
+                f"placement: needs {pods}, largest free node has"
+                f" {format_amount(name, top[primary])}"
+            )
+        if placed == 0:
+            short = [self.order[k] for k, q in enumerate(shape.request) if q > 0 and top[k] < q]
+            what = ", ".join(short) if short else "resources"
+            return f"placement: needs {pods}; no node has enough free {what}"
+        return f"placement: needs {pods}; only {placed} fit on free nodes"
+
+
+def _fits(free: Vector, request: Vector) -> bool:
+    return all(f >= q for f, q in zip(free, request, strict=True))

@@ -1,0 +1,210 @@
+"""Choosing victims: which admitted gangs to evict so that a pending gang fits.
+
+Rule: a strategy evicts nothing itself. It removes candidates on a Trial, asks whether the
+preemptor fits, and hands back the whole set it needs, or None; either way it leaves the Trial
+as it found it. The engine evicts only a returned set, in the same decision that admits the
+preemptor (no speculative evictions).
+
+Strategies:
+- `placement_aware` (kohort): frees the nodes the preemptor will land on. While the preemptor
+  cannot be placed, it picks the node that is cheapest to clear for its next pod (lost work of
+  the gangs to evict there, then their number); while quota is short, the cheapest gang that
+  holds the missing resource. Then it drops every victim, most expensive first, that is not
+  needed. Victim queues never fall below their nominal quota.
+- `naive` (baseline of issue 7): most recently admitted first, from borrowing queues, until the
+  preemptor fits; no add-back, no placement awareness.
+- `classic` (Kueue-like): other queues before the own one, lower priority, most recently admitted;
+  remove until it fits, then add back in reverse while it still fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from controller.quota.placement import PodShape
+from controller.quota.state import GangInfo, RunningGang
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """Why the preemptor does not fit right now: quota (which resources) or placement."""
+
+    quota: tuple[str, ...] = ()
+    shape: PodShape | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    victim: RunningGang
+    queue: str
+    other_queue: bool
+    # Work lost if evicted: runtime times the gang's dominant share of the cluster.
+    lost_work: float
+    nodes: tuple[int, ...]
+
+
+class Trial(Protocol):
+    def remove(self, victim: RunningGang) -> None: ...
+    def restore(self, victim: RunningGang) -> None: ...
+    def shortfall(self, info: GangInfo) -> Shortfall | None: ...
+    def may_take(self, candidate: Candidate) -> bool: ...
+    def freed_on(self, victim: RunningGang, node: int) -> tuple[int, ...]: ...
+    def free_on(self, node: int) -> tuple[int, ...]: ...
+    def eligible_nodes(self, shape: PodShape) -> frozenset[int] | None: ...
+
+
+Strategy = Callable[[Trial, GangInfo, Sequence[Candidate]], list[RunningGang] | None]
+
+
+def cost_key(c: Candidate) -> tuple[float, int, int, float, str]:
+    """Cheapest victim first: least work lost, fewest nodes, lowest priority, newest, name."""
+    v = c.victim
+    return (c.lost_work, len(c.nodes), v.info.gang.priority, -v.admitted_at, v.name)
+
+
+def _release(trial: Trial, chosen: Sequence[Candidate]) -> None:
+    for c in reversed(chosen):
+        trial.restore(c.victim)
+
+
+def _minimise(trial: Trial, info: GangInfo, chosen: list[Candidate]) -> list[Candidate]:
+    """Drop victims the preemptor does not need, most expensive first."""
+    for c in sorted(chosen, key=cost_key, reverse=True):
+        trial.restore(c.victim)
+        if trial.shortfall(info) is None:
+            chosen.remove(c)
+        else:
+            trial.remove(c.victim)
+    return chosen
+
+
+def placement_aware(
+    trial: Trial, info: GangInfo, candidates: Sequence[Candidate]
+) -> list[RunningGang] | None:
+    ordered = sorted(candidates, key=cost_key)
+    by_node: dict[int, list[Candidate]] = {}
+    for c in ordered:
+        for node in c.nodes:
+            by_node.setdefault(node, []).append(c)
+    chosen: list[Candidate] = []
+    taken: set[str] = set()
+    for _ in range(len(ordered) + 1):
+        short = trial.shortfall(info)
+        if short is None:
+            chosen = _minimise(trial, info, chosen)
+            _release(trial, chosen)
+            return [c.victim for c in chosen]
+        if short.shape is not None:
+            step = _clear_one_node(trial, short.shape, by_node, taken)
+        else:
+            step = next(
+                (
+                    [c]
+                    for c in ordered
+                    if c.victim.name not in taken
+                    and any(c.victim.info.total.get(r, 0) > 0 for r in short.quota)
+                    and trial.may_take(c)
+                ),
+                None,
+            )
+        if not step:
+            break
+        for c in step:
+            trial.remove(c.victim)
+            chosen.append(c)
+            taken.add(c.victim.name)
+    _release(trial, chosen)
+    return None
+
+
+def _clear_one_node(
+    trial: Trial,
+    shape: PodShape,
+    by_node: dict[int, list[Candidate]],
+    taken: set[str],
+) -> list[Candidate] | None:
+    """The cheapest set of gangs whose eviction lets one more pod of `shape` onto a node."""
+    eligible = trial.eligible_nodes(shape)
+    best: tuple[float, int, int] | None = None
+    best_set: list[Candidate] = []
+    request = shape.request
+    for node, on_node in by_node.items():
+        if eligible is not None and node not in eligible:
+            continue
+        free = list(trial.free_on(node))
+        picked: list[Candidate] = []
+        cost = 0.0
+        for c in on_node:
+            if all(f >= q for f, q in zip(free, request, strict=True)):
+                break
+            if c.victim.name in taken or not trial.may_take(c):
+                continue
+            freed = trial.freed_on(c.victim, node)
+            free = [f + g for f, g in zip(free, freed, strict=True)]
+            picked.append(c)
+            cost += c.lost_work
+        if not picked or not all(f >= q for f, q in zip(free, request, strict=True)):
+            continue
+        key = (cost, len(picked), node)
+        if best is None or key < best:
+            best, best_set = key, picked
+    return best_set or None
+
+
+def naive(
+    trial: Trial, info: GangInfo, candidates: Sequence[Candidate]
+) -> list[RunningGang] | None:
+    ordered = sorted(candidates, key=lambda c: (-c.victim.admitted_at, c.victim.name))
+    chosen: list[Candidate] = []
+    for c in ordered:
+        if trial.shortfall(info) is None:
+            break
+        if not trial.may_take(c):
+            continue
+        trial.remove(c.victim)
+        chosen.append(c)
+    fits = trial.shortfall(info) is None
+    _release(trial, chosen)
+    return [c.victim for c in chosen] if fits else None
+
+
+def classic(
+    trial: Trial, info: GangInfo, candidates: Sequence[Candidate]
+) -> list[RunningGang] | None:
+    ordered = sorted(
+        candidates,
+        key=lambda c: (
+            not c.other_queue,
+            c.victim.info.gang.priority,
+            -c.victim.admitted_at,
+            c.victim.name,
+        ),
+    )
+    chosen: list[Candidate] = []
+    for c in ordered:
+        if trial.shortfall(info) is None:
+            break
+        if not trial.may_take(c):
+            continue
+        trial.remove(c.victim)
+        chosen.append(c)
+    if trial.shortfall(info) is not None:
+        _release(trial, chosen)
+        return None
+    for c in reversed(list(chosen)):
+        trial.restore(c.victim)
+        if trial.shortfall(info) is None:
+            chosen.remove(c)
+        else:
+            trial.remove(c.victim)
+    _release(trial, chosen)
+    return [c.victim for c in chosen]
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "placement-aware": placement_aware,
+    "naive": naive,
+    "classic": classic,
+}

@@ -1,0 +1,150 @@
+"""What the decision core reads (a Snapshot) and what it returns (Decisions).
+
+Rule: plain frozen dataclasses, quantities in integer milli-units, times in seconds as floats;
+nothing here knows about Kubernetes objects or the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
+WithinQueuePolicy = Literal["Never", "LowerPriority"]
+QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
+
+GPU = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """Quota of one resource in one queue, in milli-units.
+
+    `borrowing_limit` None: may borrow without limit; `lending_limit` None: lends all of its
+    unused nominal quota.
+    """
+
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    name: str
+    quotas: Mapping[str, Quota]
+    cohort: str | None = None
+    weight: float = 1.0
+    reclaim_within_cohort: ReclaimPolicy = "Never"
+    within_queue: WithinQueuePolicy = "Never"
+    strategy: QueueingStrategy = "BestEffortFIFO"
+    # Gangs of this queue that have run for less than this many seconds are never victims.
+    min_runtime: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key == "" and self.operator == "Exists":
+            return True
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """`count` identical pods, each requesting `requests` (milli-units)."""
+
+    count: int
+    requests: Mapping[str, int]
+    name: str = "main"
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """A workload: its pod sets are admitted together or not at all. `name` is unique."""
+
+    name: str
+    queue: str
+    pod_sets: tuple[PodSet, ...]
+    priority: int = 0
+    created: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    pod_set: str
+    node: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedGang:
+    """A gang holding quota since `admitted_at`, with its pods on `placement` (may be empty)."""
+
+    gang: Gang
+    admitted_at: float
+    placement: tuple[PodPlacement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node: `used` counts pods that are not part of any admitted gang of the snapshot."""
+
+    name: str
+    allocatable: Mapping[str, int]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    used: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    queues: tuple[QueueSpec, ...]
+    nodes: tuple[Node, ...]
+    pending: tuple[Gang, ...] = ()
+    admitted: tuple[AdmittedGang, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    gang: str
+    queue: str
+    placement: tuple[PodPlacement, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    gang: str
+    queue: str
+    preemptor: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    admissions: tuple[Admission, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    # Every gang left pending -> why, in words a user can act on.
+    pending: Mapping[str, str] = field(default_factory=dict)
+    # Starving gang -> the nodes held free for it this cycle.
+    reservations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

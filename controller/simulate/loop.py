@@ -1,0 +1,287 @@
+"""The discrete-event loop: arrivals and completions in time order, one policy step per instant.
+
+Rule: the loop owns simulated time and every job's state; a policy only sees submit, finish and
+step. An evicted job goes back to its queue with its original submit time and restarts from
+scratch, so the work it had done is lost.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from controller.simulate.metrics import jain, max_min_fair, mean, percentile
+from controller.simulate.policies import Policy
+from controller.simulate.traces import Job
+
+_FINISH, _ARRIVAL = 0, 1
+
+
+@dataclass(slots=True)
+class _JobState:
+    job: Job
+    start: float | None = None
+    version: int = 0
+    done: float | None = None
+    evictions: int = 0
+
+
+@dataclass(slots=True)
+class QueueFigures:
+    jobs: int
+    finished: int
+    wait_mean: float
+    wait_p95: float
+    wait_p99: float
+    jct_mean: float
+    jct_p95: float
+    fair_ratio_mean: float
+
+
+@dataclass(slots=True)
+class Result:
+    policy: str
+    jobs: int
+    finished: int
+    never_started: int
+    makespan_h: float
+    gpu_allocation_mean: float
+    gpu_allocation_series: list[tuple[float, float]]
+    wait_mean: float
+    wait_p95: float
+    wait_p99: float
+    jct_mean: float
+    jain_mean: float
+    fair_ratio_worst: float
+    fair_ratio_p5: float
+    fair_ratio_mean: float
+    partial_jobs: int
+    partial_gpu_hours: float
+    evictions: int
+    reclaims: int
+    evictions_per_reclaim: float
+    wasted_gpu_hours: float
+    demand_gpu_hours: float
+    decision_ms_p50: float
+    decision_ms_p99: float
+    wall_s: float
+    queues: dict[str, QueueFigures] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Sampler:
+    """Per-queue demand and allocation, sampled at fixed simulated intervals."""
+
+    weights: dict[str, float]
+    total_gpus: int
+    running: dict[str, int] = field(default_factory=dict)
+    waiting: dict[str, int] = field(default_factory=dict)
+    jain: list[float] = field(default_factory=list)
+    worst_ratio: list[float] = field(default_factory=list)
+    ratios: dict[str, list[float]] = field(default_factory=dict)
+
+    def sample(self) -> None:
+        active = [q for q in self.weights if self.running.get(q, 0) + self.waiting.get(q, 0) > 0]
+        if not active:
+            return
+        self.jain.append(jain([self.running.get(q, 0) / self.total_gpus for q in active]))
+        demand = {q: float(self.running.get(q, 0) + self.waiting.get(q, 0)) for q in active}
+        fair = max_min_fair(float(self.total_gpus), demand, self.weights)
+        worst = math.inf
+        for q in active:
+            if self.waiting.get(q, 0) > 0 and fair[q] > 0:
+                ratio = min(1.0, self.running.get(q, 0) / fair[q])
+                self.ratios.setdefault(q, []).append(ratio)
+                worst = min(worst, ratio)
+        if worst < math.inf:
+            self.worst_ratio.append(worst)
+
+
+def simulate(
+    jobs: Sequence[Job],
+    policy: Policy,
+    *,
+    total_gpus: int,
+    weights: dict[str, float],
+    sample_every: float = 900.0,
+    progress: TextIO | None = sys.stderr,
+    label: str = "",
+) -> Result:
+    """Replay `jobs` through `policy` and measure it."""
+    states = {j.name: _JobState(j) for j in jobs}
+    events: list[tuple[float, int, int, str, int]] = []
+    for seq, job in enumerate(jobs):
+        events.append((job.submit, _ARRIVAL, seq, job.name, 0))
+    heapq.heapify(events)
+    seq = len(jobs)
+    sampler = _Sampler(weights, total_gpus)
+    running_gpus = 0
+    alloc_area = 0.0
+    partial_area = 0.0
+    last_t = jobs[0].submit if jobs else 0.0
+    first_t = last_t
+    next_sample = first_t
+    series: list[tuple[float, float]] = []
+    latencies: list[float] = []
+    evictions = 0
+    reclaims: list[int] = []
+    wasted = 0.0
+    started_wall = time.perf_counter()
+    done_count = 0
+    report_at = 0.0
+    while events:
+        now = events[0][0]
+        held = policy.partial_gpus()
+        alloc_area += (running_gpus + held) * (now - last_t)
+        partial_area += held * (now - last_t)
+        while next_sample <= now:
+            sampler.sample()
+            series.append(((next_sample - first_t) / 3600.0, (running_gpus + held) / total_gpus))
+            next_sample += sample_every
+        last_t = now
+        while events and events[0][0] == now:
+            _, kind, _, name, version = heapq.heappop(events)
+            state = states[name]
+            job = state.job
+            if kind == _FINISH:
+                if version != state.version or state.done is not None:
+                    continue
+                state.done = now
+                done_count += 1
+                running_gpus -= job.gpus
+                sampler.running[job.queue] -= job.gpus
+                policy.finish(job, now)
+            else:
+                sampler.waiting[job.queue] = sampler.waiting.get(job.queue, 0) + job.gpus
+                policy.submit(job, now)
+        tick = time.perf_counter()
+        step = policy.step(now)
+        latencies.append(time.perf_counter() - tick)
+        for name in step.evicted:
+            state = states[name]
+            job = state.job
+            if state.start is not None:
+                wasted += (now - state.start) * job.gpus
+                running_gpus -= job.gpus
+                sampler.running[job.queue] -= job.gpus
+                sampler.waiting[job.queue] = sampler.waiting.get(job.queue, 0) + job.gpus
+            state.start = None
+            state.version += 1
+            state.evictions += 1
+            evictions += 1
+            policy.submit(job, now)
+        reclaims.extend(step.reclaims)
+        for name in step.started:
+            state = states[name]
+            job = state.job
+            state.start = now
+            running_gpus += job.gpus
+            sampler.running[job.queue] = sampler.running.get(job.queue, 0) + job.gpus
+            sampler.waiting[job.queue] -= job.gpus
+            seq += 1
+            heapq.heappush(events, (now + job.duration, _FINISH, seq, name, state.version))
+        if progress is not None and time.perf_counter() - started_wall >= report_at:
+            report_at += 10.0
+            progress.write(
+                f"  {label}{policy.name}: {done_count}/{len(jobs)} jobs done,"
+                f" t={(now - first_t) / 3600:.0f}h, {time.perf_counter() - started_wall:.0f}s\n"
+            )
+            progress.flush()
+    end_t = last_t
+    return _summarise(
+        policy,
+        states,
+        sampler,
+        total_gpus=total_gpus,
+        span=(first_t, end_t),
+        areas=(alloc_area, partial_area),
+        series=series,
+        latencies=latencies,
+        evictions=evictions,
+        reclaims=reclaims,
+        wasted=wasted,
+        wall=time.perf_counter() - started_wall,
+    )
+
+
+def _summarise(
+    policy: Policy,
+    states: dict[str, _JobState],
+    sampler: _Sampler,
+    *,
+    total_gpus: int,
+    span: tuple[float, float],
+    areas: tuple[float, float],
+    series: list[tuple[float, float]],
+    latencies: list[float],
+    evictions: int,
+    reclaims: list[int],
+    wasted: float,
+    wall: float,
+) -> Result:
+    first_t, end_t = span
+    waits: dict[str, list[float]] = {}
+    jcts: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    never = 0
+    for state in states.values():
+        job = state.job
+        counts[job.queue] = counts.get(job.queue, 0) + 1
+        if state.done is None:
+            never += 1
+            continue
+        waits.setdefault(job.queue, []).append(state.done - job.duration - job.submit)
+        jcts.setdefault(job.queue, []).append(state.done - job.submit)
+    all_waits = [w for ws in waits.values() for w in ws]
+    all_jcts = [j for js in jcts.values() for j in js]
+    length = max(end_t - first_t, 1e-9)
+    ms = [x * 1000 for x in latencies]
+    queues = {
+        q: QueueFigures(
+            counts[q],
+            len(waits.get(q, [])),
+            mean(waits.get(q, [])),
+            percentile(waits.get(q, []), 95),
+            percentile(waits.get(q, []), 99),
+            mean(jcts.get(q, [])),
+            percentile(jcts.get(q, []), 95),
+            mean(sampler.ratios.get(q, [])),
+        )
+        for q in sorted(counts)
+    }
+    if len(series) > 400:
+        stride = math.ceil(len(series) / 400)
+        series = series[::stride]
+    return Result(
+        policy=policy.name,
+        jobs=len(states),
+        finished=len(states) - never,
+        never_started=never,
+        makespan_h=length / 3600,
+        gpu_allocation_mean=areas[0] / (length * total_gpus),
+        gpu_allocation_series=series,
+        wait_mean=mean(all_waits),
+        wait_p95=percentile(all_waits, 95),
+        wait_p99=percentile(all_waits, 99),
+        jct_mean=mean(all_jcts),
+        jain_mean=mean(sampler.jain),
+        fair_ratio_worst=min(sampler.worst_ratio, default=math.nan),
+        fair_ratio_p5=percentile(sampler.worst_ratio, 5),
+        fair_ratio_mean=mean(sampler.worst_ratio),
+        partial_jobs=policy.partial_jobs(),
+        partial_gpu_hours=areas[1] / 3600,
+        evictions=evictions,
+        reclaims=len(reclaims),
+        evictions_per_reclaim=(sum(reclaims) / len(reclaims)) if reclaims else 0.0,
+        wasted_gpu_hours=wasted / 3600,
+        demand_gpu_hours=sum(s.job.gpus * s.job.duration for s in states.values()) / 3600,
+        decision_ms_p50=percentile(ms, 50),
+        decision_ms_p99=percentile(ms, 99),
+        wall_s=wall,
+        queues=queues,
+    )

@@ -1,0 +1,186 @@
+"""`kohort simulate`: replay a cluster trace through scheduling policies and compare them.
+
+kohort simulate philly --compression 8 --nodes homogeneous      # table
+kohort simulate philly --compression 8 --nodes mixed --json     # JSON
+kohort simulate openb --seeds 42-51                              # FGD allocation protocol
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from controller.simulate.loop import Result, simulate
+from controller.simulate.openb import OPENB_POLICIES, run_openb
+from controller.simulate.policies import POLICIES, make_policy
+from controller.simulate.traces import (
+    CPU_PER_GPU,
+    DEFAULT_TRACES,
+    GPU_UNIT,
+    MEMORY_PER_GPU,
+    load_philly,
+    philly_nodes,
+    philly_queues,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="trace folder")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    sub = parser.add_subparsers(dest="scenario", required=True, metavar="SCENARIO")
+    philly = sub.add_parser("philly", help="Microsoft Philly jobs, queues = virtual clusters")
+    philly.add_argument("--compression", type=float, default=8.0, help="divide arrival times")
+    philly.add_argument("--nodes", choices=("homogeneous", "mixed"), default="homogeneous")
+    philly.add_argument(
+        "--policies", default=",".join(POLICIES), help=f"comma list of {', '.join(POLICIES)}"
+    )
+    philly.add_argument("--start", default="2017-10-01", help="first submit date (inclusive)")
+    philly.add_argument("--end", default="2017-12-01", help="last submit date (exclusive)")
+    philly.add_argument("--limit", type=int, default=0, help="only the first N jobs")
+    philly.add_argument(
+        "--min-runtime", type=float, default=600.0, help="kohort: seconds before preemptible"
+    )
+    philly.add_argument(
+        "--starvation-after", type=float, default=3600.0, help="kohort: seconds before reserving"
+    )
+    openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")
+    openb.add_argument("--seeds", default="42-51", help="seed range A-B or comma list")
+    openb.add_argument("--tune", type=float, default=1.3, help="arrivals up to this x GPU capacity")
+    openb.add_argument(
+        "--policies", default=",".join(OPENB_POLICIES), help=f"of {', '.join(OPENB_POLICIES)}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.scenario == "openb":
+        return _run_openb(args)
+    return _run_philly(args)
+
+
+def _seeds(text: str) -> list[int]:
+    if "-" in text:
+        low, high = text.split("-", 1)
+        return list(range(int(low), int(high) + 1))
+    return [int(s) for s in text.split(",") if s]
+
+
+def _run_openb(args: argparse.Namespace) -> int:
+    report = run_openb(
+        args.traces,
+        seeds=_seeds(args.seeds),
+        tune=args.tune,
+        policies=[p for p in args.policies.split(",") if p],
+    )
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"openb: {report['protocol']}; {report['nodes']} nodes, {report['gpus']} GPUs;")
+    print(f"{report['fractional_pods_rounded_up']} fractional-GPU pods rounded up to 1 GPU")
+    print(f"{'policy':<24}{'alloc% @100%':>14}{'alloc% @130%':>14}")
+    ours: dict[str, dict[str, float]] = report["ours"]  # type: ignore[assignment]
+    for name, row in ours.items():
+        print(
+            f"{'ours ' + name:<24}{row['alloc_at_100_median']:>14.2f}"
+            f"{row['alloc_at_130_median']:>14.2f}"
+        )
+    paper: dict[str, dict[int, float]] = report["published_median"]  # type: ignore[assignment]
+    for name, marks in paper.items():
+        at100, at130 = marks.get(100, math.nan), marks.get(130, math.nan)
+        print(f"{'paper ' + name:<24}{at100:>14.2f}{at130:>14.2f}")
+    print("(paper figures count GPU fractions; ours count whole GPUs)")
+    return 0
+
+
+def _run_philly(args: argparse.Namespace) -> int:
+    trace = load_philly(args.traces, start=args.start, end=args.end, compression=args.compression)
+    jobs = trace.jobs[: args.limit] if args.limit else trace.jobs
+    nodes = philly_nodes(args.traces, mixed=args.nodes == "mixed")
+    total_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes) // GPU_UNIT
+    queues = philly_queues(trace.vc_nodes, total_gpus)
+    weights = {q.name: q.quotas["nvidia.com/gpu"].nominal / GPU_UNIT for q in queues}
+    progress = None if args.quiet else sys.stderr
+    results: list[Result] = []
+    for name in [p for p in args.policies.split(",") if p]:
+        policy = make_policy(
+            name,
+            queues,
+            nodes,
+            min_runtime=args.min_runtime,
+            starvation_after=args.starvation_after if args.starvation_after > 0 else None,
+        )
+        results.append(
+            simulate(
+                jobs,
+                policy,
+                total_gpus=total_gpus,
+                weights=weights,
+                progress=progress,
+                label=f"philly {args.compression:g}x {args.nodes} ",
+            )
+        )
+    setup = {
+        "trace": f"philly {args.start}..{args.end}",
+        "jobs": len(jobs),
+        "compression": args.compression,
+        "nodes": f"{args.nodes}: {len(nodes)} nodes, {total_gpus} GPUs",
+        "per_gpu": f"{CPU_PER_GPU / 1000:g} CPU, {MEMORY_PER_GPU // 1000 // 2**30} GiB",
+        "queues": {q.name: weights[q.name] for q in queues},
+        "kohort_min_runtime_s": args.min_runtime,
+        "kohort_starvation_after_s": args.starvation_after,
+    }
+    if args.json:
+        print(json.dumps({"setup": setup, "results": [_jsonable(r) for r in results]}, indent=2))
+        return 0
+    _print_table(setup, results)
+    return 0
+
+
+def _jsonable(result: Result) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        json.dumps(asdict(result), default=str).replace("NaN", "null")
+    )
+    return data
+
+
+def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
+    print(
+        f"{setup['trace']}, {setup['jobs']} jobs, {setup['compression']:g}x compressed,"
+        f" {setup['nodes']}; per GPU {setup['per_gpu']}"
+    )
+    columns: list[tuple[str, str, Callable[[Result], object]]] = [
+        ("policy", "{:<14}", lambda r: r.policy),
+        ("alloc%", "{:>7.1f}", lambda r: 100 * r.gpu_allocation_mean),
+        ("wait p95 h", "{:>11.2f}", lambda r: r.wait_p95 / 3600),
+        ("wait mean h", "{:>12.2f}", lambda r: r.wait_mean / 3600),
+        ("jct mean h", "{:>11.2f}", lambda r: r.jct_mean / 3600),
+        ("jain", "{:>6.3f}", lambda r: r.jain_mean),
+        ("fair min", "{:>9.3f}", lambda r: r.fair_ratio_worst),
+        ("fair p5", "{:>8.3f}", lambda r: r.fair_ratio_p5),
+        ("partial", "{:>8d}", lambda r: r.partial_jobs),
+        ("idle GPU-h", "{:>11.0f}", lambda r: r.partial_gpu_hours),
+        ("evict", "{:>7d}", lambda r: r.evictions),
+        ("ev/recl", "{:>8.1f}", lambda r: r.evictions_per_reclaim),
+        ("wasted GPU-h", "{:>13.0f}", lambda r: r.wasted_gpu_hours),
+        ("unfinished", "{:>11d}", lambda r: r.never_started),
+        ("dec p99 ms", "{:>11.2f}", lambda r: r.decision_ms_p99),
+    ]
+    widths = [len(fmt.format(get(results[0]))) if results else 8 for _, fmt, get in columns]
+    header = "".join(
+        f"{title:<{w}}" if i == 0 else f"{title:>{w}}"
+        for i, ((title, _, _), w) in enumerate(zip(columns, widths, strict=True))
+    )
+    print(header)
+    for r in results:
+        print("".join(fmt.format(get(r)) for _, fmt, get in columns))
+    print("\nper-queue wait p95 (h):")
+    queues = sorted(results[0].queues) if results else []
+    print(f"{'queue':<10}" + "".join(f"{r.policy:>15}" for r in results))
+    for q in queues:
+        print(f"{q:<10}" + "".join(f"{r.queues[q].wait_p95 / 3600:>15.2f}" for r in results))

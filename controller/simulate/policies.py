@@ -1,0 +1,276 @@
+"""Scheduling policies the simulator compares, all driven through one small interface.
+
+Rule: a policy only decides; the event loop owns time, job state and metrics. Each step returns
+which jobs started (every pod bound) and which were evicted.
+
+- `kohort`: the decision core: DRS order, quota and placement fit, placement-aware reclaim,
+  minimum runtime, starvation guard.
+- `naive-reclaim`: the same core with issue 7's naive victims (newest first, no placement
+  awareness, no minimum runtime, no starvation guard).
+- `quota-drf`: Kueue-like: quotas and DRS order, Kueue's classic reclaim, no placement check;
+  admitted pods are then bound one by one by a kube-scheduler model (partial placements).
+- `gang-fifo`: Volcano-like: one FIFO over all jobs, no quotas, whole gangs placed at once
+  (spreading like the default node scoring).
+- `kube-default`: no gangs, no queues: pods bound one by one in arrival order, spreading.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from controller.quota import Config, Engine, Gang, Node, QueueSpec, Quota
+from controller.quota.placement import NodeIndex, PodShape
+from controller.quota.snapshot import GPU
+from controller.simulate.traces import GPU_UNIT, Job
+
+
+@dataclass(slots=True)
+class Step:
+    started: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    # Admissions that needed evictions, and how many each needed.
+    reclaims: list[int] = field(default_factory=list)
+
+
+class Policy(Protocol):
+    name: str
+
+    def submit(self, job: Job, now: float) -> None: ...
+    def finish(self, job: Job, now: float) -> None: ...
+    def step(self, now: float) -> Step: ...
+    def partial_gpus(self) -> int: ...
+    def partial_jobs(self) -> int: ...
+
+
+def _gang(job: Job, queue: str | None = None) -> Gang:
+    return Gang(job.name, queue or job.queue, (job.pod_set(),), job.priority, job.submit)
+
+
+class EnginePolicy:
+    """Whole gangs through the decision core; admitted gangs start at once on their plan."""
+
+    def __init__(
+        self,
+        name: str,
+        queues: Sequence[QueueSpec],
+        nodes: Sequence[Node],
+        config: Config,
+        *,
+        single_queue: bool = False,
+    ) -> None:
+        self.name = name
+        self.single_queue = single_queue
+        if single_queue:
+            capacity: dict[str, int] = {}
+            for node in nodes:
+                for r, v in node.allocatable.items():
+                    capacity[r] = capacity.get(r, 0) + v
+            queues = (QueueSpec("all", {r: Quota(v) for r, v in capacity.items()}),)
+        self.engine = Engine(queues, nodes, config)
+
+    def submit(self, job: Job, now: float) -> None:
+        self.engine.add_pending(_gang(job, "all" if self.single_queue else None))
+
+    def finish(self, job: Job, now: float) -> None:
+        self.engine.finish(job.name)
+
+    def step(self, now: float) -> Step:
+        decisions = self.engine.cycle(now)
+        step = Step([a.gang for a in decisions.admissions], [e.gang for e in decisions.evictions])
+        per_preemptor: dict[str, int] = {}
+        for e in decisions.evictions:
+            per_preemptor[e.preemptor] = per_preemptor.get(e.preemptor, 0) + 1
+        step.reclaims = sorted(per_preemptor.values())
+        admitted = {a.gang for a in decisions.admissions}
+        missing = sorted(set(per_preemptor) - admitted)
+        if missing:
+            raise AssertionError(f"evictions for preemptors that were not admitted: {missing}")
+        return step
+
+    def partial_gpus(self) -> int:
+        return 0
+
+    def partial_jobs(self) -> int:
+        return 0
+
+
+@dataclass(slots=True)
+class _BoundJob:
+    job: Job
+    shape: PodShape
+    key: tuple[object, ...]
+    bound: list[int] = field(default_factory=list)
+
+
+class PodBinder:
+    """A model of the default kube-scheduler: pods bound one at a time, FIFO, spreading.
+
+    A job whose pods are only partly bound holds those GPUs while it waits for the rest.
+    """
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.index = NodeIndex(nodes)
+        self.jobs: dict[str, _BoundJob] = {}
+        # Shape -> waiting jobs, oldest first.
+        self.waiting: dict[tuple[object, ...], list[tuple[float, str]]] = {}
+        self.partial: set[str] = set()
+        self.partial_seen = 0
+        self.held = 0  # GPUs bound to jobs that have not started
+
+    def add(self, job: Job) -> None:
+        shape = self.index.shape(job.pod_set())
+        key = (shape.request, shape.selector)
+        self.jobs[job.name] = _BoundJob(job, shape, key)
+        heapq.heappush(self.waiting.setdefault(key, []), (job.submit, job.name))
+
+    def remove(self, name: str) -> None:
+        bound = self.jobs.pop(name)
+        for node in bound.bound:
+            self.index.give(node, bound.shape.request)
+        if name in self.partial:
+            self.partial.discard(name)
+            self.held -= len(bound.bound) * bound.job.gpus_per_pod
+        waiting = self.waiting.get(bound.key)
+        if waiting is not None and (bound.job.submit, name) in waiting:
+            waiting.remove((bound.job.submit, name))
+            heapq.heapify(waiting)
+
+    def bind(self) -> list[str]:
+        """Bind what fits, oldest job first; return the jobs whose last pod was just bound."""
+        started: list[str] = []
+        heads = [(w[0], key) for key, w in self.waiting.items() if w]
+        heapq.heapify(heads)
+        while heads:
+            _, key = heapq.heappop(heads)
+            waiting = self.waiting[key]
+            _, name = waiting[0]
+            job = self.jobs[name]
+            while len(job.bound) < job.job.pods:
+                node = self.index.find(job.shape, "spread")
+                if node is None:
+                    break
+                self.index.take(node, job.shape.request)
+                job.bound.append(node)
+                if name in self.partial:
+                    self.held += job.job.gpus_per_pod
+            if len(job.bound) == job.job.pods:
+                heapq.heappop(waiting)
+                if name in self.partial:
+                    self.partial.discard(name)
+                    self.held -= (len(job.bound) - 0) * job.job.gpus_per_pod
+                started.append(name)
+                if waiting:
+                    heapq.heappush(heads, (waiting[0], key))
+                continue
+            if job.bound and name not in self.partial:
+                self.partial.add(name)
+                self.partial_seen += 1
+                self.held += len(job.bound) * job.job.gpus_per_pod
+        return started
+
+
+class KubeDefaultPolicy:
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.name = "kube-default"
+        self.binder = PodBinder(nodes)
+
+    def submit(self, job: Job, now: float) -> None:
+        self.binder.add(job)
+
+    def finish(self, job: Job, now: float) -> None:
+        self.binder.remove(job.name)
+
+    def step(self, now: float) -> Step:
+        return Step(self.binder.bind())
+
+    def partial_gpus(self) -> int:
+        return self.binder.held
+
+    def partial_jobs(self) -> int:
+        return self.binder.partial_seen
+
+
+class QuotaDrfPolicy:
+    """Kueue-like admission by quota, then the kube-scheduler model binds the pods."""
+
+    def __init__(self, queues: Sequence[QueueSpec], nodes: Sequence[Node]) -> None:
+        self.name = "quota-drf"
+        self.engine = Engine(
+            queues, nodes, Config(placement=False, victims="classic", starvation_after=None)
+        )
+        self.binder = PodBinder(nodes)
+        self.jobs: dict[str, Job] = {}
+
+    def submit(self, job: Job, now: float) -> None:
+        self.jobs[job.name] = job
+        self.engine.add_pending(_gang(job))
+
+    def finish(self, job: Job, now: float) -> None:
+        self.engine.finish(job.name)
+        self.binder.remove(job.name)
+
+    def step(self, now: float) -> Step:
+        decisions = self.engine.cycle(now)
+        evicted = [e.gang for e in decisions.evictions]
+        for name in evicted:
+            self.binder.remove(name)
+        for a in decisions.admissions:
+            self.binder.add(self.jobs[a.gang])
+        per_preemptor: dict[str, int] = {}
+        for e in decisions.evictions:
+            per_preemptor[e.preemptor] = per_preemptor.get(e.preemptor, 0) + 1
+        return Step(self.binder.bind(), evicted, sorted(per_preemptor.values()))
+
+    def partial_gpus(self) -> int:
+        return self.binder.held
+
+    def partial_jobs(self) -> int:
+        return self.binder.partial_seen
+
+
+POLICIES = ("kube-default", "gang-fifo", "quota-drf", "naive-reclaim", "kohort")
+
+
+def make_policy(
+    name: str,
+    queues: Sequence[QueueSpec],
+    nodes: Sequence[Node],
+    *,
+    min_runtime: float = 600.0,
+    starvation_after: float | None = 3600.0,
+) -> Policy:
+    """Build one of POLICIES over the same queues and nodes."""
+    factories: dict[str, Callable[[], Policy]] = {
+        "kube-default": lambda: KubeDefaultPolicy(nodes),
+        "gang-fifo": lambda: EnginePolicy(
+            name,
+            queues,
+            nodes,
+            Config(packing="spread", victims="classic", starvation_after=None),
+            single_queue=True,
+        ),
+        "quota-drf": lambda: QuotaDrfPolicy(queues, nodes),
+        "naive-reclaim": lambda: EnginePolicy(
+            name, queues, nodes, Config(victims="naive", starvation_after=None)
+        ),
+        "kohort": lambda: EnginePolicy(
+            name,
+            [_with_min_runtime(q, min_runtime) for q in queues],
+            nodes,
+            Config(victims="placement-aware", starvation_after=starvation_after),
+        ),
+    }
+    return factories[name]()
+
+
+def _with_min_runtime(queue: QueueSpec, seconds: float) -> QueueSpec:
+    from dataclasses import replace
+
+    return replace(queue, min_runtime=seconds)
+
+
+def gpus_of(node: Node) -> int:
+    return node.allocatable.get(GPU, 0) // GPU_UNIT

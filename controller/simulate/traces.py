@@ -1,0 +1,209 @@
+"""Trace loaders: read the shared traces in place and turn them into jobs, queues and nodes.
+
+Rule: loaders never write; every derived number (gang shape, CPU and memory per GPU, quotas)
+is computed here and stated in the docstrings, so a reader can check it against SOURCES.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from controller.quota.snapshot import GPU, Node, PodSet, QueueSpec, Quota
+
+DEFAULT_TRACES = Path("/work/shared/traces")
+
+# Philly has no CPU or memory: every GPU comes with this much of each, on nodes and in requests.
+CPU_PER_GPU = 4_000  # milli-CPU
+MEMORY_PER_GPU = 32 * 2**30 * 1000  # milli-bytes (32 GiB)
+GPU_UNIT = 1000  # milli-GPU per GPU
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One trace job: a gang of `pods` identical pods of `gpus_per_pod` GPUs each."""
+
+    name: str
+    queue: str
+    submit: float
+    duration: float
+    pods: int
+    gpus_per_pod: int
+    cpu_per_pod: int = 0  # milli-CPU; 0 = proportional to GPUs
+    memory_per_pod: int = 0  # milli-bytes; 0 = proportional to GPUs
+    priority: int = 0
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+    def pod_set(self) -> PodSet:
+        cpu = self.cpu_per_pod or self.gpus_per_pod * CPU_PER_GPU
+        memory = self.memory_per_pod or self.gpus_per_pod * MEMORY_PER_GPU
+        requests = {"cpu": cpu, "memory": memory}
+        if self.gpus_per_pod:
+            requests[GPU] = self.gpus_per_pod * GPU_UNIT
+        return PodSet(self.pods, requests)
+
+
+def gang_shape(gpus: int) -> tuple[int, int]:
+    """A job of n GPUs is a gang of ceil(n/8) pods of n/ceil(n/8) GPUs (rounded up)."""
+    pods = max(1, math.ceil(gpus / 8))
+    return pods, math.ceil(gpus / pods)
+
+
+def gpu_node(name: str, gpus: int) -> Node:
+    return Node(
+        name,
+        {GPU: gpus * GPU_UNIT, "cpu": gpus * CPU_PER_GPU, "memory": gpus * MEMORY_PER_GPU},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PhillyTrace:
+    jobs: tuple[Job, ...]
+    vc_nodes: dict[str, int]
+
+
+def load_philly(
+    root: Path = DEFAULT_TRACES,
+    *,
+    start: str = "2017-10-01",
+    end: str = "2017-12-01",
+    compression: float = 1.0,
+) -> PhillyTrace:
+    """Jobs submitted in [start, end), inter-arrival times divided by `compression`.
+
+    Durations stay as recorded; submit times are seconds from the first job in the window.
+    Jobs of virtual clusters missing from philly_vc.csv are dropped.
+    """
+    folder = root / "philly"
+    with (folder / "philly_vc.csv").open() as f:
+        vc_nodes = {row["vc"]: int(row["node num"]) for row in csv.DictReader(f)}
+    rows: list[tuple[float, str, float, int]] = []
+    with (folder / "philly.csv").open() as f:
+        for row in csv.DictReader(f):
+            stamp = row["timestamp"]
+            if not (start <= stamp < end) or row["cluster"] not in vc_nodes:
+                continue
+            submitted = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").timestamp()
+            rows.append((submitted, row["cluster"], float(row["duration"]), int(row["num_gpus"])))
+    rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
+    first = rows[0][0] if rows else 0.0
+    jobs = []
+    for k, (submitted, vc, duration, gpus) in enumerate(rows):
+        pods, per_pod = gang_shape(gpus)
+        jobs.append(
+            Job(f"philly-{k:06d}", vc, (submitted - first) / compression, duration, pods, per_pod)
+        )
+    return PhillyTrace(tuple(jobs), vc_nodes)
+
+
+def philly_nodes(root: Path = DEFAULT_TRACES, *, mixed: bool) -> tuple[Node, ...]:
+    """352 homogeneous 8-GPU nodes (the VCs' total), or the real 2/8-GPU machine list."""
+    if not mixed:
+        with (root / "philly" / "philly_vc.csv").open() as f:
+            total = sum(int(row["node num"]) for row in csv.DictReader(f))
+        return tuple(gpu_node(f"node-{i:04d}", 8) for i in range(total))
+    nodes = []
+    with (root / "philly" / "cluster_machine_list").open() as f:
+        for row in csv.reader(f):
+            if not row or row[0].startswith("machineId"):
+                continue
+            nodes.append(gpu_node(row[0].strip(), int(row[1])))
+    return tuple(nodes)
+
+
+def philly_queues(
+    vc_nodes: dict[str, int],
+    total_gpus: int,
+    *,
+    reclaim: bool = True,
+    min_runtime: float = 0.0,
+) -> tuple[QueueSpec, ...]:
+    """One queue per virtual cluster in one cohort, nominal = its node share of `total_gpus`.
+
+    Borrowing is unlimited; CPU and memory quotas follow the GPU quota at the same ratio as the
+    nodes. Weight = 1 for every queue (the share is already relative to the pool).
+    """
+    nodes = sum(vc_nodes.values())
+    queues = []
+    for vc, count in sorted(vc_nodes.items()):
+        gpus = total_gpus * count // nodes
+        quotas = {
+            GPU: Quota(gpus * GPU_UNIT),
+            "cpu": Quota(gpus * CPU_PER_GPU),
+            "memory": Quota(gpus * MEMORY_PER_GPU),
+        }
+        queues.append(
+            QueueSpec(
+                vc,
+                quotas,
+                cohort="philly",
+                reclaim_within_cohort="Any" if reclaim else "Never",
+                min_runtime=min_runtime,
+            )
+        )
+    return tuple(queues)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenbPod:
+    name: str
+    cpu: int  # milli-CPU
+    memory: int  # milli-bytes
+    gpus: int  # whole GPUs after rounding fractions up
+    fractional: bool
+
+
+def load_openb_nodes(root: Path = DEFAULT_TRACES) -> tuple[Node, ...]:
+    nodes = []
+    with (root / "openb" / "openb_node_list_gpu_node.csv").open() as f:
+        for row in csv.DictReader(f):
+            mib = int(row["memory_mib"])
+            nodes.append(
+                Node(
+                    row["sn"],
+                    {
+                        "cpu": int(row["cpu_milli"]),
+                        "memory": mib * 2**20 * 1000,
+                        GPU: int(row["gpu"]) * GPU_UNIT,
+                    },
+                )
+            )
+    return tuple(nodes)
+
+
+def load_openb_pods(root: Path = DEFAULT_TRACES, *, variant: str = "default") -> list[OpenbPod]:
+    """Pods in trace order (creation time, then name); a fraction of a GPU rounds up to one."""
+    path = root / "openb" / f"openb_pod_list_{variant}.csv"
+    pods: list[tuple[int, OpenbPod]] = []
+    with path.open() as f:
+        for k, row in enumerate(csv.DictReader(f)):
+            num, milli = int(row["num_gpu"]), int(row["gpu_milli"])
+            whole = num if milli >= 1000 or num == 0 else math.ceil(num * milli / 1000)
+            created = int(row.get("creation_time") or k)
+            pods.append(
+                (
+                    created,
+                    OpenbPod(
+                        row["name"],
+                        int(row["cpu_milli"]),
+                        int(row["memory_mib"]) * 2**20 * 1000,
+                        whole,
+                        0 < milli < 1000 and num > 0,
+                    ),
+                )
+            )
+    pods.sort(key=lambda p: (p[0], p[1].name))
+    return [p for _, p in pods]
+
+
+def iter_published_fgd(root: Path = DEFAULT_TRACES) -> Iterator[dict[str, str]]:
+    """Rows of the paper's published allocation results (fgd_analysis_allo_discrete.csv)."""
+    with (root / "openb" / "fgd_analysis_allo_discrete.csv").open() as f:
+        yield from csv.DictReader(f)

@@ -1,0 +1,254 @@
+"""The decision core's rules, one small cluster each."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from controller.quota import Config, Taint, Toleration, decide
+from controller.quota.quota import build_cohorts, share
+from controller.quota.snapshot import QueueSpec, Quota
+from tests.unit.test_quota_builders import (
+    admitted_names,
+    evicted_names,
+    gang,
+    node,
+    queue,
+    running,
+    world,
+)
+
+
+def test_a_gang_that_fits_quota_and_nodes_is_admitted_with_a_plan() -> None:
+    d = decide(world([queue("a", 16)], [node("n1"), node("n2")], [gang("g", "a", pods=2)]), 0)
+    assert admitted_names(d) == ["g"]
+    assert sorted(p.node for p in d.admissions[0].placement) == ["n1", "n2"]
+    assert d.pending == {}
+
+
+def test_a_gang_that_fits_quota_but_not_nodes_stays_pending_with_a_placement_reason() -> None:
+    snapshot = world(
+        [queue("a", 16)], [node("n1", used_gpus=2), node("n2", used_gpus=2)], [gang("g", "a", 2)]
+    )
+    d = decide(snapshot, 0)
+    assert d.admissions == ()
+    assert d.pending["g"] == (
+        "quota ok; placement: needs 2 pods x 8 nvidia.com/gpu, largest free node has 6"
+    )
+
+
+def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
+    d = decide(world([queue("a", 24)], [node("n1"), node("n2")], [gang("g", "a", 3)]), 0)
+    assert d.admissions == ()
+    assert "only 2 fit" in d.pending["g"]
+
+
+def test_a_gang_over_quota_stays_pending_with_a_quota_reason() -> None:
+    d = decide(
+        world([queue("a", 8, cohort=None)], [node("n1"), node("n2")], [gang("g", "a", 2)]), 0
+    )
+    assert d.pending["g"].startswith("quota: needs 16 nvidia.com/gpu, queue can take 8 more")
+
+
+def test_idle_quota_of_the_cohort_can_be_borrowed() -> None:
+    queues = [queue("a", 8), queue("b", 8)]
+    d = decide(world(queues, [node("n1"), node("n2")], [gang("g", "a", 2)]), 0)
+    assert admitted_names(d) == ["g"]
+    assert "borrowing" in d.admissions[0].reason
+
+
+def test_borrowing_limit_caps_what_a_queue_takes_from_the_cohort() -> None:
+    queues = [queue("a", 8, borrowing_limit=4), queue("b", 8)]
+    pending = [gang("big", "a", 2), gang("small", "a", 1, gpus=4, created=1)]
+    d = decide(world(queues, [node("n1"), node("n2")], pending), 0)
+    assert admitted_names(d) == ["small"]
+    assert "borrowing limit 4" in d.pending["big"]
+
+
+def test_lending_limit_protects_what_the_lender_keeps() -> None:
+    queues = [queue("a", 8), queue("b", 8, lending_limit=2)]
+    pending = [gang("g", "a", 2)]
+    d = decide(world(queues, [node(f"n{i}") for i in range(3)], pending), 0)
+    assert d.admissions == ()
+    assert "queue can take 10 more" in d.pending["g"]
+
+
+def test_a_queue_under_nominal_reclaims_a_borrowed_gang_whole() -> None:
+    queues = [queue("a", 8), queue("b", 8)]
+    b1, b2 = gang("b1", "b", created=0), gang("b2", "b", created=1)
+    admitted = [running(b1, "n1", at=0), running(b2, "n2", at=10)]
+    d = decide(world(queues, [node("n1"), node("n2")], [gang("a1", "a")], admitted), 100)
+    assert admitted_names(d) == ["a1"]
+    assert evicted_names(d) == ["b2"]
+    assert d.evictions[0].preemptor == "a1"
+    assert d.admissions[0].placement[0].node == "n2"
+
+
+def test_reclaim_prefers_the_victim_on_the_right_node_over_newer_ones_on_wrong_nodes() -> None:
+    # a needs one 8-GPU pod. Two young 4-GPU gangs of b sit on n1 and n2 next to a small
+    # non-preemptible pod each; one older 8-GPU gang of b fills n3. Evicting the two young gangs
+    # frees nothing usable; evicting the old one frees a whole node.
+    queues = [queue("a", 8), queue("b", 4), queue("c", 12, reclaim="Never")]
+    nodes = [node("n1", used_gpus=4), node("n2", used_gpus=4), node("n3")]
+    admitted = [
+        running(gang("young1", "b", gpus=4), "n1", at=90),
+        running(gang("young2", "b", gpus=4), "n2", at=95),
+        running(gang("old", "b"), "n3", at=0),
+    ]
+    d = decide(world(queues, nodes, [gang("a1", "a")], admitted), 100)
+    assert admitted_names(d) == ["a1"]
+    assert evicted_names(d) == ["old"]
+
+
+def test_naive_reclaim_evicts_the_newest_gangs_first() -> None:
+    queues = [queue("a", 8), queue("b", 4), queue("c", 12, reclaim="Never")]
+    nodes = [node("n1", used_gpus=4), node("n2", used_gpus=4), node("n3")]
+    admitted = [
+        running(gang("young1", "b", gpus=4), "n1", at=90),
+        running(gang("young2", "b", gpus=4), "n2", at=95),
+        running(gang("old", "b"), "n3", at=0),
+    ]
+    d = decide(world(queues, nodes, [gang("a1", "a")], admitted), 100, Config(victims="naive"))
+    assert evicted_names(d) == ["old", "young1", "young2"]
+
+
+def test_reclaim_never_pushes_the_victim_queue_below_nominal() -> None:
+    # b uses 12 of its nominal 8. Evicting b4 leaves no free node; evicting b8 would leave b
+    # at 4, below its nominal quota, so a1 waits.
+    queues = [queue("a", 8), queue("b", 8)]
+    admitted = [running(gang("b8", "b"), "n1"), running(gang("b4", "b", gpus=4), "n2")]
+    nodes = [node("n1"), node("n2", used_gpus=4)]
+    d = decide(world(queues, nodes, [gang("a1", "a")], admitted), 100)
+    assert d.evictions == ()
+    assert d.admissions == ()
+
+
+def test_young_gangs_are_protected_by_the_minimum_runtime() -> None:
+    queues = [queue("a", 8), queue("b", 8, min_runtime=600)]
+    admitted = [running(gang("b1", "b"), "n1", at=0), running(gang("b2", "b"), "n2", at=50)]
+    d = decide(world(queues, [node("n1"), node("n2")], [gang("a1", "a")], admitted), 100)
+    assert d.evictions == () and d.admissions == ()
+    later = decide(world(queues, [node("n1"), node("n2")], [gang("a1", "a")], admitted), 700)
+    assert evicted_names(later) == ["b2"]
+
+
+def test_no_eviction_unless_the_preemptor_then_fits() -> None:
+    # a's 2-pod gang is within nominal, but c's non-preemptible gang keeps n3 busy: evicting b's
+    # gang frees one node, not two.
+    queues = [queue("a", 16), queue("b", 4), queue("c", 8, reclaim="Never")]
+    nodes = [node("n1"), node("n2", used_gpus=8), node("n3")]
+    admitted = [running(gang("b1", "b"), "n1", at=0), running(gang("c1", "c"), "n3", at=0)]
+    d = decide(world(queues, nodes, [gang("a1", "a", pods=2)], admitted), 100)
+    assert d.evictions == ()
+    assert d.admissions == ()
+
+
+def test_a_queue_with_reclaim_never_does_not_evict() -> None:
+    queues = [queue("a", 8, reclaim="Never"), queue("b", 8)]
+    admitted = [running(gang("b1", "b"), "n1"), running(gang("b2", "b"), "n2", at=1)]
+    d = decide(world(queues, [node("n1"), node("n2")], [gang("a1", "a")], admitted), 100)
+    assert d.evictions == ()
+    assert d.pending["a1"].startswith("quota: needs 8")
+
+
+def test_higher_priority_preempts_within_its_queue_when_allowed() -> None:
+    queues = [queue("a", 8, cohort=None, within="LowerPriority")]
+    admitted = [running(gang("low", "a", priority=0), "n1")]
+    d = decide(world(queues, [node("n1")], [gang("high", "a", priority=5)], admitted), 10)
+    assert evicted_names(d) == ["low"]
+    assert admitted_names(d) == ["high"]
+    assert "same queue" in d.evictions[0].reason
+
+
+def test_equal_priority_does_not_preempt_within_a_queue() -> None:
+    queues = [queue("a", 8, cohort=None, within="LowerPriority")]
+    admitted = [running(gang("low", "a", priority=5), "n1")]
+    d = decide(world(queues, [node("n1")], [gang("high", "a", priority=5)], admitted), 10)
+    assert d.evictions == ()
+
+
+def test_the_queue_with_the_lower_share_goes_first() -> None:
+    # Both queues already borrow; b borrows less, so b's gang takes the last free node.
+    queues = [queue("a", 8), queue("b", 8), queue("idle", 16, reclaim="Never")]
+    admitted = [
+        running(gang("a1", "a"), "n1"),
+        running(gang("a2", "a"), "n2"),
+        running(gang("b1", "b"), "n3"),
+    ]
+    pending = [gang("a3", "a", created=0), gang("b2", "b", created=5)]
+    nodes = [node(f"n{i}") for i in range(1, 5)]
+    d = decide(world(queues, nodes, pending, admitted), 10)
+    assert admitted_names(d) == ["b2"]
+
+
+def test_share_matches_kueues_example() -> None:
+    # 3 CPU nominal, using all 8 CPU of the cohort: (8 - 3) / 8 * 1000 = 625.
+    specs = [
+        QueueSpec("a", {"cpu": Quota(3000)}, cohort="c"),
+        QueueSpec("b", {"cpu": Quota(5000)}, cohort="c"),
+    ]
+    states = build_cohorts(specs)
+    assert share(states["a"], {"cpu": 8000}) == pytest.approx(625.0)
+    assert share(states["b"], {"cpu": 1000}) == 0.0
+
+
+def test_weight_zero_while_borrowing_ranks_last() -> None:
+    states = build_cohorts([QueueSpec("a", {"cpu": Quota(1000)}, cohort="c", weight=0)])
+    assert share(states["a"], {"cpu": 2000}) == math.inf
+
+
+def test_strict_fifo_blocks_younger_gangs_behind_the_head() -> None:
+    queues = [queue("a", 16, cohort=None, strict=True)]
+    pending = [gang("old", "a", 3, created=0), gang("young", "a", 1, created=1)]
+    d = decide(world(queues, [node("n1"), node("n2")], pending), 10)
+    assert d.admissions == ()
+    assert d.pending["young"].startswith("StrictFIFO: waiting behind old")
+
+
+def test_best_effort_fifo_lets_younger_gangs_pass_a_blocked_head() -> None:
+    queues = [queue("a", 16, cohort=None)]
+    pending = [gang("old", "a", 3, created=0), gang("young", "a", 1, created=1)]
+    d = decide(world(queues, [node("n1"), node("n2")], pending), 10)
+    assert admitted_names(d) == ["young"]
+
+
+def test_node_selectors_and_taints_are_respected() -> None:
+    tainted = node("gpu-a100", labels={"gpu": "a100"}, taints=[Taint("dedicated", "ml")])
+    plain = node("plain", labels={"gpu": "t4"})
+    queues = [queue("a", 16, cohort=None)]
+    wants_a100 = gang("a100", "a", selector={"gpu": "a100"}, created=0)
+    d = decide(world(queues, [tainted, plain], [wants_a100]), 0)
+    assert "no node matches" in d.pending["a100"]
+    tolerant = gang(
+        "a100",
+        "a",
+        selector={"gpu": "a100"},
+        tolerations=[Toleration("dedicated", "Equal", "ml", "NoSchedule")],
+    )
+    d = decide(world(queues, [tainted, plain], [tolerant]), 0)
+    assert d.admissions[0].placement[0].node == "gpu-a100"
+
+
+def test_best_fit_keeps_whole_nodes_free() -> None:
+    queues = [queue("a", 32, cohort=None)]
+    nodes = [node("n1", used_gpus=6), node("n2")]
+    d = decide(world(queues, nodes, [gang("small", "a", gpus=2)]), 0)
+    assert d.admissions[0].placement[0].node == "n1"
+
+
+def test_starvation_guard_holds_nodes_for_a_long_waiting_gang() -> None:
+    queues = [queue("a", 32, cohort=None)]
+    nodes = [node("n1", used_gpus=2), node("n2", used_gpus=2)]
+    pending = [gang("big", "a", pods=2, created=0), gang("small", "a", gpus=2, created=4000)]
+    d = decide(world(queues, nodes, pending), 5000, Config(starvation_after=3600))
+    assert d.reservations == {"big": ("n1", "n2")}
+    assert d.admissions == ()
+    assert "starvation guard" in d.pending["big"]
+    fresh = decide(world(queues, nodes, pending), 100, Config(starvation_after=3600))
+    assert admitted_names(fresh) == ["small"]
+
+
+def test_an_unknown_queue_is_named_in_the_reason() -> None:
+    d = decide(world([queue("a", 8)], [node("n1")], [gang("g", "nope")]), 0)
+    assert d.pending["g"] == "queue 'nope' does not exist"

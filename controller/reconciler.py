@@ -172,10 +172,11 @@ class Reconciler:
                 conditions = set_condition(
                     conditions, FINISHED, "True", gang.finished, f"the gang {gang.finished}", now
                 )
-                if is_true(gang.workload, QUOTA_RESERVED):
-                    conditions = set_condition(
-                        conditions, QUOTA_RESERVED, "False", "Finished", "quota released", now
-                    )
+                for kind in (QUOTA_RESERVED, ADMITTED):
+                    if is_true(gang.workload, kind):
+                        conditions = set_condition(
+                            conditions, kind, "False", "Finished", "quota released", now
+                        )
                 await self.writers.patch_workload_status(gang, {"conditions": conditions})
                 await self.writers.event(
                     gang, "Finished", f"Gang {gang.finished.lower()}; its quota is released"
@@ -401,14 +402,17 @@ class Reconciler:
 
     async def _mark_pending(self, gang: GangView, message: str, now: float) -> None:
         assert gang.workload is not None
-        if lookup(gang.workload, ["status", "pendingReason"]) == message:
+        before = str(lookup(gang.workload, ["status", "pendingReason"]) or "")
+        if before == message:
             return
         conditions = gang.workload.get("status", {}).get("conditions") or []
         conditions = set_condition(conditions, QUOTA_RESERVED, "False", "Pending", message, now)
         await self.writers.patch_workload_status(
             gang, {"conditions": conditions, "pendingReason": message}
         )
-        await self.writers.event(gang, "Pending", message)
+        # One Event per kind of reason; the status keeps the exact numbers up to date.
+        if before.split(":")[0] != message.split(":")[0]:
+            await self.writers.event(gang, "Pending", message)
 
     # -- 7. report -------------------------------------------------------------------------
 

@@ -20,11 +20,13 @@ from certs.authority import CertificateAuthority
 from certs.reload import server_context
 from controller import main as controller_main
 from controller.api import names
+from controller.api.quantity import parse_quantity
 from controller.cluster import clients
+from controller.cluster.testing import cluster_queue, gang_job, local_queue
 from controller.cluster.writers import PodGroupSettings
 from controller.reconciler import Settings as ControllerSettings
-from hack import processes
-from hack.localcluster import LocalCluster, NodePool
+from controller.workloads.base import Placement
+from hack.localcluster import LocalCluster
 from hack.rest import ApiError, RestClient
 from hack.tables import format_table
 from webhook import registration
@@ -104,7 +106,10 @@ class KohortStack:
     async def _start_webhook(self) -> None:
         ca = CertificateAuthority.create(f"kohort-webhook-{self.ident}")
         serving = ca.issue_server(["localhost"], ["127.0.0.1"])
-        settings = WebhookSettings(controller=ControllerIdentity.of(users=[CONTROLLER_USER]))
+        settings = WebhookSettings(
+            placement=Placement.for_backend(self.podgroups.backend),
+            controller=ControllerIdentity.of(users=[CONTROLLER_USER]),
+        )
         server = WebhookServer(
             settings, server_context(), host="127.0.0.1", port=0, metrics_port=None
         )
@@ -154,9 +159,9 @@ def apply_queues(rest: RestClient, objects: Iterable[dict[str, Any]]) -> None:
         rest.apply(f"/apis/{names.API_VERSION}{where}/{plural}/{meta['name']}", obj)
 
 
-NAMESPACE = "demo"
-GANG = 4
-GPUS_PER_POD = 8
+GPU = "nvidia.com/gpu"
+TEAMS = ("team-a", "team-b")
+COHORT = "research"
 
 
 def nodes_table(rest: RestClient) -> str:
@@ -181,126 +186,206 @@ def nodes_table(rest: RestClient) -> str:
     return format_table(["NODE", "STATUS", "CPU", "MEMORY", "GPU", "TAINTS"], rows)
 
 
-def pods_table(rest: RestClient, namespace: str) -> str:
-    rows = [
-        [
-            p["metadata"]["name"],
-            p["status"].get("phase", "-"),
-            p["spec"].get("nodeName", "<none>"),
-            p["spec"].get("schedulerName", "-"),
-        ]
-        for p in rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
-    ]
-    return format_table(["POD", "PHASE", "NODE", "SCHEDULER"], rows)
+def _gpus(amounts: dict[str, Any] | None) -> int:
+    return int(parse_quantity(str((amounts or {}).get(GPU, "0"))) // 1000)
 
 
-def podgroups_table(rest: RestClient, namespace: str) -> str:
+async def queues_table(api: clients.Client) -> str:
     rows = []
-    for pg in rest.get(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups")[
-        "items"
-    ]:
-        status = pg.get("status", {})
-        reasons = [
-            c.get("message", "")[:70]
-            for c in status.get("conditions", [])
-            if c.get("type") == "Unschedulable" and c.get("status") == "True"
+    for team in TEAMS:
+        cq = await api.get(clients.CLUSTER_QUEUES, team)
+        spec, status = cq["spec"], cq.get("status") or {}
+        nominal = sum(
+            _gpus({GPU: r["nominalQuota"]})
+            for g in spec["resourceGroups"]
+            for f in g["flavors"]
+            for r in f["resources"]
+            if r["name"] == GPU
+        )
+        usage = [
+            r for f in status.get("flavorsUsage", []) for r in f["resources"] if r["name"] == GPU
         ]
+        used = _gpus({GPU: usage[0]["total"]}) if usage else 0
+        borrowed = _gpus({GPU: usage[0]["borrowed"]}) if usage else 0
         rows.append(
             [
-                pg["metadata"]["name"],
-                status.get("phase", "-"),
-                str(pg["spec"].get("minMember", "-")),
-                str(status.get("running", 0)),
-                reasons[0] if reasons else "",
+                team,
+                spec.get("cohort", "-"),
+                str(nominal),
+                str(used),
+                str(borrowed),
+                str(status.get("pendingWorkloads", 0)),
+                str(status.get("admittedWorkloads", 0)),
+                str(status.get("weightedShare", 0)),
             ]
         )
-    return format_table(["PODGROUP", "PHASE", "MINMEMBER", "RUNNING", "WHY"], rows)
+    headers = ["CLUSTERQUEUE", "COHORT", "GPU QUOTA", "GPU USED", "BORROWED", "PENDING"]
+    return format_table([*headers, "ADMITTED", "SHARE"], rows)
 
 
-def _gang_pod(i: int) -> dict[str, Any]:
-    role = "leader" if i == 0 else f"worker-{i}"
-    gpus = str(GPUS_PER_POD)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"trainer-{role}",
-            "annotations": {"scheduling.k8s.io/group-name": "trainer"},
-        },
-        "spec": {
-            "schedulerName": "volcano",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {
-                        "requests": {"nvidia.com/gpu": gpus},
-                        "limits": {"nvidia.com/gpu": gpus},
-                    },
-                }
-            ],
-        },
-    }
+def _state(wl: dict[str, Any]) -> tuple[str, str]:
+    conditions = {c["type"]: c for c in (wl.get("status") or {}).get("conditions", [])}
+
+    def true(kind: str) -> bool:
+        return bool(conditions.get(kind, {}).get("status") == "True")
+
+    if true("Finished"):
+        return "Finished", ""
+    if true("QuotaReserved"):
+        borrowing = "borrowing" in conditions["QuotaReserved"].get("message", "")
+        return "Admitted", "borrowing from the cohort" if borrowing else "within its quota"
+    reason = (wl.get("status") or {}).get("pendingReason", "")
+    if true("Evicted") and reason.startswith("evicted"):
+        return "Evicted", conditions["Evicted"].get("message", "")
+    if true("Evicted"):
+        return "Requeued", reason
+    return "Pending", reason
 
 
-def _bound(rest: RestClient) -> int:
-    pods = rest.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
-    return sum(1 for p in pods if p["spec"].get("nodeName"))
+async def workloads_table(api: clients.Client) -> str:
+    rows = []
+    for team in TEAMS:
+        items, _ = await api.list(clients.WORKLOADS, team)
+        for wl in sorted(items, key=lambda w: w["metadata"]["creationTimestamp"]):
+            gpus = sum(_gpus(ps.get("requests")) * ps["count"] for ps in wl["spec"]["podSets"])
+            pods, _ = await api.list(
+                clients.PODS,
+                team,
+                label_selector=f"{names.POD_GROUP_LABEL}={wl['metadata']['name']}",
+            )
+            running = sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
+            state, why = _state(wl)
+            rows.append(
+                [
+                    team,
+                    wl["metadata"]["name"],
+                    str(sum(ps["count"] for ps in wl["spec"]["podSets"])),
+                    str(gpus),
+                    str(running),
+                    state,
+                    why[:78],
+                ]
+            )
+    return format_table(["NAMESPACE", "WORKLOAD", "PODS", "GPUS", "RUNNING", "STATE", "WHY"], rows)
 
 
-def _show(rest: RestClient, title: str) -> None:
-    print(f"\n== {title}")
-    print(podgroups_table(rest, NAMESPACE))
+async def pods_table(api: clients.Client) -> str:
+    rows = []
+    for team in TEAMS:
+        items, _ = await api.list(clients.PODS, team)
+        for pod in sorted(items, key=lambda p: p["metadata"]["name"]):
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            rows.append(
+                [
+                    team,
+                    pod["metadata"]["name"],
+                    pod.get("status", {}).get("phase", "-"),
+                    pod["spec"].get("nodeName", "<none>"),
+                    str(_gpus(pod["spec"]["containers"][0]["resources"].get("requests"))),
+                ]
+            )
+    return format_table(["NAMESPACE", "POD", "PHASE", "NODE", "GPUS"], rows)
+
+
+async def _show(api: clients.Client, title: str) -> None:
+    print(f"\n== {title}\n")
+    print(await queues_table(api))
     print()
-    print(pods_table(rest, NAMESPACE))
+    print(await workloads_table(api))
+    print()
+    print(await pods_table(api))
+
+
+def _job(name: str, team: str, pods: int, gpus_per_pod: int) -> dict[str, Any]:
+    return gang_job(name, queue=team, pods=pods, requests={GPU: str(gpus_per_pod), "cpu": "4"})
+
+
+async def _until(what: str, probe: Any, within: float = 120.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not await probe():
+        if asyncio.get_running_loop().time() > deadline:
+            raise RuntimeError(f"demo: gave up waiting for {what}")
+        await asyncio.sleep(0.5)
+
+
+async def _running(api: clients.Client, team: str, gang: str, count: int) -> bool:
+    pods, _ = await api.list(clients.PODS, team, label_selector=f"{names.POD_GROUP_LABEL}={gang}")
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return (
+        sum(1 for p in live if p.get("status", {}).get("phase") == "Running") == count == len(live)
+    )
+
+
+async def _reason(api: clients.Client, team: str, gang: str, prefix: str) -> bool:
+    try:
+        wl = await api.get(clients.WORKLOADS, gang, team)
+    except clients.ApiError:
+        return False
+    return str((wl.get("status") or {}).get("pendingReason") or "").startswith(prefix)
+
+
+async def _story(cluster: LocalCluster) -> None:
+    stack = await KohortStack(cluster).start()
+    api = await clients.connect(str(cluster.kubeconfig))
+    try:
+        rest = cluster.rest
+        queues: list[dict[str, Any]] = []
+        for team in TEAMS:
+            rest.create(
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team}},
+                exist_ok=True,
+            )
+            stack.enroll(team)
+            queues.append(
+                cluster_queue(team, {GPU: "12", "cpu": "96"}, cohort=COHORT, reclaim="Any")
+            )
+            queues.append(local_queue(team, team, team))
+        apply_queues(rest, queues)
+        print(
+            "\n== two teams, one cohort: team-a and team-b own 12 GPUs each and lend what they"
+            " do not use"
+        )
+
+        await api.create(clients.JOBS, _job("warmup", "team-b", 1, 8), "team-b")
+        await api.create(clients.JOBS, _job("pretrain", "team-a", 2, 8), "team-a")
+        await _until("both gangs running", lambda: _both_running(api))
+        await _show(
+            api,
+            "1. team-a's 16-GPU gang borrows 4 idle GPUs of team-b and starts whole",
+        )
+
+        await api.create(clients.JOBS, _job("eval", "team-a", 1, 4), "team-a")
+        await _until("eval waiting", lambda: _reason(api, "team-a", "job-eval", "Waiting"))
+        await _show(api, "2. the cohort is full: team-a's next gang waits, holding no GPU")
+
+        await api.create(clients.JOBS, _job("finetune", "team-b", 1, 4), "team-b")
+        await _until("finetune running", lambda: _running(api, "team-b", "job-finetune", 1))
+        await _until("eval running", lambda: _running(api, "team-a", "job-eval", 1))
+        await _show(
+            api,
+            "3. team-b wants its GPUs back: team-a's borrowing gang is evicted whole (both"
+            " pods), team-b's gang starts; team-a's small gang fits its own quota",
+        )
+
+        await api.delete(clients.JOBS, "warmup", "team-b")
+        await _until("pretrain running again", lambda: _running(api, "team-a", "job-pretrain", 2))
+        await _show(
+            api, "4. team-b's warmup is done: the evicted gang is readmitted and starts whole"
+        )
+    finally:
+        await api.close()
+        await stack.stop()
+
+
+async def _both_running(api: clients.Client) -> bool:
+    return await _running(api, "team-b", "job-warmup", 1) and await _running(
+        api, "team-a", "job-pretrain", 2
+    )
 
 
 def run_story(cluster: LocalCluster) -> None:
-    rest = cluster.rest
     print("\n== nodes")
-    print(nodes_table(rest))
-    gpus = sum(
-        int(n["status"].get("allocatable", {}).get("nvidia.com/gpu", "0"))
-        for n in rest.get("/api/v1/nodes")["items"]
-    )
-    rest.create(
-        "/api/v1/namespaces",
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-        exist_ok=True,
-    )
-    rest.create(
-        f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NAMESPACE}/podgroups",
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": "trainer"},
-            "spec": {"minMember": GANG},
-        },
-    )
-    for i in range(GANG):
-        rest.create(f"/api/v1/namespaces/{NAMESPACE}/pods", _gang_pod(i))
-    need = GANG * GPUS_PER_POD
-    if gpus < need:
-        processes.wait_until(
-            "Volcano to mark the gang Unschedulable",
-            lambda: (
-                "Unschedulable" in podgroups_table(rest, NAMESPACE)
-                or "Inqueue" in podgroups_table(rest, NAMESPACE)
-            ),
-            60,
-            cluster.procs,
-        )
-        _show(
-            rest,
-            f"a gang of {GANG} pods x {GPUS_PER_POD} GPUs on {gpus} GPUs: "
-            f"{_bound(rest)} pods bound, no GPU held",
-        )
-        missing = -(-(need - gpus) // GPUS_PER_POD)
-        print(f"\n== adding {missing} node(s) of {GPUS_PER_POD} GPUs")
-        cluster.add_nodes(
-            NodePool("gpu-extra", missing, cpu="64", memory="512Gi", gpus=GPUS_PER_POD)
-        )
-    processes.wait_until(
-        "the whole gang to be bound", lambda: _bound(rest) == GANG, 60, cluster.procs
-    )
-    _show(rest, f"all {GANG} pods of the gang bound together")
+    print(nodes_table(cluster.rest))
+    asyncio.run(_story(cluster))

@@ -1,0 +1,117 @@
+"""Lease leader election against an in-memory Lease store with optimistic concurrency."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from controller.cluster.clients import ApiError, Kind
+from controller.cluster.election import LeaderElector
+
+
+class FakeLeases:
+    """get/create/replace of Leases, with resourceVersion checks like the API server's."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.version = 0
+
+    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if name not in self.objects:
+            raise ApiError(404, "GET", name, "{}")
+        return copy.deepcopy(self.objects[name])
+
+    async def create(
+        self, kind: Kind, obj: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        if name in self.objects:
+            raise ApiError(409, "POST", name, "{}")
+        return self._store(name, obj)
+
+    async def replace(
+        self, kind: Kind, name: str, obj: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        if obj["metadata"].get("resourceVersion") != self.objects[name]["metadata"].get(
+            "resourceVersion"
+        ):
+            raise ApiError(409, "PUT", name, "{}")
+        return self._store(name, obj)
+
+    def _store(self, name: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        stored = copy.deepcopy(obj)
+        stored["metadata"]["resourceVersion"] = str(self.version)
+        self.objects[name] = stored
+        return copy.deepcopy(stored)
+
+    def holder(self) -> str:
+        return str(self.objects["lease"]["spec"]["holderIdentity"])
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elector(api: FakeLeases, clock: Clock, identity: str) -> LeaderElector:
+    return LeaderElector(
+        api,  # type: ignore[arg-type]
+        namespace="ns",
+        name="lease",
+        identity=identity,
+        lease_duration=15,
+        renew_deadline=10,
+        monotonic=clock,
+    )
+
+
+async def test_the_first_replica_takes_the_lease_and_the_second_waits() -> None:
+    api, clock = FakeLeases(), Clock()
+    a, b = elector(api, clock, "a"), elector(api, clock, "b")
+
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    assert api.holder() == "a"
+
+
+async def test_a_standby_takes_over_only_after_the_lease_went_unrenewed_for_its_duration() -> None:
+    api, clock = FakeLeases(), Clock()
+    a, b = elector(api, clock, "a"), elector(api, clock, "b")
+    await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+
+    clock.now += 14  # a is silent (killed), but the lease has not expired yet
+    assert not await b.try_acquire_or_renew()
+    clock.now += 2
+    assert await b.try_acquire_or_renew()
+
+    assert api.holder() == "b"
+    assert api.objects["lease"]["spec"]["leaseTransitions"] == 1
+
+
+async def test_a_renewing_leader_keeps_the_lease_however_long_it_runs() -> None:
+    api, clock = FakeLeases(), Clock()
+    a, b = elector(api, clock, "a"), elector(api, clock, "b")
+    for _ in range(10):
+        assert await a.try_acquire_or_renew()
+        a._renewed_at = clock.now
+        assert not await b.try_acquire_or_renew()
+        clock.now += 5
+
+    assert api.holder() == "a"
+
+
+async def test_leadership_lapses_when_renewals_fail_past_the_renew_deadline() -> None:
+    api, clock = FakeLeases(), Clock()
+    a = elector(api, clock, "a")
+    assert await a.try_acquire_or_renew()
+    a._renewed_at = clock.now
+
+    clock.now += 9
+    assert a.is_leader()
+    clock.now += 2
+    assert not a.is_leader()

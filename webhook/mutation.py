@@ -1,8 +1,9 @@
 """POST /mutate: give a new managed workload its gang fields and its admission hold.
 
-Only CREATE is mutated: after that the fields belong to the controller (which unsuspends,
-ungates and evicts) and the validating webhook guards them. The mutation is idempotent, so
-`reinvocationPolicy: IfNeeded` and retries are harmless.
+CREATE gets the full treatment. An UPDATE only gets back gang fields it dropped (server-side
+apply drops fields missing from the user's manifest); the hold belongs to the controller (which
+unsuspends, ungates and evicts) and the validating webhook guards it. The mutation is
+idempotent, so `reinvocationPolicy: IfNeeded` and retries are harmless.
 """
 
 from __future__ import annotations
@@ -28,20 +29,32 @@ def mutate(review: Any, settings: Settings, *, default_queue: str | None = None)
     passes `default` on the path that the webhook configuration routes opted-in namespaces to.
     """
     request = reviews.parse(review)
-    if request.operation != "CREATE":
-        return reviews.allow(request.uid)
     adapter = adapter_for(request.group, request.version, request.kind)
-    if adapter is None:
+    if adapter is None or request.operation not in ("CREATE", "UPDATE"):
         return reviews.allow(request.uid)
     if not isinstance(request.object, dict):
         return reviews.deny(request.uid, "request.object must be a JSON object", code=400)
-    queue = queue_of(request.object, default_queue)
+    old = request.old_object if isinstance(request.old_object, dict) else None
+    if request.operation == "CREATE":
+        queue = queue_of(request.object, default_queue)
+    elif old is not None:
+        # An update keeps a workload's queue: a label it drops comes back only when it was
+        # implied by the namespace (the validating webhook refuses other queue changes).
+        implied = queue_of(request.object, default_queue)
+        kept = implied if implied is not None and queue_of(old) == implied else None
+        queue = queue_of(request.object) or kept
+    else:
+        return reviews.allow(request.uid)
     if queue is None:
         return reviews.allow(request.uid)
+    admission = Admission(queue, settings.placement, request.uid)
     editor = Editor(request.object)
     try:
         editor.set(["metadata", "labels", names.QUEUE_LABEL], queue)
-        warnings = adapter.default(editor, Admission(queue, settings.placement, request.uid))
+        if old is None:
+            warnings = adapter.default(editor, admission)
+        else:
+            warnings = adapter.keep_defaults(editor, old, admission)
     except Denied as denied:
         return reviews.deny(request.uid, f"{subject(request)}: {denied}")
     except TypeError as err:  # a field of the wrong JSON type where an object or list belongs

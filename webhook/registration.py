@@ -21,12 +21,12 @@ ClientConfig = Callable[[str], dict[str, Any]]
 SYSTEM_NAMESPACES = ("kube-system", "kube-node-lease", "kube-public")
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
-WORKLOAD_RULES: list[tuple[str, str, str]] = [
+WORKLOADS: list[tuple[str, str, str]] = [
     ("batch", "v1", "jobs"),
     ("apps", "v1", "statefulsets"),
     ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
-    ("", "v1", "pods"),
 ]
+PODS: list[tuple[str, str, str]] = [("", "v1", "pods")]
 QUOTA_RESOURCES = ["clusterqueues", "localqueues", "resourceflavors", "workloads"]
 
 
@@ -88,8 +88,14 @@ def mutating_configuration(
     namespace_selector: dict[str, Any] | None = None,
     failure_policy: str = "Ignore",
     timeout: int = 5,
+    mutate_updates: bool = False,
 ) -> dict[str, Any]:
-    """Mutation fails open by default: the validating webhook refuses unheld workloads."""
+    """Mutation fails open by default: the validating webhook refuses unheld workloads.
+
+    `mutate_updates` also routes UPDATEs of Jobs, StatefulSets and LeaderWorkerSets, so gang
+    fields that a server-side apply drops are put back instead of the update being denied.
+    """
+    operations = ["CREATE", "UPDATE"] if mutate_updates else ["CREATE"]
     selector = namespace_selector or default_namespace_selector()
     expressions: list[dict[str, Any]] = list(selector.get("matchExpressions", []))
     for key, value in (selector.get("matchLabels") or {}).items():
@@ -104,7 +110,8 @@ def mutating_configuration(
         return _webhook(webhook, client, path, failure_policy=failure_policy, timeout=timeout) | {
             "namespaceSelector": namespaces,
             "objectSelector": {"matchExpressions": [queue_label, _not_opted_out()]},
-            "rules": _rules(["CREATE"], WORKLOAD_RULES),
+            # Gates can never be added to an existing pod: pods are mutated at CREATE only.
+            "rules": _rules(operations, WORKLOADS) + _rules(["CREATE"], PODS),
             "reinvocationPolicy": "IfNeeded",
         }
 
@@ -140,7 +147,7 @@ def validating_configuration(
         "namespaceSelector": selector,
         # For an UPDATE this matches when either the old or the new object has the label.
         "objectSelector": {"matchExpressions": [{"key": names.QUEUE_LABEL, "operator": "Exists"}]},
-        "rules": _rules(["CREATE", "UPDATE"], WORKLOAD_RULES),
+        "rules": _rules(["CREATE", "UPDATE"], [*WORKLOADS, *PODS]),
     }
     quota = _webhook(
         "queues.validate.kohort.dev", client, VALIDATE_PATH, failure_policy="Fail", timeout=timeout

@@ -102,6 +102,11 @@ class WorkloadAdapter(Protocol):
         """Add the gang fields and the hold to a new object; returns warnings for the user."""
         ...
 
+    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
+        """On UPDATE, put back gang fields the update dropped (server-side apply drops fields
+        missing from the user's manifest); never touches the hold itself."""
+        ...
+
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
         """Why an update releases the hold without admission, or None when it does not."""
         ...
@@ -192,6 +197,12 @@ def remove_gate(editor: Editor, template_path: Path = ()) -> None:
         gate = gates[index]
         if isinstance(gate, Mapping) and gate.get("name") == names.ADMISSION_GATE:
             editor.remove([*template_path, "spec", "schedulingGates", index])
+
+
+def pod_group_of(obj: JSONDict, template_path: Path) -> str | None:
+    """The PodGroup a template's pods join, as stored on the template's labels."""
+    value = lookup(obj, [*template_path, "metadata", "labels", names.POD_GROUP_LABEL])
+    return value if isinstance(value, str) and value else None
 
 
 def decorate_pod_template(

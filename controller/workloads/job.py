@@ -51,6 +51,10 @@ class JobAdapter:
         editor.set(["spec", "suspend"], True)
         return warnings
 
+    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
+        # The template of a Job is immutable; suspend belongs to the controller.
+        return []
+
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
         if _suspended(old) and not _suspended(new):
             return "a Job waiting in a kohort queue is unsuspended only by kohort's controller"

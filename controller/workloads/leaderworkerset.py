@@ -64,6 +64,12 @@ class LeaderWorkerSetAdapter:
 
     def default(self, editor: Editor, admission: Admission) -> list[str]:
         self.sizes(editor.doc)
+        return self._decorate(editor, admission)
+
+    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
+        return self._decorate(editor, admission)
+
+    def _decorate(self, editor: Editor, admission: Admission) -> list[str]:
         warnings: list[str] = []
         for template in _templates(editor.doc):
             warnings += decorate_pod_template(editor, template, admission, gang=None, gate=True)

@@ -74,6 +74,10 @@ class PodAdapter:
         gate = not owned_by_job(editor.doc)
         return decorate_pod_template(editor, ROOT, admission, gang=gang, gate=gate)
 
+    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
+        # Scheduling gates can be removed from a pod but never added back.
+        return []
+
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
         if has_gate(old) and not has_gate(new):
             return (

@@ -25,6 +25,7 @@ from controller.workloads.base import (
     has_gate,
     non_negative_int,
     object_name,
+    pod_group_of,
     template_requests,
 )
 from controller.workloads.edits import Editor, JSONDict, lookup
@@ -87,6 +88,10 @@ class StatefulSetAdapter:
             raise Denied(f"spec.podManagementPolicy: unknown policy {policy!r}")
         editor.set(list(POLICY), PARALLEL)
         gang = self.gang_name(editor.doc, admission.request_uid)
+        return decorate_pod_template(editor, TEMPLATE, admission, gang=gang, gate=True)
+
+    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
+        gang = pod_group_of(old, TEMPLATE) or self.gang_name(old)
         return decorate_pod_template(editor, TEMPLATE, admission, gang=gang, gate=True)
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:

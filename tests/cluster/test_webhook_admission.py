@@ -147,7 +147,7 @@ async def webhook(api: client.ApiClient, namespace: str) -> AsyncIterator[Webhoo
     to_us = url_client(f"https://127.0.0.1:{server.port}", ca.cert_pem)
     name = f"kohort-test-{namespace}"[:63]
     mutating = mutating_configuration(
-        name, to_us, namespace_selector=only_here, failure_policy="Fail"
+        name, to_us, namespace_selector=only_here, failure_policy="Fail", mutate_updates=True
     )
     validating = validating_configuration(name, to_us, namespace_selector=only_here)
     # Only the workload webhook: the quota-object one is cluster-wide and would reach into
@@ -221,6 +221,33 @@ async def test_a_statefulset_is_stored_with_parallel_pods_and_the_admission_gate
     assert stored["spec"]["podManagementPolicy"] == "Parallel"
     gates = stored["spec"]["template"]["spec"]["schedulingGates"]
     assert {"name": names.ADMISSION_GATE} in gates
+
+
+async def test_reapplying_a_statefulset_server_side_keeps_its_gang_fields(
+    api: client.ApiClient, webhook: Webhook
+) -> None:
+    apps = client.AppsV1Api(api)
+
+    async def apply(image: str) -> dict[str, Any]:
+        manifest = _statefulset("applied")
+        manifest["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        applied = await apps.patch_namespaced_stateful_set(
+            "applied",
+            webhook.namespace,
+            manifest,
+            field_manager="kubectl",
+            _content_type="application/apply-patch+yaml",
+        )
+        return as_dict(api, applied)
+
+    await apply("registry.k8s.io/pause:3.10")
+    # The manifest never lists the gate or kohort's labels: the second apply would drop them
+    # (and be refused for removing the gate) if the webhook did not put them back.
+    again = await apply("registry.k8s.io/pause:3.9")
+    template = again["spec"]["template"]
+    assert template["spec"]["containers"][0]["image"] == "registry.k8s.io/pause:3.9"
+    assert {"name": names.ADMISSION_GATE} in template["spec"]["schedulingGates"]
+    assert template["metadata"]["labels"][names.POD_GROUP_LABEL] == "sts-applied"
 
 
 async def test_an_explicit_ordered_ready_statefulset_is_denied_with_the_reason(

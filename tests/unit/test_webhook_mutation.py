@@ -195,3 +195,40 @@ def test_job_created_with_generate_name_gets_a_podgroup_from_the_request_uid() -
     patched = jsonpatch.apply_patch(job, patch_of(mutate(review, SETTINGS)))
     group = patched["spec"]["template"]["metadata"]["labels"][names.POD_GROUP_LABEL]
     assert group.startswith("job-train-") and len(group) == len("job-train-") + 5
+
+
+def test_an_update_that_drops_the_gate_from_a_statefulset_template_gets_it_back() -> None:
+    stored = mutated(make_statefulset())
+    reapplied = make_statefulset(policy="Parallel")  # the user's manifest, applied again
+    review = make_review(reapplied, operation="UPDATE", old=stored)
+    response = mutate(review, SETTINGS)
+    result = jsonpatch.apply_patch(reapplied, patch_of(response))
+    assert result["spec"]["template"] == stored["spec"]["template"]
+
+
+def test_an_update_never_suspends_a_running_job_again() -> None:
+    running = mutated(make_job())
+    running["spec"]["suspend"] = False
+    review = make_review(running, operation="UPDATE", old=running)
+    assert patch_of(mutate(review, SETTINGS)) == []
+
+
+def test_an_update_puts_back_a_dropped_namespace_default_queue_but_adds_none_to_old_objects() -> (
+    None
+):
+    stored = mutated(make_job(queue=None), default_queue="default")
+    dropped = make_job(queue=None)
+    review = make_review(dropped, operation="UPDATE", old=stored)
+    ops = patch_of(mutate(review, SETTINGS, default_queue="default"))
+    assert {"op": "add", "path": "/metadata/labels", "value": {}} in ops
+    # A workload created before its namespace opted in stays unmanaged.
+    old = make_job(queue=None)
+    review = make_review(old, operation="UPDATE", old=old)
+    assert patch_of(mutate(review, SETTINGS, default_queue="default")) == []
+
+
+def test_mutation_never_changes_the_review_it_is_given() -> None:
+    review = make_review(make_statefulset())
+    before = json.dumps(review, sort_keys=True)
+    mutate(review, SETTINGS)
+    assert json.dumps(review, sort_keys=True) == before

@@ -6,8 +6,11 @@ import asyncio
 import base64
 import contextlib
 import datetime as dt
+import socket
+import ssl
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -15,6 +18,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from certs.authority import service_dns_names
 from certs.rotation import Bundle, Policy
 from certs.rotator import KubeSecretStore, Rotator, WebhookConfigurationTarget
+from hack.localcluster import LocalCluster
+from kohort.cli import build_parser
+from tests.support import eventually
+from webhook.main import serve
 
 pytestmark = pytest.mark.cluster
 
@@ -101,3 +108,69 @@ async def test_a_due_serving_certificate_is_renewed_in_the_secret(
     second = await Rotator(store, [], policy, clock=lambda: later).reconcile()
     assert second.serving.cert.serial_number != first.serving.cert.serial_number
     assert second.ca.cert_pem == first.ca.cert_pem
+
+
+async def test_kohort_webhook_with_rotate_secret_serves_the_certificate_it_stored(
+    api: client.ApiClient, cluster: LocalCluster, namespace: str, configuration: str
+) -> None:
+    """`kohort webhook --rotate-secret`: Secret written, caBundle set, that pair served, ready."""
+    port = _free_port()
+    args = build_parser().parse_args(
+        [
+            *("webhook", "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0"),
+            *("--rotate-secret", f"{namespace}/kohort-webhook-certs"),
+            *("--service", "kohort-webhook", "--namespace", namespace, "--ip", "127.0.0.1"),
+            *("--kubeconfig", str(cluster.kubeconfig), "--webhook-configuration", configuration),
+        ]
+    )
+    stop = asyncio.Event()
+    server = asyncio.create_task(serve(args, stop))
+    try:
+        secret = await eventually(
+            lambda: _read_secret(api, namespace),
+            lambda found: found is not None,
+            within=30,
+            what="the rotator to write the Secret",
+        )
+        stored = Bundle.from_secret_data(secret)
+        assert stored is not None
+        trust = ssl.create_default_context(cadata=stored.ca.cert_pem.decode())
+        ready = await eventually(
+            lambda: _readyz(port, trust), lambda status: status == 200, within=30, what="/readyz"
+        )
+        assert ready == 200
+        config = await client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
+            configuration
+        )
+        assert base64.b64decode(config.webhooks[0].client_config.ca_bundle) == stored.ca.cert_pem
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(server, 15) == 0
+
+
+async def _read_secret(api: client.ApiClient, namespace: str) -> dict[str, str] | None:
+    try:
+        secret = await client.CoreV1Api(api).read_namespaced_secret(
+            "kohort-webhook-certs", namespace
+        )
+    except ApiException:
+        return None
+    data: dict[str, str] | None = secret.data
+    return data
+
+
+async def _readyz(port: int, trust: ssl.SSLContext) -> int:
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"https://127.0.0.1:{port}/readyz", ssl=trust) as response,
+        ):
+            return response.status
+    except aiohttp.ClientError:
+        return 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -39,7 +39,7 @@ def test_configurations_are_the_ones_webhook_registration_builds() -> None:
     selector = registration.default_namespace_selector(excluded=[NAMESPACE])
     client = registration.service_client(f"{RELEASE}-webhook", NAMESPACE)
     want_mutating = registration.mutating_configuration(
-        RELEASE, client, namespace_selector=selector
+        RELEASE, client, namespace_selector=selector, mutate_updates=True
     )
     want_validating = registration.validating_configuration(
         RELEASE, client, namespace_selector=selector
@@ -128,6 +128,19 @@ def test_workload_rules_cover_exactly_the_kinds_kohort_holds() -> None:
         }
         assert covered == HANDLED, webhook["name"]
         assert all("*" not in rule["operations"] for rule in webhook["rules"])
+
+
+def test_updates_are_mutated_unless_turned_off_and_pods_only_on_create() -> None:
+    def operations(values: dict[str, Any]) -> dict[str, list[str]]:
+        return {
+            rule["resources"][0]: rule["operations"]
+            for webhook in webhooks(values, "MutatingWebhookConfiguration")
+            for rule in webhook["rules"]
+        }
+
+    assert operations({})["jobs"] == ["CREATE", "UPDATE"]
+    assert operations({})["pods"] == ["CREATE"]
+    assert operations({"webhook": {"mutateUpdates": False}})["jobs"] == ["CREATE"]
 
 
 def test_objects_labelled_opt_out_are_never_mutated() -> None:

@@ -115,16 +115,25 @@ service:
 {{- end }}
 {{- end }}
 
-{{/* The workload kinds the webhook holds as gangs; call with (dict "operations" (list ...)). */}}
+{{/*
+The kinds the webhook holds as gangs, as webhook rules; call with
+(dict "operations" (list ...) "podOperations" (list ...)). Pods are a kind of their own: a
+scheduling gate can only be added when a pod is created.
+*/}}
 {{- define "kohort.webhook.workloadRules" -}}
 {{- $operations := .operations }}
-{{- range list (list "batch" "v1" "jobs") (list "apps" "v1" "statefulsets") (list "leaderworkerset.x-k8s.io" "v1" "leaderworkersets") (list "" "v1" "pods") }}
+{{- range list (list "batch" "v1" "jobs") (list "apps" "v1" "statefulsets") (list "leaderworkerset.x-k8s.io" "v1" "leaderworkersets") }}
 - apiGroups: [{{ index . 0 | quote }}]
   apiVersions: [{{ index . 1 | quote }}]
   resources: [{{ index . 2 | quote }}]
   operations: {{ toJson $operations }}
   scope: Namespaced
 {{- end }}
+- apiGroups: [""]
+  apiVersions: ["v1"]
+  resources: ["pods"]
+  operations: {{ toJson .podOperations }}
+  scope: Namespaced
 {{- end }}
 
 {{/* Pod-level settings shared by both Deployments; call with (dict "root" $ "component" .Values.webhook). */}}

@@ -110,6 +110,13 @@ def test_without_leader_election_the_controller_gets_no_lease_access() -> None:
     assert got == CONTROLLER_NEEDS
 
 
+def test_a_namespace_selector_lets_the_controller_watch_namespaces_and_nothing_more() -> None:
+    manifest = render({"controller": {"namespaceSelector": "kohort.dev/tenant=true"}})
+    got = permissions(manifest, f"{RELEASE}-controller")
+    assert got - CONTROLLER_NEEDS - LEADER_ELECTION_NEEDS == {("", "namespaces", v) for v in READ}
+    assert "--namespace-selector=kohort.dev/tenant=true" in manifest.container("controller")["args"]
+
+
 def test_coscheduling_swaps_volcano_pod_groups_for_scheduler_plugins_ones() -> None:
     got = permissions(
         render({"gangScheduler": {"backend": "coscheduling"}}), f"{RELEASE}-controller"

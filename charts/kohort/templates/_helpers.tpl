@@ -177,6 +177,9 @@ imagePullSecrets:
 - --volcano-queue={{ .Values.controller.volcanoQueue }}
 {{- end }}
 - --wait-for-pods-ready={{ .Values.controller.waitForPodsReadySeconds }}
+{{- with .Values.controller.namespaceSelector }}
+- --namespace-selector={{ . }}
+{{- end }}
 {{- if not .Values.controller.placementCheck }}
 - --no-placement-check
 {{- end }}

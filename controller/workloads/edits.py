@@ -72,8 +72,9 @@ class Editor:
         if key in parent and parent[key] == value:
             return
         op = "replace" if key in parent else "add"
+        if isinstance(parent.get(key), dict | list):
+            self._forget(path)  # writable containers under the old value are gone
         parent[key] = value
-        self._forget(path)
         self.operations.append({"op": op, "path": pointer(path), "value": value})
 
     def set_default(self, path: Path, value: Any) -> bool:

@@ -144,6 +144,8 @@ class KubeSecretStore:
 
         self.core = client.CoreV1Api(api_client)
         self.namespace, self.name = namespace, name
+        # A Secret's type cannot change: a replace keeps the type the Secret was created with.
+        self.type = "kubernetes.io/tls"
 
     async def read(self) -> tuple[dict[str, str] | None, str | None]:
         from kubernetes_asyncio.client.exceptions import ApiException
@@ -154,6 +156,7 @@ class KubeSecretStore:
             if _status(err) == 404:
                 return None, None
             raise
+        self.type = secret.type or self.type
         return secret.data or None, secret.metadata.resource_version
 
     async def write(self, data: dict[str, str], resource_version: str | None) -> bool:
@@ -162,7 +165,7 @@ class KubeSecretStore:
         body: Any = {
             "apiVersion": "v1",
             "kind": "Secret",
-            "type": "kubernetes.io/tls",
+            "type": self.type,
             "metadata": {"name": self.name, "namespace": self.namespace},
             "data": data,
         }

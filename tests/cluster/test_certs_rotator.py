@@ -110,6 +110,20 @@ async def test_a_due_serving_certificate_is_renewed_in_the_secret(
     assert second.ca.cert_pem == first.ca.cert_pem
 
 
+async def test_a_secret_created_with_another_type_keeps_it(
+    api: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "prepared"}, "type": "Opaque", "data": {}}
+    )
+    store = KubeSecretStore(api, namespace, "prepared")
+    await Rotator(store, [], Policy(dns_names=("kohort-webhook",))).reconcile()
+    secret = await core.read_namespaced_secret("prepared", namespace)
+    assert secret.type == "Opaque"
+    assert Bundle.from_secret_data(secret.data) is not None
+
+
 async def test_kohort_webhook_with_rotate_secret_serves_the_certificate_it_stored(
     api: client.ApiClient, cluster: LocalCluster, namespace: str, configuration: str
 ) -> None:

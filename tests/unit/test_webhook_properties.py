@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import jsonpatch
@@ -72,7 +73,9 @@ def apply(obj: dict[str, Any], uid: str) -> tuple[dict[str, Any], dict[str, Any]
 def test_applying_the_webhook_twice_changes_nothing_the_second_time(
     obj: dict[str, Any], default_queue: str | None
 ) -> None:
+    before = copy.deepcopy(obj)
     first = mutate(make_review(obj, uid="first"), SETTINGS, default_queue=default_queue)
+    assert obj == before, "the webhook changed the object it was given"
     assert first["response"]["allowed"]
     once = jsonpatch.apply_patch(obj, patch_of(first))
     second = mutate(make_review(once, uid="second"), SETTINGS, default_queue=default_queue)

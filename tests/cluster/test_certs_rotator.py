@@ -9,6 +9,7 @@ import datetime as dt
 import socket
 import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -19,6 +20,7 @@ from certs.authority import service_dns_names
 from certs.rotation import Bundle, Policy
 from certs.rotator import KubeSecretStore, Rotator, WebhookConfigurationTarget
 from hack.localcluster import LocalCluster
+from kohort import cli
 from kohort.cli import build_parser
 from tests.support import eventually
 from webhook.main import serve
@@ -188,3 +190,19 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_kohort_certs_rotate_once_fills_the_secret_and_the_cert_dir(
+    cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    argv = [
+        *("certs", "rotate", "--once", "--secret", f"{namespace}/webhook-certs"),
+        *("--service", "kohort-webhook", "--namespace", namespace),
+        *("--kubeconfig", str(cluster.kubeconfig), "--cert-dir", str(tmp_path)),
+    ]
+    assert cli.main(argv) == 0
+    secret = cluster.rest.get(f"/api/v1/namespaces/{namespace}/secrets/webhook-certs")
+    stored = Bundle.from_secret_data(secret["data"])
+    assert stored is not None
+    assert (tmp_path / "tls.crt").read_bytes() == stored.serving.cert_pem
+    assert (tmp_path / "ca.crt").read_bytes() == stored.ca.cert_pem

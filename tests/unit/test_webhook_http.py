@@ -35,9 +35,9 @@ def client_context(*cas: CertificateAuthority) -> ssl.SSLContext:
     return ssl.create_default_context(cadata=pem.decode())
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[WebhookServer]:
-    server = WebhookServer(
+def local_server() -> WebhookServer:
+    """On free ports of 127.0.0.1, no certificate loaded yet."""
+    return WebhookServer(
         Settings(),
         server_context(),
         host="127.0.0.1",
@@ -45,6 +45,11 @@ async def server() -> AsyncIterator[WebhookServer]:
         metrics_host="127.0.0.1",
         metrics_port=0,
     )
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[WebhookServer]:
+    server = local_server()
     pair = serving_pair()
     server.reloader().load_pem(pair.cert_pem, pair.key_pem)
     await server.start()
@@ -114,14 +119,7 @@ async def test_tls_below_1_2_is_refused(server: WebhookServer) -> None:
 
 
 async def test_readyz_waits_for_a_certificate_and_the_listener() -> None:
-    server = WebhookServer(
-        Settings(),
-        server_context(),
-        host="127.0.0.1",
-        port=0,
-        metrics_host="127.0.0.1",
-        metrics_port=0,
-    )
+    server = local_server()
     assert not server.readiness.ready
     pair = serving_pair()
     server.reloader().load_pem(pair.cert_pem, pair.key_pem)

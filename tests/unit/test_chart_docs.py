@@ -1,0 +1,78 @@
+"""docs/configuration.md names every Helm value and every flag of the commands the chart runs.
+
+The flags come from the real argparse definitions (`kohort.cli.build_parser()`), the values
+from the chart's values.yaml, so adding either without documenting it fails here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from kohort.cli import build_parser
+from tests.chart_support import CHART_DIR, REPO
+
+CONFIGURATION = REPO / "docs" / "configuration.md"
+DOCS = REPO / "docs"
+
+
+def subcommand(name: str) -> argparse.ArgumentParser:
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    parser: argparse.ArgumentParser = sub.choices[name]
+    return parser
+
+
+def long_flags(parser: argparse.ArgumentParser) -> Iterator[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from long_flags(child)
+        for flag in action.option_strings:
+            if flag.startswith("--") and flag != "--help":
+                yield flag
+
+
+FREE_FORM = {"resources", "podSecurityContext", "containerSecurityContext"}
+
+
+def leaf_values(values: Any, prefix: str = "") -> Iterator[str]:
+    """Dotted paths of the values a user sets; free-form maps and lists count as one value."""
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and key not in FREE_FORM:
+            yield from leaf_values(value, f"{path}.")
+        else:
+            yield path
+
+
+def documented(text: str, dotted: str) -> bool:
+    """`a.b.c` counts as documented as `a.b.c`, or as `a.b.x`, `.c` in the same table row."""
+    if f"`{dotted}`" in text:
+        return True
+    parent, _, leaf = dotted.rpartition(".")
+    return any(f"`{parent}." in row and f"`.{leaf}`" in row for row in text.splitlines() if parent)
+
+
+@pytest.mark.parametrize("command", ["webhook", "controller", "certs"])
+def test_every_flag_is_documented(command: str) -> None:
+    text = CONFIGURATION.read_text()
+    missing = sorted({f for f in long_flags(subcommand(command)) if f"`{f}" not in text})
+    assert not missing, f"docs/configuration.md does not mention {missing} of kohort {command}"
+
+
+def test_every_helm_value_is_documented() -> None:
+    text = CONFIGURATION.read_text()
+    values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    missing = [path for path in leaf_values(values) if not documented(text, path)]
+    assert not missing, f"docs/configuration.md does not mention the values {missing}"
+
+
+def test_links_between_docs_point_at_files_that_exist() -> None:
+    for page in [*DOCS.glob("*.md"), REPO / "examples" / "README.md"]:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.name} links to missing {target}"

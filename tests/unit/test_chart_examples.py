@@ -1,0 +1,56 @@
+"""Every object in examples/ is valid: Kubernetes kinds against the Kubernetes schemas (strict),
+kohort.dev kinds against the API models the CRDs are generated from.
+
+tests/cluster/test_examples.py applies the same files to a real cluster.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload
+from tests.chart_support import REPO, kube_version
+
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+MODELS: dict[str, Any] = {
+    m.kind_name: m for m in (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
+}
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_there_are_examples() -> None:
+    assert len(EXAMPLES) >= 5
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_object_is_valid(path: Path) -> None:
+    for doc in documents(path):
+        if doc["apiVersion"].startswith("kohort.dev/"):
+            MODELS[doc["kind"]].model_validate(doc)
+        else:
+            kubernetes_validate.validate(doc, kube_version().lstrip("v"), strict=True)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_workload_example_names_a_queue_or_lives_in_an_opted_in_namespace(
+    path: Path,
+) -> None:
+    opted_in = {
+        d["metadata"]["name"]
+        for example in EXAMPLES
+        for d in documents(example)
+        if d["kind"] == "Namespace"
+        and d["metadata"].get("labels", {}).get("kohort.dev/managed") == "true"
+    }
+    for doc in documents(path):
+        if doc["kind"] in ("Job", "StatefulSet"):
+            labelled = "kohort.dev/queue-name" in doc["metadata"].get("labels", {})
+            assert labelled or doc["metadata"]["namespace"] in opted_in, doc["metadata"]["name"]

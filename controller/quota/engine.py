@@ -54,12 +54,18 @@ class Config:
     packing: the rule that picks a node for each pod (see placement.py).
     victims: the preemption strategy (see preemption.py).
     starvation_after: seconds a gang may wait before nodes are reserved for it (None: never).
+    evict_after: seconds a gang waits before it may evict others; capacity often comes back by
+        itself within minutes, and an eviction throws work away.
+    drain: while a gang of a queue under nominal quota waits for `evict_after`, hold nodes for
+        it so that borrowers' gangs finishing there free them for it (reclaim by draining).
     """
 
     placement: bool = True
     packing: Packing = "best-fit"
     victims: VictimRule = "placement-aware"
     starvation_after: float | None = 3600.0
+    evict_after: float = 0.0
+    drain: bool = False
 
 
 @dataclass(slots=True)
@@ -78,12 +84,20 @@ class Engine:
         self.queues: dict[str, QueueRuntime] = {
             name: QueueRuntime(state) for name, state in build_cohorts(queues).items()
         }
+        self._members: dict[str, list[QueueRuntime]] = {}
+        for runtime in self.queues.values():
+            if runtime.state.cohort is not None:
+                self._members.setdefault(runtime.state.cohort.name, []).append(runtime)
         self.pending: dict[str, tuple[QueueRuntime | None, GangInfo]] = {}
         self.running: dict[str, tuple[QueueRuntime, RunningGang]] = {}
         self._strategy = preemption.STRATEGIES[self.config.victims]
         self._floor_guard = self.config.victims == "placement-aware"
         self._unknown_queue: dict[str, str] = {}
         self._last_reservations: dict[str, tuple[str, ...]] = {}
+        # Gang -> the nodes held for it: `_holding` in this round of cycles, `_held` in the
+        # last one. A gang keeps its nodes from round to round, so they drain.
+        self._held: dict[str, list[int]] = {}
+        self._holding: dict[str, list[int]] = {}
         # Whether capacity was given back since the last cycle; if not, what did not fit then
         # still does not fit, and the cycle only looks at classes it has not judged yet.
         self._freed = True
@@ -152,6 +166,7 @@ class Engine:
         self._admitted_now.clear()
         if self._freed:
             self.index.unreserve_all()
+            self._held, self._holding = self._holding, {}
             for queue in self.queues.values():
                 queue.blocked.clear()
             self._last_reservations = {}
@@ -212,6 +227,12 @@ class Engine:
                 self._admit(queue, info, plan, now, log, "quota and placement fit")
                 return None
             reason = f"quota ok; {failure}"
+        if now - info.gang.created < self.config.evict_after:
+            if self.config.drain and self._reclaimer(queue, info) and reason.startswith("quota ok"):
+                nodes = self._reserve_for(info)
+                if nodes:
+                    log.reservations[info.name] = nodes
+            return reason
         victims = self._choose_victims(queue, info, now)
         if victims is None:
             return reason
@@ -267,6 +288,14 @@ class Engine:
 
     # -- preemption -----------------------------------------------------------------------------
 
+    def _reclaimer(self, queue: QueueRuntime, info: GangInfo) -> bool:
+        """Whether `info` may take lent quota back: its queue stays within nominal with it."""
+        return (
+            queue.state.spec.reclaim_within_cohort != "Never"
+            and queue.state.cohort is not None
+            and within_nominal(queue.state, info.total)
+        )
+
     def _candidates(self, queue: QueueRuntime, info: GangInfo, now: float) -> list[Candidate]:
         spec = queue.state.spec
         prio = info.gang.priority
@@ -274,15 +303,11 @@ class Engine:
         if spec.within_queue == "LowerPriority":
             pools.append((queue, False))
         cohort = queue.state.cohort
-        if (
-            spec.reclaim_within_cohort != "Never"
-            and cohort is not None
-            and within_nominal(queue.state, info.total)
-        ):
+        if cohort is not None and self._reclaimer(queue, info):
             pools.extend(
                 (other, True)
-                for other in self.queues.values()
-                if other is not queue and other.state.cohort is cohort and borrowing(other.state)
+                for other in self._members[cohort.name]
+                if other is not queue and other.running and borrowing(other.state)
             )
         lower_only = spec.reclaim_within_cohort == "LowerPriority"
         out: list[Candidate] = []
@@ -336,8 +361,18 @@ class Engine:
             log.reservations[info.name] = nodes
 
     def _reserve_for(self, info: GangInfo) -> tuple[str, ...]:
-        """Hide from everyone else the emptiest eligible nodes, one per pod of the gang."""
+        """Hide from everyone else the emptiest eligible nodes, one per pod of the gang.
+
+        The same gang keeps the same nodes from cycle to cycle, so they drain instead of the
+        reservation wandering to whichever nodes happen to be emptiest.
+        """
         index = self.index
+        kept = self._held.get(info.name)
+        if kept is not None and not any(i in index.reserved for i in kept):
+            for node in kept:
+                index.reserve(node)
+            self._holding[info.name] = kept
+            return tuple(sorted(index.names[i] for i in kept))
         held: list[int] = []
         for _, shape, count in info.shapes:
             for _ in range(count):
@@ -349,6 +384,7 @@ class Engine:
                     break
                 index.reserve(best[1])
                 held.append(best[1])
+        self._holding[info.name] = held
         return tuple(sorted(index.names[i] for i in held))
 
 
@@ -412,5 +448,6 @@ class _Trial:
     def free_on(self, node: int) -> tuple[int, ...]:
         return self.engine.index.free[node]
 
-    def eligible_nodes(self, shape: PodShape) -> frozenset[int] | None:
-        return frozenset(i for cls in self.engine.index.eligible(shape) for _, i in cls.entries)
+    def may_host(self, shape: PodShape, node: int) -> bool:
+        index = self.engine.index
+        return node not in index.reserved and index.class_of[node] in index.eligible(shape)

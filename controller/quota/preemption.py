@@ -52,7 +52,7 @@ class Trial(Protocol):
     def may_take(self, candidate: Candidate) -> bool: ...
     def freed_on(self, victim: RunningGang, node: int) -> tuple[int, ...]: ...
     def free_on(self, node: int) -> tuple[int, ...]: ...
-    def eligible_nodes(self, shape: PodShape) -> frozenset[int] | None: ...
+    def may_host(self, shape: PodShape, node: int) -> bool: ...
 
 
 Strategy = Callable[[Trial, GangInfo, Sequence[Candidate]], list[RunningGang] | None]
@@ -126,12 +126,11 @@ def _clear_one_node(
     taken: set[str],
 ) -> list[Candidate] | None:
     """The cheapest set of gangs whose eviction lets one more pod of `shape` onto a node."""
-    eligible = trial.eligible_nodes(shape)
     best: tuple[float, int, int] | None = None
     best_set: list[Candidate] = []
     request = shape.request
     for node, on_node in by_node.items():
-        if eligible is not None and node not in eligible:
+        if not trial.may_host(shape, node):
             continue
         free = list(trial.free_on(node))
         picked: list[Candidate] = []
@@ -153,10 +152,8 @@ def _clear_one_node(
     return best_set or None
 
 
-def naive(
-    trial: Trial, info: GangInfo, candidates: Sequence[Candidate]
-) -> list[RunningGang] | None:
-    ordered = sorted(candidates, key=lambda c: (-c.victim.admitted_at, c.victim.name))
+def _greedy(trial: Trial, info: GangInfo, ordered: Sequence[Candidate]) -> list[Candidate] | None:
+    """Remove allowed candidates in order until the preemptor fits; None (all restored) if never."""
     chosen: list[Candidate] = []
     for c in ordered:
         if trial.shortfall(info) is None:
@@ -165,9 +162,21 @@ def naive(
             continue
         trial.remove(c.victim)
         chosen.append(c)
-    fits = trial.shortfall(info) is None
+    if trial.shortfall(info) is not None:
+        _release(trial, chosen)
+        return None
+    return chosen
+
+
+def naive(
+    trial: Trial, info: GangInfo, candidates: Sequence[Candidate]
+) -> list[RunningGang] | None:
+    ordered = sorted(candidates, key=lambda c: (-c.victim.admitted_at, c.victim.name))
+    chosen = _greedy(trial, info, ordered)
+    if chosen is None:
+        return None
     _release(trial, chosen)
-    return [c.victim for c in chosen] if fits else None
+    return [c.victim for c in chosen]
 
 
 def classic(
@@ -182,16 +191,8 @@ def classic(
             c.victim.name,
         ),
     )
-    chosen: list[Candidate] = []
-    for c in ordered:
-        if trial.shortfall(info) is None:
-            break
-        if not trial.may_take(c):
-            continue
-        trial.remove(c.victim)
-        chosen.append(c)
-    if trial.shortfall(info) is not None:
-        _release(trial, chosen)
+    chosen = _greedy(trial, info, ordered)
+    if chosen is None:
         return None
     for c in reversed(list(chosen)):
         trial.restore(c.victim)

@@ -35,6 +35,8 @@ class QueueState:
     spec: QueueSpec
     cohort: CohortState | None
     usage: dict[str, int] = field(default_factory=dict)
+    # Resources whose usage is above nominal quota, kept by add_usage.
+    above_nominal: set[str] = field(default_factory=set)
 
     def quota(self, resource: str) -> Quota:
         found = self.spec.quotas.get(resource)
@@ -73,6 +75,10 @@ def add_usage(queue: QueueState, amounts: Mapping[str, int], sign: int) -> None:
         before = queue.usage.get(resource, 0)
         after = before + sign * amount
         queue.usage[resource] = after
+        if after > queue.quota(resource).nominal:
+            queue.above_nominal.add(resource)
+        else:
+            queue.above_nominal.discard(resource)
         if queue.cohort is not None:
             floor = guaranteed(queue.quota(resource))
             delta = max(0, after - floor) - max(0, before - floor)
@@ -132,7 +138,7 @@ def within_nominal(queue: QueueState, request: Mapping[str, int]) -> bool:
 
 def borrowing(queue: QueueState) -> bool:
     """Whether the queue uses more than its nominal quota of some resource."""
-    return any(used > queue.quota(r).nominal for r, used in queue.usage.items())
+    return bool(queue.above_nominal)
 
 
 def share(queue: QueueState, extra: Mapping[str, int] | None = None) -> float:

@@ -50,6 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     philly.add_argument(
         "--starvation-after", type=float, default=3600.0, help="kohort: seconds before reserving"
     )
+    philly.add_argument(
+        "--evict-after", type=float, default=0.0, help="kohort: seconds before a gang may evict"
+    )
+    philly.add_argument(
+        "--drain",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="kohort: hold nodes for queues under nominal while they wait to evict",
+    )
     openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")
     openb.add_argument("--seeds", default="42-51", help="seed range A-B or comma list")
     openb.add_argument("--tune", type=float, default=1.3, help="arrivals up to this x GPU capacity")
@@ -114,6 +123,8 @@ def _run_philly(args: argparse.Namespace) -> int:
             nodes,
             min_runtime=args.min_runtime,
             starvation_after=args.starvation_after if args.starvation_after > 0 else None,
+            evict_after=args.evict_after,
+            drain=args.drain,
         )
         results.append(
             simulate(
@@ -134,6 +145,8 @@ def _run_philly(args: argparse.Namespace) -> int:
         "queues": {q.name: weights[q.name] for q in queues},
         "kohort_min_runtime_s": args.min_runtime,
         "kohort_starvation_after_s": args.starvation_after,
+        "kohort_evict_after_s": args.evict_after,
+        "kohort_drain": args.drain,
     }
     if args.json:
         print(json.dumps({"setup": setup, "results": [_jsonable(r) for r in results]}, indent=2))

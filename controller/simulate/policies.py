@@ -241,6 +241,8 @@ def make_policy(
     *,
     min_runtime: float = 600.0,
     starvation_after: float | None = 3600.0,
+    evict_after: float = 0.0,
+    drain: bool = False,
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes."""
     factories: dict[str, Callable[[], Policy]] = {
@@ -260,7 +262,12 @@ def make_policy(
             name,
             [_with_min_runtime(q, min_runtime) for q in queues],
             nodes,
-            Config(victims="placement-aware", starvation_after=starvation_after),
+            Config(
+                victims="placement-aware",
+                starvation_after=starvation_after,
+                evict_after=evict_after,
+                drain=drain,
+            ),
         ),
     }
     return factories[name]()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from controller.quota import Config, Taint, Toleration, decide
+from controller.quota import Config, Snapshot, Taint, Toleration, decide
 from controller.quota.quota import build_cohorts, share
 from controller.quota.snapshot import QueueSpec, Quota
 from tests.unit.test_quota_builders import (
@@ -85,10 +85,9 @@ def test_a_queue_under_nominal_reclaims_a_borrowed_gang_whole() -> None:
     assert d.admissions[0].placement[0].node == "n2"
 
 
-def test_reclaim_prefers_the_victim_on_the_right_node_over_newer_ones_on_wrong_nodes() -> None:
-    # a needs one 8-GPU pod. Two young 4-GPU gangs of b sit on n1 and n2 next to a small
-    # non-preemptible pod each; one older 8-GPU gang of b fills n3. Evicting the two young gangs
-    # frees nothing usable; evicting the old one frees a whole node.
+def _wrong_nodes_world() -> Snapshot:
+    """a needs one 8-GPU pod. Two young 4-GPU gangs of b share n1 and n2 with a small pod that
+    cannot be evicted; an older 8-GPU gang of b fills n3. Only n3 can be freed whole."""
     queues = [queue("a", 8), queue("b", 4), queue("c", 12, reclaim="Never")]
     nodes = [node("n1", used_gpus=4), node("n2", used_gpus=4), node("n3")]
     admitted = [
@@ -96,20 +95,17 @@ def test_reclaim_prefers_the_victim_on_the_right_node_over_newer_ones_on_wrong_n
         running(gang("young2", "b", gpus=4), "n2", at=95),
         running(gang("old", "b"), "n3", at=0),
     ]
-    d = decide(world(queues, nodes, [gang("a1", "a")], admitted), 100)
+    return world(queues, nodes, [gang("a1", "a")], admitted)
+
+
+def test_reclaim_prefers_the_victim_on_the_right_node_over_newer_ones_on_wrong_nodes() -> None:
+    d = decide(_wrong_nodes_world(), 100)
     assert admitted_names(d) == ["a1"]
     assert evicted_names(d) == ["old"]
 
 
 def test_naive_reclaim_evicts_the_newest_gangs_first() -> None:
-    queues = [queue("a", 8), queue("b", 4), queue("c", 12, reclaim="Never")]
-    nodes = [node("n1", used_gpus=4), node("n2", used_gpus=4), node("n3")]
-    admitted = [
-        running(gang("young1", "b", gpus=4), "n1", at=90),
-        running(gang("young2", "b", gpus=4), "n2", at=95),
-        running(gang("old", "b"), "n3", at=0),
-    ]
-    d = decide(world(queues, nodes, [gang("a1", "a")], admitted), 100, Config(victims="naive"))
+    d = decide(_wrong_nodes_world(), 100, Config(victims="naive"))
     assert evicted_names(d) == ["old", "young1", "young2"]
 
 

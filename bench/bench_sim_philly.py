@@ -1,0 +1,130 @@
+"""Scheduling quality on the Philly trace: every policy, 4x and 8x compressed, both node lists.
+
+    .venv/bin/python bench/bench_sim_philly.py [--jobs 2] [--out .kohort/bench] [--only-report]
+
+Runs `kohort simulate philly --json` once per (compression, node list, policy) in parallel
+subprocesses, keeps each JSON under --out, then prints one table per setting and the headline
+ratios of issues 4 and 7:
+- partial placements and the GPU-hours they held idle (kube-default, quota-drf; kohort must be 0);
+- p95 wait of kohort against quota-drf and gang-fifo;
+- wasted GPU-hours of kohort against the naive reclaim baseline (target <= 1/10), and p95 wait.
+A full run takes tens of minutes on two cores; --only-report re-prints from saved JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+POLICIES = ("kube-default", "gang-fifo", "quota-drf", "naive-reclaim", "kohort")
+SETTINGS = [(c, n) for c in (4.0, 8.0) for n in ("homogeneous", "mixed")]
+
+
+def out_file(out: Path, compression: float, nodes: str, policy: str) -> Path:
+    return out / f"philly-{compression:g}x-{nodes}-{policy}.json"
+
+
+def run_one(out: Path, compression: float, nodes: str, policy: str, extra: list[str]) -> str:
+    target = out_file(out, compression, nodes, policy)
+    cmd = [
+        sys.executable, "-m", "kohort.cli", "simulate", "--json", "--quiet", "philly",
+        "--compression", f"{compression:g}", "--nodes", nodes, "--policies", policy, *extra,
+    ]  # fmt: skip
+    started = time.perf_counter()
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        return f"FAILED {target.name}: {result.stderr[-400:]}"
+    target.write_text(result.stdout)
+    return f"done {target.name} in {time.perf_counter() - started:.0f}s"
+
+
+def load(out: Path, compression: float, nodes: str) -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    for policy in POLICIES:
+        path = out_file(out, compression, nodes, policy)
+        if path.exists():
+            results[policy] = json.loads(path.read_text())["results"][0]
+    return results
+
+
+def hours(seconds: float | None) -> float:
+    return float("nan") if seconds is None else seconds / 3600
+
+
+def report(out: Path) -> None:
+    for compression, nodes in SETTINGS:
+        results = load(out, compression, nodes)
+        if not results:
+            continue
+        print(f"\n== Philly Oct-Nov 2017, {compression:g}x compressed, {nodes} nodes ==")
+        print(
+            f"{'policy':<14}{'alloc%':>7}{'p95 wait h':>11}{'mean wait h':>12}{'jain':>7}"
+            f"{'fair p5':>8}{'partial':>8}{'idle GPU-h':>11}{'evict':>7}{'ev/recl':>8}"
+            f"{'wasted GPU-h':>13}{'dec p50/p99 ms':>16}"
+        )
+        for policy, r in results.items():
+            print(
+                f"{policy:<14}{100 * r['gpu_allocation_mean']:>7.1f}{hours(r['wait_p95']):>11.2f}"
+                f"{hours(r['wait_mean']):>12.2f}{r['jain_mean']:>7.3f}"
+                f"{r['fair_ratio_p5'] or float('nan'):>8.3f}{r['partial_jobs']:>8d}"
+                f"{r['partial_gpu_hours']:>11.0f}{r['evictions']:>7d}"
+                f"{r['evictions_per_reclaim']:>8.2f}{r['wasted_gpu_hours']:>13.0f}"
+                f"{r['decision_ms_p50']:>8.2f}/{r['decision_ms_p99']:.1f}"
+            )
+        k = results.get("kohort")
+        if k is None:
+            continue
+        for other in ("kube-default", "quota-drf"):
+            if other in results:
+                o = results[other]
+                print(
+                    f"  {other}: {o['partial_jobs']} partial placements held"
+                    f" {o['partial_gpu_hours']:.0f} GPU-h idle; kohort: {k['partial_jobs']}"
+                )
+        for other in ("quota-drf", "gang-fifo", "naive-reclaim"):
+            if other in results:
+                ratio = k["wait_p95"] / results[other]["wait_p95"]
+                print(f"  p95 wait kohort / {other}: {ratio:.2f}")
+        if "naive-reclaim" in results:
+            n = results["naive-reclaim"]
+            ratio = k["wasted_gpu_hours"] / n["wasted_gpu_hours"] if n["wasted_gpu_hours"] else 0
+            print(
+                f"  wasted GPU-h kohort / naive-reclaim: {k['wasted_gpu_hours']:.0f} /"
+                f" {n['wasted_gpu_hours']:.0f} = {ratio:.3f} (target <= 0.1);"
+                f" evictions {k['evictions']} vs {n['evictions']}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2, help="parallel simulations")
+    parser.add_argument("--out", type=Path, default=Path(".kohort/bench"))
+    parser.add_argument("--only-report", action="store_true")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--compressions", default="4,8")
+    parser.add_argument("--nodes", default="homogeneous,mixed")
+    parser.add_argument("extra", nargs="*", help="passed to `kohort simulate philly`")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.only_report:
+        runs = [
+            (float(c), n, p)
+            for c in args.compressions.split(",")
+            for n in args.nodes.split(",")
+            for p in args.policies.split(",")
+        ]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            futures = [pool.submit(run_one, args.out, c, n, p, args.extra) for c, n, p in runs]
+            for future in futures:
+                print(future.result(), file=sys.stderr, flush=True)
+    report(args.out)
+
+
+if __name__ == "__main__":
+    main()

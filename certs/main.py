@@ -36,7 +36,11 @@ def _ip(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
-def _add_names(parser: argparse.ArgumentParser) -> None:
+ArgumentContainer = argparse._ActionsContainer  # a parser or an argument group
+
+
+def add_certificate_arguments(parser: ArgumentContainer) -> None:
+    """What the serving certificate covers and how long certificates live."""
     parser.add_argument("--service", help="Service name: adds svc, svc.ns, svc.ns.svc, ...")
     parser.add_argument("--namespace", help="the Service's namespace (with --service)")
     parser.add_argument(
@@ -45,11 +49,25 @@ def _add_names(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ip", action="append", default=[], type=_ip, metavar="ADDR", help="an IP SAN"
     )
-    parser.add_argument("--ca-days", type=_days, default=CA_VALIDITY, dest="ca_validity")
-    parser.add_argument("--days", type=_days, default=LEAF_VALIDITY, dest="serving_validity")
+    parser.add_argument(
+        "--ca-days",
+        type=_days,
+        default=CA_VALIDITY,
+        dest="ca_validity",
+        metavar="DAYS",
+        help=f"CA lifetime (default {CA_VALIDITY.days})",
+    )
+    parser.add_argument(
+        "--days",
+        type=_days,
+        default=LEAF_VALIDITY,
+        dest="serving_validity",
+        metavar="DAYS",
+        help=f"serving certificate lifetime (default {LEAF_VALIDITY.days})",
+    )
 
 
-def add_rotation_arguments(parser: argparse.ArgumentParser) -> None:
+def add_rotation_arguments(parser: ArgumentContainer) -> None:
     """Flags of the in-cluster rotator, shared with `kohort webhook --rotate-secret`."""
     parser.add_argument(
         "--kubeconfig", help="kubeconfig file (default: the in-cluster service account)"
@@ -75,12 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="certs_command", required=True, metavar="ACTION")
     generate = sub.add_parser("generate", help="write ca.crt, tls.crt and tls.key to a directory")
     generate.add_argument("--out", type=Path, required=True, help="directory to write to")
-    _add_names(generate)
+    add_certificate_arguments(generate)
     rotate = sub.add_parser("rotate", help="keep the webhook certificates in a Secret rotated")
     rotate.add_argument("--secret", required=True, metavar="NAMESPACE/NAME")
     rotate.add_argument("--cert-dir", type=Path, help="also write tls.crt/tls.key here")
     rotate.add_argument("--once", action="store_true", help="reconcile once and exit")
-    _add_names(rotate)
+    add_certificate_arguments(rotate)
     add_rotation_arguments(rotate)
 
 

@@ -62,13 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     rotation = parser.add_argument_group("in-process certificate rotation")
     rotation.add_argument("--rotate-secret", metavar="NAMESPACE/NAME")
-    rotation.add_argument("--service", help="the webhook's Service (for the certificate SANs)")
-    rotation.add_argument("--namespace", help="the Service's namespace")
-    rotation.add_argument("--dns", action="append", default=[], help="extra DNS SAN")
-    rotation.add_argument("--ip", action="append", default=[], help="extra IP SAN")
-    rotation.add_argument("--ca-days", type=float, default=3650.0)
-    rotation.add_argument("--days", type=float, default=365.0)
-    certs_main.add_rotation_arguments(rotation)  # type: ignore[arg-type]
+    certs_main.add_certificate_arguments(rotation)
+    certs_main.add_rotation_arguments(rotation)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -92,8 +87,6 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     reloader = server.reloader(args.cert_dir)
     tasks: list[asyncio.Task[None]] = []
     if args.rotate_secret:
-        args.ca_validity = dt.timedelta(days=args.ca_days)
-        args.serving_validity = dt.timedelta(days=args.days)
 
         def on_bundle(bundle: Bundle) -> None:
             reloader.load_pem(bundle.serving.cert_pem, bundle.serving.key_pem)

@@ -409,6 +409,12 @@ def test_install_creates_every_object_and_establishes_the_crds(release: Release)
         release.cluster.wait_crd_established(crd["metadata"]["name"])
 
 
+def test_the_release_notes_walk_through_a_first_queue_and_job(release: Release) -> None:
+    notes = release.helm("get", "notes", RELEASE, "--namespace", NAMESPACE).stdout
+    for step in ("kind: ClusterQueue", "kind: LocalQueue", "kohort.dev/queue-name", "urlOverride"):
+        assert step in notes
+
+
 def test_the_webhook_rotator_fills_the_charts_secret_and_ca_bundles(release: Release) -> None:
     data = secret_data(release.cluster)
     assert {"ca.crt", "tls.crt", "tls.key"} <= data.keys()

@@ -15,7 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from controller.api import names
-from webhook.server import MUTATE_DEFAULT_QUEUE_PATH, MUTATE_PATH, VALIDATE_PATH
+from webhook.server import (
+    MUTATE_DEFAULT_QUEUE_PATH,
+    MUTATE_PATH,
+    VALIDATE_DEFAULT_QUEUE_PATH,
+    VALIDATE_PATH,
+)
 
 ClientConfig = Callable[[str], dict[str, Any]]
 SYSTEM_NAMESPACES = ("kube-system", "kube-node-lease", "kube-public")
@@ -67,6 +72,17 @@ def default_namespace_selector(excluded: Sequence[str] = ()) -> dict[str, Any]:
     }
 
 
+def opted_in_namespaces(selector: dict[str, Any]) -> dict[str, Any]:
+    """`selector`, narrowed to namespaces labelled kohort.dev/managed=true."""
+    expressions: list[dict[str, Any]] = list(selector.get("matchExpressions", []))
+    for key, value in (selector.get("matchLabels") or {}).items():
+        expressions.append({"key": key, "operator": "In", "values": [value]})
+    return {
+        "matchLabels": {names.NAMESPACE_OPT_IN_LABEL: "true"},
+        "matchExpressions": expressions,
+    }
+
+
 def _webhook(
     name: str, client: ClientConfig, path: str, *, failure_policy: str, timeout: int
 ) -> dict[str, Any]:
@@ -97,13 +113,7 @@ def mutating_configuration(
     """
     operations = ["CREATE", "UPDATE"] if mutate_updates else ["CREATE"]
     selector = namespace_selector or default_namespace_selector()
-    expressions: list[dict[str, Any]] = list(selector.get("matchExpressions", []))
-    for key, value in (selector.get("matchLabels") or {}).items():
-        expressions.append({"key": key, "operator": "In", "values": [value]})
-    opted_in = {
-        "matchLabels": {names.NAMESPACE_OPT_IN_LABEL: "true"},
-        "matchExpressions": expressions,
-    }
+    opted_in = opted_in_namespaces(selector)
 
     def mutating(webhook: str, path: str, namespaces: Any, queue_operator: str) -> Any:
         queue_label = {"key": names.QUEUE_LABEL, "operator": queue_operator}
@@ -133,8 +143,13 @@ def validating_configuration(
     *,
     namespace_selector: dict[str, Any] | None = None,
     timeout: int = 5,
+    validate_namespace_default: bool = False,
 ) -> dict[str, Any]:
-    """Fails closed: a held gang must not be released while the webhook is down."""
+    """Fails closed: a held gang must not be released while the webhook is down.
+
+    `validate_namespace_default` adds a webhook that refuses unheld new workloads without a
+    queue label in opted-in namespaces too (where the mutation failed open).
+    """
     selector = namespace_selector or default_namespace_selector()
     workloads = _webhook(
         "workloads.validate.kohort.dev",
@@ -163,9 +178,29 @@ def validating_configuration(
             }
         ]
     }
+    hooks = [workloads, quota]
+    if validate_namespace_default:
+        implied = _webhook(
+            "namespace-default.validate.kohort.dev",
+            client,
+            VALIDATE_DEFAULT_QUEUE_PATH,
+            failure_policy="Fail",
+            timeout=timeout,
+        )
+        implied |= {
+            "namespaceSelector": opted_in_namespaces(selector),
+            "objectSelector": {
+                "matchExpressions": [
+                    {"key": names.QUEUE_LABEL, "operator": "DoesNotExist"},
+                    _not_opted_out(),
+                ]
+            },
+            "rules": _rules(["CREATE"], [*WORKLOADS, *PODS]),
+        }
+        hooks.append(implied)
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": name, "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE}},
-        "webhooks": [workloads, quota],
+        "webhooks": hooks,
     }

@@ -34,6 +34,7 @@ MUTATE_PATH = "/mutate"
 # the webhook cannot read namespace labels itself, so the path says "this namespace opted in".
 MUTATE_DEFAULT_QUEUE_PATH = "/mutate-default-queue"
 VALIDATE_PATH = "/validate"
+VALIDATE_DEFAULT_QUEUE_PATH = "/validate-default-queue"
 
 Decision = Callable[[Any], dict[str, Any]]
 
@@ -81,6 +82,10 @@ class AdmissionApp:
             MUTATE_DEFAULT_QUEUE_PATH, self._handler("mutate-default-queue", self._mutate_default)
         )
         app.router.add_post(VALIDATE_PATH, self._handler("validate", self._validate))
+        app.router.add_post(
+            VALIDATE_DEFAULT_QUEUE_PATH,
+            self._handler("validate-default-queue", self._validate_default),
+        )
         add_probes(app, self.readiness)
         return app
 
@@ -92,6 +97,9 @@ class AdmissionApp:
 
     def _validate(self, review: Any) -> dict[str, Any]:
         return validate(review, self.settings)
+
+    def _validate_default(self, review: Any) -> dict[str, Any]:
+        return validate(review, self.settings, default_queue="default")
 
     def _handler(self, webhook: str, decide: Decision) -> Callable[[web.Request], Any]:
         metrics = self.metrics

@@ -31,8 +31,15 @@ MODELS: Mapping[str, type[Resource]] = {
 }
 
 
-def validate(review: Any, settings: Settings) -> dict[str, Any]:
-    """The AdmissionReview response for `review`; BadReview when it cannot be answered."""
+def validate(
+    review: Any, settings: Settings, *, default_queue: str | None = None
+) -> dict[str, Any]:
+    """The AdmissionReview response for `review`; BadReview when it cannot be answered.
+
+    `default_queue` (the path for opted-in namespaces) makes an unlabelled new workload count
+    as managed, so one that arrives unheld (mutation failed open) is refused. Updates are
+    judged by their labels alone: workloads made before the namespace opted in stay free.
+    """
     request = reviews.parse(review)
     if request.operation not in ("CREATE", "UPDATE"):
         return reviews.allow(request.uid)
@@ -48,7 +55,7 @@ def validate(review: Any, settings: Settings) -> dict[str, Any]:
         return reviews.allow(request.uid)
     try:
         if request.operation == "CREATE":
-            problem = creation_problem(adapter, request.object)
+            problem = creation_problem(adapter, request.object, default_queue)
         elif isinstance(request.old_object, dict):
             problem = update_problem(adapter, request.old_object, request.object)
         else:
@@ -83,9 +90,11 @@ def _describe(error: Mapping[str, Any]) -> str:
     return f"{path}: {message}" if path else message
 
 
-def creation_problem(adapter: WorkloadAdapter, obj: dict[str, Any]) -> str | None:
+def creation_problem(
+    adapter: WorkloadAdapter, obj: dict[str, Any], default_queue: str | None = None
+) -> str | None:
     """Why a new workload may not be created as it is (it is managed but not held)."""
-    if queue_of(obj) is None:
+    if queue_of(obj, default_queue) is None:
         return None
     gangs = adapter.gangs(obj)
     if adapter.hold is Hold.SUSPEND or owned_by_job(obj):

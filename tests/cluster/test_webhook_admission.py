@@ -149,11 +149,13 @@ async def webhook(api: client.ApiClient, namespace: str) -> AsyncIterator[Webhoo
     mutating = mutating_configuration(
         name, to_us, namespace_selector=only_here, failure_policy="Fail", mutate_updates=True
     )
-    validating = validating_configuration(name, to_us, namespace_selector=only_here)
-    # Only the workload webhook: the quota-object one is cluster-wide and would reach into
-    # other tests' ClusterQueues.
+    validating = validating_configuration(
+        name, to_us, namespace_selector=only_here, validate_namespace_default=True
+    )
+    # Not the quota-object webhook: it is cluster-wide and would reach into other tests'
+    # ClusterQueues.
     validating["webhooks"] = [
-        w for w in validating["webhooks"] if w["name"].startswith("workloads")
+        w for w in validating["webhooks"] if not w["name"].startswith("queues.")
     ]
     admission = client.AdmissionregistrationV1Api(api)
     await admission.create_mutating_webhook_configuration(mutating)

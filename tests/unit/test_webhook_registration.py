@@ -67,3 +67,13 @@ def test_updates_are_routed_to_mutation_only_when_asked() -> None:
         "CREATE",
         "UPDATE",
     }
+
+
+def test_unlabelled_creations_in_opted_in_namespaces_are_validated_only_when_asked() -> None:
+    assert len(validating_configuration("k", CLIENT)["webhooks"]) == 2
+    config = validating_configuration("k", CLIENT, validate_namespace_default=True)
+    implied = by_name(config)["namespace-default.validate.kohort.dev"]
+    assert implied["clientConfig"]["url"].endswith("/validate-default-queue")
+    assert implied["namespaceSelector"]["matchLabels"] == {names.NAMESPACE_OPT_IN_LABEL: "true"}
+    assert {op for rule in implied["rules"] for op in rule["operations"]} == {"CREATE"}
+    assert implied["failurePolicy"] == "Fail"

@@ -137,3 +137,17 @@ def test_a_managed_statefulset_without_the_gate_is_denied() -> None:
 def test_deletes_are_allowed() -> None:
     review = make_review(None, operation="DELETE", old=HELD_JOB, kind="Job")
     assert validate(review, SETTINGS)["response"]["allowed"] is True
+
+
+def test_in_an_opted_in_namespace_an_unheld_new_workload_without_a_label_is_denied() -> None:
+    # What arrives when the mutating webhook failed open: no queue label, no hold.
+    review = make_review(make_job(queue=None, suspend=False))
+    response = validate(review, SETTINGS, default_queue="default")["response"]
+    assert response["allowed"] is False
+    assert "spec.suspend: true" in response["status"]["message"]
+
+
+def test_in_an_opted_in_namespace_workloads_from_before_the_opt_in_stay_free() -> None:
+    old = make_job(queue=None, suspend=True)
+    review = make_review(updated(old, unsuspend), operation="UPDATE", old=old)
+    assert validate(review, SETTINGS, default_queue="default")["response"]["allowed"] is True

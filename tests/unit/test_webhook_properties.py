@@ -1,4 +1,4 @@
-"""Properties of the mutation over generated Jobs and StatefulSets."""
+"""Properties of the mutation over generated Jobs, StatefulSets, LeaderWorkerSets and Pods."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api import names
-from controller.workloads.testing import make_job, make_statefulset
+from controller.workloads.testing import make_job, make_lws, make_pod, make_statefulset
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
 from webhook.settings import Settings
@@ -68,8 +68,37 @@ def apply(obj: dict[str, Any], uid: str) -> tuple[dict[str, Any], dict[str, Any]
     return jsonpatch.apply_patch(obj, patch_of(answer)), answer
 
 
+@st.composite
+def other_kinds(draw: st.DrawFn) -> dict[str, Any]:
+    name = draw(names_)
+    scheduler = draw(st.sampled_from([None, "default-scheduler", "mine"]))
+    if draw(st.booleans()):
+        return make_lws(
+            name,
+            replicas=draw(st.integers(0, 4)),
+            size=draw(st.integers(1, 8)),
+            leader=draw(st.booleans()),
+            scheduler_name=scheduler,
+        )
+    lws_labels = draw(
+        st.sampled_from(
+            [
+                {},
+                {names.LWS_NAME_LABEL: name},
+                {names.LWS_NAME_LABEL: name, names.LWS_GROUP_INDEX_LABEL: "3"},
+            ]
+        )
+    )
+    return make_pod(
+        name,
+        labels=lws_labels,
+        owner_kind=draw(st.sampled_from([None, "Job", "StatefulSet"])),
+        scheduler_name=scheduler,
+    )
+
+
 @settings(max_examples=200, deadline=None)
-@given(obj=workloads(), default_queue=st.sampled_from([None, "default"]))
+@given(obj=workloads() | other_kinds(), default_queue=st.sampled_from([None, "default"]))
 def test_applying_the_webhook_twice_changes_nothing_the_second_time(
     obj: dict[str, Any], default_queue: str | None
 ) -> None:

@@ -28,8 +28,8 @@ from controller.api.quantity import parse_quantity
 class ResourceQuota(Spec):
     """Quota for one resource of one flavor.
 
-    `borrowing_limit`: how much more than nominal the queue may take from its cohort (unset: no
-    limit). `lending_limit`: how much of its unused nominal quota it lends (unset: all of it).
+    `borrowingLimit`: how much more than nominal the queue may take from its cohort (unset: no
+    limit). `lendingLimit`: how much of its unused nominal quota it lends (unset: all of it).
     """
 
     name: ResourceName
@@ -92,9 +92,9 @@ class FairSharing(Spec):
 class Preemption(Spec):
     """When this queue's pending gangs may evict admitted ones.
 
-    `reclaim_within_cohort`: take back lent quota from borrowing queues of the cohort (Never,
-    only from lower-priority gangs, or from any). `within_cluster_queue`: evict lower-priority
-    gangs of this queue. `minimum_runtime_seconds`: gangs of this queue that have run for less
+    `reclaimWithinCohort`: take back lent quota from borrowing queues of the cohort (Never,
+    only from lower-priority gangs, or from any). `withinClusterQueue`: evict lower-priority
+    gangs of this queue. `minimumRuntimeSeconds`: gangs of this queue that have run for less
     than this are never chosen as victims.
     """
 

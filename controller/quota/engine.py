@@ -15,6 +15,7 @@ Rule: the Engine is the only place that changes state, and only through named tr
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -58,6 +59,9 @@ class Config:
         itself within minutes, and an eviction throws work away.
     drain: while a gang of a queue under nominal quota waits for `evict_after`, hold nodes for
         it so that borrowers' gangs finishing there free them for it (reclaim by draining).
+    waste_budget: the work a placement-aware reclaim may throw away, as a multiple of what the
+        preemptor has lost by waiting (its dominant share x seconds waited); None: no limit.
+        So an eviction never costs more than the wait it ends, and a long wait buys more.
     """
 
     placement: bool = True
@@ -66,6 +70,7 @@ class Config:
     starvation_after: float | None = 3600.0
     evict_after: float = 0.0
     drain: bool = False
+    waste_budget: float | None = None
 
 
 @dataclass(slots=True)
@@ -140,16 +145,19 @@ class Engine:
         queue.running[info.name] = running
         self.running[info.name] = (queue, running)
 
-    def _running(
-        self, info: GangInfo, admitted_at: float, plan: list[tuple[int, int, int]]
-    ) -> RunningGang:
+    def _dominant(self, info: GangInfo) -> float:
+        """The gang's largest fraction of any resource of the whole cluster."""
         capacity = self.index.capacity
-        dominant = max(
+        return max(
             (amount / capacity[r] for r, amount in info.total.items() if capacity.get(r)),
             default=0.0,
         )
+
+    def _running(
+        self, info: GangInfo, admitted_at: float, plan: list[tuple[int, int, int]]
+    ) -> RunningGang:
         nodes = tuple(sorted({node for _, node, _ in plan}))
-        return RunningGang(info, admitted_at, plan, dominant, nodes)
+        return RunningGang(info, admitted_at, plan, self._dominant(info), nodes)
 
     def finish(self, name: str) -> None:
         """An admitted gang ended: give back its quota and nodes."""
@@ -329,7 +337,11 @@ class Engine:
         candidates = self._candidates(queue, info, now)
         if not candidates:
             return None
-        return self._strategy(_Trial(self, queue, info), info, candidates)
+        budget = math.inf
+        if self.config.waste_budget is not None:
+            waited = max(0.0, now - info.gang.created)
+            budget = self.config.waste_budget * waited * self._dominant(info)
+        return self._strategy(_Trial(self, queue, info, budget), info, candidates)
 
     # -- starvation guard -----------------------------------------------------------------------
 
@@ -391,10 +403,11 @@ class Engine:
 class _Trial:
     """Trial-and-undo view of the engine for a preemption strategy."""
 
-    def __init__(self, engine: Engine, queue: QueueRuntime, info: GangInfo) -> None:
+    def __init__(self, engine: Engine, queue: QueueRuntime, info: GangInfo, budget: float) -> None:
         self.engine = engine
         self.queue = queue
         self.info = info
+        self.budget = budget
 
     def remove(self, victim: RunningGang) -> None:
         owner, _ = self.engine.running[victim.name]

@@ -10,7 +10,8 @@ Strategies:
   cannot be placed, it picks the node that is cheapest to clear for its next pod (lost work of
   the gangs to evict there, then their number); while quota is short, the cheapest gang that
   holds the missing resource. Then it drops every victim, most expensive first, that is not
-  needed. Victim queues never fall below their nominal quota.
+  needed. Victim queues never fall below their nominal quota, and the set is refused if it
+  would throw away more work than the trial's budget.
 - `naive` (baseline of issue 7): most recently admitted first, from borrowing queues, until the
   preemptor fits; no add-back, no placement awareness.
 - `classic` (Kueue-like): other queues before the own one, lower priority, most recently admitted;
@@ -46,6 +47,9 @@ class Candidate:
 
 
 class Trial(Protocol):
+    # The most lost work a placement-aware victim set may cost (math.inf: no limit).
+    budget: float
+
     def remove(self, victim: RunningGang) -> None: ...
     def restore(self, victim: RunningGang) -> None: ...
     def shortfall(self, info: GangInfo) -> Shortfall | None: ...
@@ -95,6 +99,8 @@ def placement_aware(
         if short is None:
             chosen = _minimise(trial, info, chosen)
             _release(trial, chosen)
+            if sum(c.lost_work for c in chosen) > trial.budget:
+                return None
             return [c.victim for c in chosen]
         if short.shape is not None:
             step = _clear_one_node(trial, short.shape, by_node, taken)

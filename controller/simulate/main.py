@@ -59,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=False,
         help="kohort: hold nodes for queues under nominal while they wait to evict",
     )
+    philly.add_argument(
+        "--waste-budget",
+        type=float,
+        default=-1.0,
+        help="kohort: victims may lose at most this x the preemptor's wait (<0: no limit)",
+    )
     openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")
     openb.add_argument("--seeds", default="42-51", help="seed range A-B or comma list")
     openb.add_argument("--tune", type=float, default=1.3, help="arrivals up to this x GPU capacity")
@@ -125,6 +131,7 @@ def _run_philly(args: argparse.Namespace) -> int:
             starvation_after=args.starvation_after if args.starvation_after > 0 else None,
             evict_after=args.evict_after,
             drain=args.drain,
+            waste_budget=args.waste_budget if args.waste_budget >= 0 else None,
         )
         results.append(
             simulate(
@@ -147,6 +154,7 @@ def _run_philly(args: argparse.Namespace) -> int:
         "kohort_starvation_after_s": args.starvation_after,
         "kohort_evict_after_s": args.evict_after,
         "kohort_drain": args.drain,
+        "kohort_waste_budget": args.waste_budget,
     }
     if args.json:
         print(json.dumps({"setup": setup, "results": [_jsonable(r) for r in results]}, indent=2))

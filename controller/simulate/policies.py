@@ -243,6 +243,7 @@ def make_policy(
     starvation_after: float | None = 3600.0,
     evict_after: float = 0.0,
     drain: bool = False,
+    waste_budget: float | None = None,
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes."""
     factories: dict[str, Callable[[], Policy]] = {
@@ -267,6 +268,7 @@ def make_policy(
                 starvation_after=starvation_after,
                 evict_after=evict_after,
                 drain=drain,
+                waste_budget=waste_budget,
             ),
         ),
     }

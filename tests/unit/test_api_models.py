@@ -197,3 +197,51 @@ def test_local_queue_and_flavor_shapes() -> None:
         }
     )
     assert rf.spec.node_taints[0].effect == "NoSchedule"
+
+
+def _walk(node: object, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, dict):
+        out.append((path, node))
+        for k, v in node.items():
+            out.extend(_walk(v, f"{path}.{k}"))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out.extend(_walk(v, f"{path}[{i}]"))
+    return out
+
+
+def test_generated_crds_are_structural() -> None:
+    from controller.api.crds import all_crds
+
+    crds = all_crds()
+    assert [c["spec"]["names"]["kind"] for c in crds] == [
+        "ClusterQueue", "LocalQueue", "ResourceFlavor", "Workload"
+    ]  # fmt: skip
+    for c in crds:
+        root = c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for path, node in _walk(root):
+            assert "$ref" not in node, path
+            assert node.get("additionalProperties") is not False, path
+            if "anyOf" in node:
+                assert node.get("x-kubernetes-int-or-string") is True, path
+            if (
+                node.get("type") == "object"
+                and not path.endswith(".metadata")
+                and "properties" not in node
+            ):
+                assert "additionalProperties" in node or node.get(
+                    "x-kubernetes-preserve-unknown-fields"
+                ), path
+
+
+def test_crd_scopes_and_quantities() -> None:
+    from controller.api.crds import crd
+
+    cq = crd(ClusterQueue)
+    assert cq["spec"]["scope"] == "Cluster"
+    assert crd(Workload)["spec"]["scope"] == "Namespaced"
+    spec = cq["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    quota = spec["properties"]["resourceGroups"]["items"]["properties"]["flavors"]["items"]
+    nominal = quota["properties"]["resources"]["items"]["properties"]["nominalQuota"]
+    assert nominal["x-kubernetes-int-or-string"] is True

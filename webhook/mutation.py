@@ -50,7 +50,7 @@ def mutate(review: Any, settings: Settings, *, default_queue: str | None = None)
     admission = Admission(queue, settings.placement, request.uid)
     editor = Editor(request.object)
     try:
-        editor.set(["metadata", "labels", names.QUEUE_LABEL], queue)
+        editor.update(["metadata", "labels"], {names.QUEUE_LABEL: queue})
         if old is None:
             warnings = adapter.default(editor, admission)
         else:

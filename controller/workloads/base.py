@@ -220,17 +220,22 @@ def decorate_pod_template(
     """
     warnings: list[str] = []
     labels_path = [*template_path, "metadata", "labels"]
-    editor.set([*labels_path, names.QUEUE_LABEL], admission.queue)
-    editor.set([*labels_path, names.MANAGED_LABEL], names.MANAGED_VALUE)
+    annotations_path = [*template_path, "metadata", "annotations"]
+    volcano_key = names.VOLCANO_GROUP_ANNOTATION
+    wanted_labels = {names.QUEUE_LABEL: admission.queue, names.MANAGED_LABEL: names.MANAGED_VALUE}
+    annotations: dict[str, str] = {}
     if gang is not None:
-        editor.set_default([*labels_path, names.POD_GROUP_LABEL], gang)
-        gang = editor.get([*labels_path, names.POD_GROUP_LABEL])
+        gang = pod_group_of(editor.doc, template_path) or gang  # an existing name is kept
+        wanted_labels[names.POD_GROUP_LABEL] = gang
         backend = admission.placement.backend
-        if backend is Backend.VOLCANO:
-            annotation = [*template_path, "metadata", "annotations", names.VOLCANO_GROUP_ANNOTATION]
-            editor.set_default(annotation, gang)
-        elif backend is Backend.COSCHEDULING:
-            editor.set_default([*labels_path, names.COSCHEDULING_GROUP_LABEL], gang)
+        # A group the user already named for the scheduler is kept.
+        if backend is Backend.VOLCANO and editor.get([*annotations_path, volcano_key]) is None:
+            annotations[volcano_key] = gang
+        cosched_key = names.COSCHEDULING_GROUP_LABEL
+        if backend is Backend.COSCHEDULING and editor.get([*labels_path, cosched_key]) is None:
+            wanted_labels[cosched_key] = gang
+    editor.update(labels_path, wanted_labels)
+    editor.update(annotations_path, annotations)
     wanted = admission.placement.scheduler_name
     scheduler_path = [*template_path, "spec", "schedulerName"]
     current = editor.get(scheduler_path)

@@ -12,7 +12,7 @@ changed and unchanged subtrees are shared, so editing a large object costs only 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsonpatch
@@ -76,6 +76,36 @@ class Editor:
             self._forget(path)  # writable containers under the old value are gone
         parent[key] = value
         self.operations.append({"op": op, "path": pointer(path), "value": value})
+
+    def update(self, path: Path, values: Mapping[str, Any]) -> None:
+        """Set several members of the object at `path`.
+
+        A missing object (and its missing parents) is added whole, in one operation.
+        """
+        if not values:
+            return
+        if self.get(path) is not None:
+            for key, value in values.items():
+                self.set([*path, key], value)
+            return
+        depth = len(path) - 1
+        while depth > 0 and self.get(path[:depth]) is None:
+            depth -= 1
+        parent = self._writable(path[:depth], create=False)
+        if not isinstance(parent, dict) or not isinstance(path[depth], str):
+            raise TypeError(f"{pointer(path[:depth]) or 'the object'} is not an object")
+        recorded: Any = dict(values)
+        stored: Any = dict(values)
+        for part in reversed(path[depth + 1 :]):
+            recorded, stored = {part: recorded}, {part: stored}
+        op = "replace" if path[depth] in parent else "add"  # present but null
+        parent[path[depth]] = stored
+        self.operations.append({"op": op, "path": pointer(path[: depth + 1]), "value": recorded})
+        node = stored
+        for part in path[depth + 1 :]:  # the containers made here are the editor's own
+            self._owned.add(id(node))
+            node = node[part]
+        self._owned.add(id(node))
 
     def set_default(self, path: Path, value: Any) -> bool:
         """Set the value at `path` only when it is absent (or null); True if it was set."""

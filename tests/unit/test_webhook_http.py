@@ -12,11 +12,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import jsonpatch
 import pytest
 from cryptography import x509
 
 from certs.authority import CertificateAuthority, KeyPair
 from certs.reload import server_context
+from controller.api import names
 from controller.workloads.testing import make_job
 from webhook.reviews import patch_of
 from webhook.server import MAX_BODY, WebhookServer
@@ -79,11 +81,13 @@ async def test_mutate_over_tls_returns_the_patch(server: WebhookServer) -> None:
 
 
 async def test_namespace_default_path_implies_the_default_queue(server: WebhookServer) -> None:
-    review = make_review(make_job(queue=None))
-    status, text = await post(server, "/mutate-default-queue", json.dumps(review).encode())
+    job = make_job(queue=None)
+    status, text = await post(
+        server, "/mutate-default-queue", json.dumps(make_review(job)).encode()
+    )
     assert status == 200
-    paths = {op["path"]: op.get("value") for op in patch_of(json.loads(text))}
-    assert paths["/metadata/labels/kohort.dev~1queue-name"] == "default"
+    stored = jsonpatch.apply_patch(job, patch_of(json.loads(text)))
+    assert stored["metadata"]["labels"][names.QUEUE_LABEL] == "default"
 
 
 BAD_BODIES: dict[str, tuple[bytes, str]] = {

@@ -41,9 +41,17 @@ def test_job_in_a_queue_is_suspended_and_its_pods_join_one_volcano_podgroup() ->
 
 
 def test_the_patch_escapes_slashes_in_label_keys() -> None:
-    paths = [op["path"] for op in patch_of(mutate(make_review(make_job()), SETTINGS))]
+    # The template already has labels, so kohort's are added one key at a time.
+    paths = [op["path"] for op in patch_of(mutate(make_review(make_statefulset()), SETTINGS))]
     assert "/spec/template/metadata/labels/kohort.dev~1queue-name" in paths
     assert not [p for p in paths if "kohort.dev/" in p]
+
+
+def test_missing_maps_are_added_whole_in_one_operation() -> None:
+    ops = patch_of(mutate(make_review(make_job()), SETTINGS))
+    [labels] = [op for op in ops if op["path"] == "/spec/template/metadata"]
+    assert labels["value"]["labels"][names.QUEUE_LABEL] == "research"
+    assert len(ops) == 4  # template metadata, its annotations, schedulerName, suspend
 
 
 def test_coscheduling_backend_uses_the_pod_group_label() -> None:
@@ -219,8 +227,10 @@ def test_an_update_puts_back_a_dropped_namespace_default_queue_but_adds_none_to_
     stored = mutated(make_job(queue=None), default_queue="default")
     dropped = make_job(queue=None)
     review = make_review(dropped, operation="UPDATE", old=stored)
-    ops = patch_of(mutate(review, SETTINGS, default_queue="default"))
-    assert {"op": "add", "path": "/metadata/labels", "value": {}} in ops
+    again = jsonpatch.apply_patch(
+        dropped, patch_of(mutate(review, SETTINGS, default_queue="default"))
+    )
+    assert again["metadata"]["labels"] == {names.QUEUE_LABEL: "default"}
     # A workload created before its namespace opted in stays unmanaged.
     old = make_job(queue=None)
     review = make_review(old, operation="UPDATE", old=old)

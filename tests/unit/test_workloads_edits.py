@@ -40,3 +40,19 @@ def test_recorded_values_do_not_change_when_the_document_changes_later() -> None
     editor.append(["gates"], {"name": "a"})
     editor.append(["gates"], {"name": "b"})
     assert jsonpatch.apply_patch({}, editor.operations) == {"gates": [{"name": "a"}, {"name": "b"}]}
+
+
+def test_update_adds_a_missing_map_whole_and_later_edits_do_not_change_the_record() -> None:
+    original: dict[str, object] = {"spec": {"template": {}}}
+    editor = Editor(original)
+    editor.update(["spec", "template", "metadata", "labels"], {"a/b": "1"})
+    editor.set(["spec", "template", "metadata", "labels", "c"], "2")
+    editor.update(["spec", "template", "metadata", "labels"], {"a/b": "1", "d": "3"})
+    assert editor.operations[0] == {
+        "op": "add",
+        "path": "/spec/template/metadata",
+        "value": {"labels": {"a/b": "1"}},
+    }
+    assert jsonpatch.apply_patch(original, editor.operations) == editor.doc
+    assert editor.doc["spec"]["template"]["metadata"]["labels"] == {"a/b": "1", "c": "2", "d": "3"}
+    assert original == {"spec": {"template": {}}}

@@ -18,10 +18,6 @@ from webhook import reviews
 from webhook.settings import Settings
 
 
-def subject(request: reviews.Request) -> str:
-    return f"{request.kind} {request.name}" if request.name else request.kind
-
-
 def mutate(review: Any, settings: Settings, *, default_queue: str | None = None) -> dict[str, Any]:
     """The AdmissionReview response for `review`; BadReview when it cannot be answered.
 
@@ -56,7 +52,7 @@ def mutate(review: Any, settings: Settings, *, default_queue: str | None = None)
         else:
             warnings = adapter.keep_defaults(editor, old, admission)
     except Denied as denied:
-        return reviews.deny(request.uid, f"{subject(request)}: {denied}")
+        return reviews.deny(request.uid, f"{request.subject}: {denied}")
     except TypeError as err:  # a field of the wrong JSON type where an object or list belongs
-        return reviews.deny(request.uid, f"{subject(request)}: {err}", code=400)
+        return reviews.deny(request.uid, f"{request.subject}: {err}", code=400)
     return reviews.allow(request.uid, patch=editor.operations, warnings=warnings)

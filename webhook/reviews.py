@@ -43,6 +43,11 @@ class Request:
     user: UserInfo = field(default_factory=UserInfo)
     dry_run: bool = False
 
+    @property
+    def subject(self) -> str:
+        """What a denial message is about: `Job train`, or `Job` before it is named."""
+        return f"{self.kind} {self.name}" if self.name else self.kind
+
 
 def _text(value: Any, where: str) -> str:
     if value is None:

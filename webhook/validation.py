@@ -23,7 +23,6 @@ from controller.workloads.edits import lookup
 from controller.workloads.pod import owned_by_job
 from controller.workloads.registry import adapter_for
 from webhook import reviews
-from webhook.mutation import subject
 from webhook.settings import Settings
 
 MODELS: Mapping[str, type[Resource]] = {
@@ -63,7 +62,7 @@ def validate(
     except Denied as denied:
         problem = str(denied)
     if problem:
-        return reviews.deny(request.uid, f"{subject(request)}: {problem}")
+        return reviews.deny(request.uid, f"{request.subject}: {problem}")
     return reviews.allow(request.uid)
 
 

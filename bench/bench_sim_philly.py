@@ -33,7 +33,7 @@ def out_file(out: Path, compression: float, nodes: str, policy: str) -> Path:
 def run_one(out: Path, compression: float, nodes: str, policy: str, extra: list[str]) -> str:
     target = out_file(out, compression, nodes, policy)
     cmd = [
-        sys.executable, "-m", "kohort.cli", "simulate", "--json", "--quiet", "philly",
+        sys.executable, "-m", "controller.simulate.main", "--json", "--quiet", "philly",
         "--compression", f"{compression:g}", "--nodes", nodes, "--policies", policy, *extra,
     ]  # fmt: skip
     started = time.perf_counter()

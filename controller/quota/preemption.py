@@ -102,14 +102,16 @@ def placement_aware(
             if sum(c.lost_work for c in chosen) > trial.budget:
                 return None
             return [c.victim for c in chosen]
+        left = trial.budget - sum(c.lost_work for c in chosen)
         if short.shape is not None:
-            step = _clear_one_node(trial, short.shape, by_node, taken)
+            step = _clear_one_node(trial, short.shape, by_node, taken, left)
         else:
             step = next(
                 (
                     [c]
                     for c in ordered
                     if c.victim.name not in taken
+                    and c.lost_work <= left
                     and any(c.victim.info.total.get(r, 0) > 0 for r in short.quota)
                     and trial.may_take(c)
                 ),
@@ -130,8 +132,10 @@ def _clear_one_node(
     shape: PodShape,
     by_node: dict[int, list[Candidate]],
     taken: set[str],
+    budget: float,
 ) -> list[Candidate] | None:
-    """The cheapest set of gangs whose eviction lets one more pod of `shape` onto a node."""
+    """The cheapest set of gangs, costing at most `budget`, whose eviction lets one more pod of
+    `shape` onto a node."""
     best: tuple[float, int, int] | None = None
     best_set: list[Candidate] = []
     request = shape.request
@@ -150,7 +154,13 @@ def _clear_one_node(
             free = [f + g for f, g in zip(free, freed, strict=True)]
             picked.append(c)
             cost += c.lost_work
-        if not picked or not all(f >= q for f, q in zip(free, request, strict=True)):
+            if cost > budget:
+                break
+        if (
+            cost > budget
+            or not picked
+            or not all(f >= q for f, q in zip(free, request, strict=True))
+        ):
             continue
         key = (cost, len(picked), node)
         if best is None or key < best:

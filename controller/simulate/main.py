@@ -205,3 +205,14 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
     print(f"{'queue':<10}" + "".join(f"{r.policy:>15}" for r in results))
     for q in queues:
         print(f"{q:<10}" + "".join(f"{r.queues[q].wait_p95 / 3600:>15.2f}" for r in results))
+
+
+def main() -> int:
+    """Run without the `kohort` CLI (which imports every component): python -m ..."""
+    parser = argparse.ArgumentParser(prog="kohort simulate", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -248,3 +248,21 @@ def test_starvation_guard_holds_nodes_for_a_long_waiting_gang() -> None:
 def test_an_unknown_queue_is_named_in_the_reason() -> None:
     d = decide(world([queue("a", 8)], [node("n1")], [gang("g", "nope")]), 0)
     assert d.pending["g"] == "queue 'nope' does not exist"
+
+
+def test_a_reclaim_never_throws_away_more_work_than_the_preemptor_has_waited() -> None:
+    queues = [queue("a", 8), queue("b", 4)]
+    admitted = [running(gang("b1", "b"), "n1", at=0)]
+    budget = Config(waste_budget=1.0)
+    impatient = world(queues, [node("n1")], [gang("a1", "a", created=9000)], admitted)
+    assert decide(impatient, 10000, budget).evictions == ()
+    patient = world(queues, [node("n1")], [gang("a1", "a", created=0)], admitted)
+    assert evicted_names(decide(patient, 10000, budget)) == ["b1"]
+
+
+def test_a_gang_waits_evict_after_seconds_before_it_may_evict() -> None:
+    queues = [queue("a", 8), queue("b", 4)]
+    admitted = [running(gang("b1", "b"), "n1", at=0)]
+    snapshot = world(queues, [node("n1")], [gang("a1", "a", created=100)], admitted)
+    assert decide(snapshot, 500, Config(evict_after=600)).evictions == ()
+    assert evicted_names(decide(snapshot, 800, Config(evict_after=600))) == ["b1"]

@@ -1,0 +1,93 @@
+"""The simulator: trace shapes, fairness measures, and what each policy does to a tiny trace."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.quota import Node
+from controller.simulate.loop import simulate
+from controller.simulate.metrics import jain, max_min_fair, percentile
+from controller.simulate.openb import arrivals
+from controller.simulate.policies import POLICIES, make_policy
+from controller.simulate.traces import (
+    DEFAULT_TRACES,
+    Job,
+    OpenbPod,
+    gang_shape,
+    gpu_node,
+    philly_queues,
+)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "shape"),
+    [(1, (1, 1)), (8, (1, 8)), (12, (2, 6)), (24, (3, 8)), (128, (16, 8))],
+    ids=["one", "node", "uneven", "three-nodes", "largest"],
+)
+def test_a_philly_job_of_n_gpus_is_a_gang_of_whole_node_pods(
+    gpus: int, shape: tuple[int, int]
+) -> None:
+    assert gang_shape(gpus) == shape
+
+
+def test_jain_index_is_one_when_even_and_one_over_n_when_one_takes_all() -> None:
+    assert jain([0.2, 0.2, 0.2]) == pytest.approx(1.0)
+    assert jain([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+
+
+def test_max_min_fair_shares_give_leftovers_to_the_hungry() -> None:
+    shares = max_min_fair(
+        12.0, {"small": 2.0, "big": 100.0, "mid": 5.0}, dict.fromkeys(("small", "big", "mid"), 1.0)
+    )
+    assert shares == pytest.approx({"small": 2.0, "mid": 5.0, "big": 5.0})
+    weighted = max_min_fair(12.0, {"a": 100.0, "b": 100.0}, {"a": 1.0, "b": 2.0})
+    assert weighted == pytest.approx({"a": 4.0, "b": 8.0})
+
+
+def test_percentile_interpolates() -> None:
+    assert percentile([0.0, 10.0], 50) == 5.0
+
+
+def tiny_trace() -> tuple[list[Job], list[Node]]:
+    # Two 8-GPU nodes. A one-pod job holds one node for long; then a two-pod job arrives, then
+    # a short one-pod job. Pod by pod, the two-pod job grabs the free node and waits for the
+    # second: a partial placement that holds 8 GPUs idle.
+    jobs = [
+        Job("long", "a", 0.0, 1000.0, 1, 8),
+        Job("pair", "b", 10.0, 100.0, 2, 8),
+        Job("short", "a", 20.0, 50.0, 1, 8),
+    ]
+    return jobs, [gpu_node("n1", 8), gpu_node("n2", 8)]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_policy_finishes_the_tiny_trace(policy: str) -> None:
+    jobs, nodes = tiny_trace()
+    queues = philly_queues({"a": 1, "b": 1}, 16)
+    result = simulate(
+        jobs, make_policy(policy, queues, nodes), total_gpus=16,
+        weights={"a": 8.0, "b": 8.0}, progress=None,
+    )  # fmt: skip
+    assert result.finished == 3
+    if policy == "kube-default":
+        assert result.partial_jobs == 1
+        assert result.partial_gpu_hours > 0
+    if policy in ("kohort", "gang-fifo", "naive-reclaim"):
+        assert result.partial_jobs == 0
+        assert result.partial_gpu_hours == 0
+
+
+def test_openb_arrivals_reach_the_target_and_depend_only_on_the_seed() -> None:
+    pods = [OpenbPod(f"p{i}", 1000, 1000, 1 + i % 2, False) for i in range(10)]
+    one = arrivals(pods, 100, 1.3, 42)
+    assert sum(p.gpus for p in one) >= 130
+    assert [p.name for p in one] == [p.name for p in arrivals(pods, 100, 1.3, 42)]
+    assert [p.name for p in one] != [p.name for p in arrivals(pods, 100, 1.3, 43)]
+
+
+@pytest.mark.skipif(not (DEFAULT_TRACES / "philly").exists(), reason="no shared traces")
+def test_philly_queues_follow_the_virtual_clusters_node_shares() -> None:
+    queues = philly_queues({"big": 3, "small": 1}, 32)
+    gpu = {q.name: q.quotas["nvidia.com/gpu"].nominal // 1000 for q in queues}
+    assert gpu == {"big": 24, "small": 8}
+    assert {q.cohort for q in queues} == {"philly"}

@@ -237,21 +237,11 @@ class Reconciler:
             admitted_at = gang.admitted_at() or now
             if now - admitted_at < timeout:
                 continue
-            count = gang.requeue_count() + 1
-            delay = min(self.settings.requeue_cap, self.settings.requeue_base * 2 ** (count - 1))
-            delay *= self._rng.uniform(1.0, 1.1)
             message = (
                 f"only {gang.running_pods()} of {gang.min_member} pods running {timeout:.0f}s "
-                f"after admission; requeued (attempt {count}), next try in {delay:.0f}s"
+                "after admission"
             )
             await self._evict(gang, view, "PodsReadyTimeout", message, None, now)
-            await self.writers.annotate_workload(
-                gang,
-                {
-                    REQUEUE_COUNT_ANNOTATION: str(count),
-                    REQUEUE_AT_ANNOTATION: f"{now + delay:.3f}",
-                },
-            )
             stats.evicted += 1
             evicted = True
         return evicted
@@ -380,6 +370,15 @@ class Reconciler:
     ) -> None:
         assert gang.workload is not None
         queue = str(lookup(gang.workload, ["status", "admission", "clusterQueue"]) or "")
+        # Requeue with exponential backoff, so an evicted gang cannot thrash its queue.
+        count = gang.requeue_count() + 1
+        delay = min(self.settings.requeue_cap, self.settings.requeue_base * 2 ** (count - 1))
+        delay *= self._rng.uniform(1.0, 1.1)
+        message += f"; requeued (attempt {count}), back in the queue in {delay:.0f}s"
+        await self.writers.annotate_workload(
+            gang,
+            {REQUEUE_COUNT_ANNOTATION: str(count), REQUEUE_AT_ANNOTATION: f"{now + delay:.3f}"},
+        )
         conditions = gang.workload.get("status", {}).get("conditions") or []
         conditions = set_condition(conditions, EVICTED, "True", reason, message, now)
         if preempted is not None:

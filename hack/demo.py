@@ -305,7 +305,7 @@ async def _until(what: str, probe: Any, within: float = 120.0) -> None:
     deadline = asyncio.get_running_loop().time() + within
     while not await probe():
         if asyncio.get_running_loop().time() > deadline:
-            raise RuntimeError(f"demo: gave up waiting for {what}")
+            raise RuntimeError(f"demo: gave up after {within:.0f}s waiting for {what}")
         await asyncio.sleep(0.5)
 
 
@@ -325,8 +325,12 @@ async def _reason(api: clients.Client, team: str, gang: str, prefix: str) -> boo
     return str((wl.get("status") or {}).get("pendingReason") or "").startswith(prefix)
 
 
+GPU_QUOTA = {"team-a": "8", "team-b": "16"}
+
+
 async def _story(cluster: LocalCluster) -> None:
-    stack = await KohortStack(cluster).start()
+    # A short requeue backoff keeps the story brisk; the default is 10s.
+    stack = await KohortStack(cluster, settings=ControllerSettings(requeue_base=3.0)).start()
     api = await clients.connect(str(cluster.kubeconfig))
     try:
         rest = cluster.rest
@@ -338,51 +342,53 @@ async def _story(cluster: LocalCluster) -> None:
                 exist_ok=True,
             )
             stack.enroll(team)
-            queues.append(
-                cluster_queue(team, {GPU: "12", "cpu": "96"}, cohort=COHORT, reclaim="Any")
-            )
+            quota = {GPU: GPU_QUOTA[team], "cpu": "96"}
+            queues.append(cluster_queue(team, quota, cohort=COHORT, reclaim="Any"))
             queues.append(local_queue(team, team, team))
         apply_queues(rest, queues)
         print(
-            "\n== two teams, one cohort: team-a and team-b own 12 GPUs each and lend what they"
-            " do not use"
+            "\n== two teams share the cohort research: team-a owns 8 GPUs, team-b 16; each"
+            " lends what it does not use"
         )
 
         await api.create(clients.JOBS, _job("warmup", "team-b", 1, 8), "team-b")
-        await api.create(clients.JOBS, _job("pretrain", "team-a", 2, 8), "team-a")
-        await _until("both gangs running", lambda: _both_running(api))
+        await api.create(clients.JOBS, _job("pretrain", "team-a", 2, 4), "team-a")
+        await _until("pretrain running", lambda: _running(api, "team-a", "job-pretrain", 2))
+        await api.create(clients.JOBS, _job("sweep", "team-a", 2, 4), "team-a")
+        await _until("sweep running", lambda: _running(api, "team-a", "job-sweep", 2))
+        await _until("warmup running", lambda: _running(api, "team-b", "job-warmup", 1))
         await _show(
             api,
-            "1. team-a's 16-GPU gang borrows 4 idle GPUs of team-b and starts whole",
+            "1. team-a runs two 8-GPU gangs: one on its own quota, one on team-b's idle GPUs",
         )
 
         await api.create(clients.JOBS, _job("eval", "team-a", 1, 4), "team-a")
         await _until("eval waiting", lambda: _reason(api, "team-a", "job-eval", "Waiting"))
-        await _show(api, "2. the cohort is full: team-a's next gang waits, holding no GPU")
+        await _show(api, "2. the cluster is full: team-a's next gang waits, holding no GPU")
 
-        await api.create(clients.JOBS, _job("finetune", "team-b", 1, 4), "team-b")
-        await _until("finetune running", lambda: _running(api, "team-b", "job-finetune", 1))
-        await _until("eval running", lambda: _running(api, "team-a", "job-eval", 1))
+        await api.create(clients.JOBS, _job("finetune", "team-b", 2, 4), "team-b")
+        await _until("finetune running", lambda: _running(api, "team-b", "job-finetune", 2))
         await _show(
             api,
-            "3. team-b wants its GPUs back: team-a's borrowing gang is evicted whole (both"
-            " pods), team-b's gang starts; team-a's small gang fits its own quota",
+            "3. team-b needs its GPUs: team-a's borrowing gang is evicted whole (both pods)"
+            " and requeued; team-b's gang starts",
         )
 
         await api.delete(clients.JOBS, "warmup", "team-b")
-        await _until("pretrain running again", lambda: _running(api, "team-a", "job-pretrain", 2))
+        await api.delete(clients.JOBS, "finetune", "team-b")
+        await _until("sweep running again", lambda: _running(api, "team-a", "job-sweep", 2))
+        await _until("eval running", lambda: _running(api, "team-a", "job-eval", 1))
         await _show(
-            api, "4. team-b's warmup is done: the evicted gang is readmitted and starts whole"
+            api,
+            "4. team-b's jobs are done: the evicted gang is readmitted and starts whole, and"
+            " team-a's waiting gang starts too, both borrowing team-b's idle GPUs",
         )
+    except RuntimeError:
+        await _show(api, "where the demo got stuck")
+        raise
     finally:
         await api.close()
         await stack.stop()
-
-
-async def _both_running(api: clients.Client) -> bool:
-    return await _running(api, "team-b", "job-warmup", 1) and await _running(
-        api, "team-a", "job-pretrain", 2
-    )
 
 
 def run_story(cluster: LocalCluster) -> None:

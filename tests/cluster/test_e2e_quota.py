@@ -1,0 +1,182 @@
+"""Queues sharing a cohort on the real control plane: borrowing, reclaim of whole gangs, DRF.
+
+Issue 5, scenarios 5 and 6:
+5. team-a borrows team-b's idle GPUs; team-b submits; one whole borrowed gang of team-a is
+   evicted (never part of it), team-b's gang runs, the evicted gang requeues and runs again
+   when capacity returns;
+6. three queues with weights 1/1/2 that keep submitting converge to shares in that ratio.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.cluster import clients
+from controller.cluster.clients import Client
+from controller.cluster.testing import (
+    GPU,
+    Probe,
+    cluster_queue,
+    gang_job,
+    local_queue,
+    reserved,
+)
+from controller.cluster.view import condition
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster
+from tests.cluster import test_e2e_gangs as shared
+from tests.conftest import TestNodes
+from tests.support import eventually, pod_isolation
+
+pytestmark = pytest.mark.volcano
+
+# The in-process kohort stack and the admin client, shared with the gang scenarios.
+stack = shared.stack
+admin = shared.admin
+
+
+def gpu_job(namespace: str, name: str, queue: str, pods: int, gpus: int) -> dict[str, Any]:
+    return gang_job(
+        name,
+        queue=queue,
+        pods=pods,
+        requests={GPU: str(gpus), "cpu": "1"},
+        isolation=pod_isolation(namespace),
+    )
+
+
+async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_later(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+) -> None:
+    stack.enroll(namespace)
+    test_nodes("gpu", 2, gpus=4)
+    cohort = f"{namespace}-research"
+    apply_queues(
+        cluster.rest,
+        [
+            cluster_queue(f"{namespace}-a", {GPU: "4", "cpu": "16"}, cohort=cohort),
+            cluster_queue(f"{namespace}-b", {GPU: "4", "cpu": "16"}, cohort=cohort, reclaim="Any"),
+            local_queue(namespace, "team-a", f"{namespace}-a"),
+            local_queue(namespace, "team-b", f"{namespace}-b"),
+        ],
+    )
+    team = Probe(admin, namespace)
+    for name in ("a1", "a2"):
+        await team.create(clients.JOBS, gpu_job(namespace, name, "team-a", 2, 2))
+    await eventually(
+        lambda: _bound_by_gang(team, ["job-a1", "job-a2"]),
+        lambda bound: bound == {"job-a1": 2, "job-a2": 2},
+        within=90,
+        what="team-a running both gangs, one of them on team-b's idle GPUs",
+    )
+
+    await team.create(clients.JOBS, gpu_job(namespace, "b1", "team-b", 2, 2))
+
+    seen: list[dict[str, int]] = []
+
+    async def probe() -> dict[str, int]:
+        bound = await _bound_by_gang(team, ["job-a1", "job-a2", "job-b1"])
+        seen.append(bound)
+        return bound
+
+    after = await eventually(
+        probe,
+        lambda b: b["job-b1"] == 2 and sorted((b["job-a1"], b["job-a2"])) == [0, 2],
+        within=90,
+        what="team-b's gang running and exactly one team-a gang evicted",
+    )
+    victim = "job-a1" if after["job-a1"] == 0 else "job-a2"
+    survivor = "job-a2" if victim == "job-a1" else "job-a1"
+    assert all(s[survivor] == 2 for s in seen), "the other gang of team-a was never touched"
+    evicted = await team.workload(victim)
+    assert not reserved(evicted)
+    preempted = condition(evicted, "Preempted")
+    assert preempted is not None and preempted["reason"] == "InCohortReclamation"
+    assert await team.podgroup(victim) is None
+
+    await admin.delete(clients.JOBS, "b1", namespace)
+
+    await eventually(
+        lambda: _bound_by_gang(team, [victim]),
+        lambda b: b[victim] == 2,
+        within=90,
+        what="the evicted gang running again once team-b's GPUs are idle",
+    )
+
+
+async def _bound_by_gang(team: Probe, gangs: list[str]) -> dict[str, int]:
+    return {gang: len(await team.bound(gang)) for gang in gangs}
+
+
+async def test_three_queues_weighted_1_1_2_that_keep_submitting_share_the_cohort_1_1_2(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+) -> None:
+    stack.enroll(namespace)
+    test_nodes("worker", 2, cpu="8")
+    cohort = f"{namespace}-shared"
+    weights = {"red": "1", "green": "1", "blue": "2"}
+    queues: list[dict[str, Any]] = [
+        # The lender: all of the cohort's 12 CPUs, no workloads of its own.
+        cluster_queue(f"{namespace}-lender", {"cpu": "12"}, cohort=cohort)
+    ]
+    for team, weight in weights.items():
+        queues.append(
+            cluster_queue(f"{namespace}-{team}", {"cpu": "0"}, cohort=cohort, weight=weight)
+        )
+        queues.append(local_queue(namespace, team, f"{namespace}-{team}"))
+    apply_queues(cluster.rest, queues)
+    team = Probe(admin, namespace)
+    for i in range(12):  # enough for two rounds of blue's 6
+        for name in weights:
+            job = gang_job(
+                f"{name}-{i}",
+                queue=name,
+                pods=1,
+                requests={"cpu": "1"},
+                isolation=pod_isolation(namespace),
+                complete_after="6s",
+            )
+            await team.create(clients.JOBS, job)
+
+    async def usage() -> dict[str, int]:
+        out = {}
+        for name in weights:
+            status = (await team.cluster_queue(f"{namespace}-{name}")).get("status") or {}
+            totals = [r["total"] for f in status.get("flavorsUsage", []) for r in f["resources"]]
+            out[name] = int(totals[0]) if totals else 0
+        return out
+
+    first = await eventually(
+        usage, lambda u: sum(u.values()) == 12, within=90, what="the cohort's 12 CPUs in use"
+    )
+    assert first == {"red": 3, "green": 3, "blue": 6}
+    # The first gangs finish after 6s; the queues refill and keep the ratio.
+    later = await eventually(
+        lambda: _finished_then_usage(team, usage),
+        lambda u: u is not None and sum(u.values()) == 12,
+        within=90,
+        what="a refilled cohort after the first gangs finished",
+    )
+    assert later == {"red": 3, "green": 3, "blue": 6}
+
+
+async def _finished_then_usage(team: Probe, usage: Any) -> dict[str, int] | None:
+    finished = [
+        wl
+        for wl in await team.workloads()
+        if (condition(wl, "Finished") or {}).get("status") == "True"
+    ]
+    if len(finished) < 6:
+        return None
+    result: dict[str, int] = await usage()
+    return result

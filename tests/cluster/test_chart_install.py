@@ -36,6 +36,7 @@ from tests.chart_support import (
     FOREIGN_KINDS,
     NAMESPACE,
     RELEASE,
+    REPO,
     VALUE_SETS,
     render,
     run_helm,
@@ -209,12 +210,16 @@ def chart_args(component: str) -> list[str]:
 
 
 def start_component(
-    cluster: LocalCluster, component: str, kubeconfig: Path, extra: list[str]
+    cluster: LocalCluster, component: str, kubeconfig: Path, extra: list[str], name: str = ""
 ) -> processes.ManagedProcess:
     argv = [sys.executable, "-m", "kohort.cli", *chart_args(component), *extra]
     argv += [f"--kubeconfig={kubeconfig}"]
     return processes.start(
-        f"chart-{component}", argv, cluster.log_dir, tie_to_parent=True, env={"PYTHONPATH": "."}
+        name or f"chart-{component}",
+        argv,
+        cluster.log_dir,
+        tie_to_parent=True,
+        env={"PYTHONPATH": str(REPO)},
     )
 
 
@@ -482,19 +487,46 @@ def test_each_service_account_is_granted_what_its_code_does(release: Release) ->
         assert not allowed(controller, permission), permission
 
 
-def test_the_controller_holds_its_lease_as_its_service_account(release: Release) -> None:
+def lease_holder(release: Release) -> str:
     path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{CONTROLLER_SA}"
+    try:
+        return str(release.cluster.rest.get(path)["spec"].get("holderIdentity") or "")
+    except ApiError as err:
+        if err.status == 404:
+            return ""
+        raise
 
-    def held() -> bool:
-        try:
-            return bool(release.cluster.rest.get(path)["spec"].get("holderIdentity"))
-        except ApiError as err:
-            if err.status == 404:
-                return False
-            raise
 
+def test_the_controller_holds_its_lease_as_its_service_account(release: Release) -> None:
     watched = [p for p in (release.controller,) if p is not None]
-    processes.wait_until("the controller's Lease", held, 30, watched)
+    processes.wait_until("the controller's Lease", lambda: bool(lease_holder(release)), 30, watched)
+
+
+def test_a_second_replica_is_ready_but_leaves_the_lease_to_the_first(
+    release: Release, tmp_path: Path
+) -> None:
+    """The HA value set: two controllers, one leader; the standby is ready (caches synced)."""
+    processes.wait_until("a leader", lambda: bool(lease_holder(release)), 30)
+    leader = lease_holder(release)
+    port = free_port()
+    standby = start_component(
+        release.cluster,
+        "controller",
+        release.controller_client.kubeconfig(tmp_path / "standby.kubeconfig", CONTROLLER_SA),
+        ["--health-host=127.0.0.1", f"--health-port={port}", "--metrics-port=0"],
+        name="chart-controller-standby",
+    )
+    try:
+        processes.wait_until(
+            "the standby's /readyz",
+            lambda: http_ok(f"http://127.0.0.1:{port}/readyz"),
+            60,
+            [standby],
+        )
+        assert lease_holder(release) == leader
+    finally:
+        processes.stop(standby.pid)
+    assert "forbidden" not in standby.log_path.read_text().lower()
 
 
 FORBIDDEN: dict[str, tuple[str, str, str, Any]] = {

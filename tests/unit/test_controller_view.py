@@ -9,8 +9,9 @@ from controller.api import names
 from controller.cluster.informers import Backoff, Informer, newer_or_same
 from controller.cluster.snapshots import build_snapshot, queue_spec
 from controller.cluster.view import ClusterView, build_view
+from controller.cluster.writers import PodGroupSettings, podgroup_object
 from controller.reconciler import explain
-from controller.workloads.base import Admission
+from controller.workloads.base import Admission, Backend
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.statefulset import StatefulSetAdapter
@@ -206,3 +207,30 @@ def test_backoff_grows_with_jitter_up_to_its_cap() -> None:
     assert 4.0 <= delays[-1] <= 8.0
     backoff.reset()
     assert backoff.next_delay() <= 1.0
+
+
+def test_a_volcano_podgroup_asks_for_the_whole_gang_in_the_configured_queue() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=4, completions=4), JobAdapter())
+    job["spec"]["template"]["spec"]["priorityClassName"] = "high"
+    gang = view_of(jobs=[job]).gangs["team-a/job-train"]
+    gang.workload = {"metadata": {"name": "job-train", "uid": "wl-uid"}}
+
+    pg = podgroup_object(gang, PodGroupSettings(Backend.VOLCANO, "research"))
+
+    assert pg is not None
+    assert pg["spec"] == {
+        "minMember": 4,
+        "minResources": {"cpu": "4", "memory": str(4 * 2**30)},
+        "queue": "research",
+        "priorityClassName": "high",
+    }
+    owner = pg["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Workload", "job-train", "wl-uid")
+
+
+def test_no_podgroup_is_made_without_a_gang_backend() -> None:
+    job = held(make_job("train", namespace="team-a"), JobAdapter())
+    gang = view_of(jobs=[job]).gangs["team-a/job-train"]
+    gang.workload = {"metadata": {"name": "job-train", "uid": "wl-uid"}}
+
+    assert podgroup_object(gang, PodGroupSettings(Backend.NONE)) is None

@@ -422,18 +422,23 @@ class _Trial:
         self.engine._freed = False
 
     def shortfall(self, info: GangInfo) -> Shortfall | None:
-        state = self.queue.state
-        missing = tuple(r for r in sorted(info.total) if info.total[r] > available(state, r))
-        if missing:
-            return Shortfall(quota=missing)
-        if not self.engine.config.placement:
+        """What keeps `info` out: placement first (clearing nodes frees quota too), then quota."""
+        engine = self.engine
+        if engine.config.placement:
+            plan, failure = engine.index.place(info.shapes, engine.config.packing)
+            if failure is not None:
+                return Shortfall(shape=failure.shape)
+            engine.index.release((info.shapes[ps][1].request, node, n) for ps, node, n in plan)
+        if self.quota_fits(info):
             return None
-        index = self.engine.index
-        plan, failure = index.place(info.shapes, self.engine.config.packing)
-        if failure is not None:
-            return Shortfall(shape=failure.shape)
-        index.release((info.shapes[ps][1].request, node, n) for ps, node, n in plan)
-        return None
+        state = self.queue.state
+        return Shortfall(
+            quota=tuple(r for r in sorted(info.total) if info.total[r] > available(state, r))
+        )
+
+    def quota_fits(self, info: GangInfo) -> bool:
+        state = self.queue.state
+        return all(amount <= available(state, r) for r, amount in info.total.items())
 
     def may_take(self, candidate: Candidate) -> bool:
         owner = self.engine.queues[candidate.queue].state

@@ -53,11 +53,15 @@ class Trial(Protocol):
     def remove(self, victim: RunningGang) -> None: ...
     def restore(self, victim: RunningGang) -> None: ...
     def shortfall(self, info: GangInfo) -> Shortfall | None: ...
+    def quota_fits(self, info: GangInfo) -> bool: ...
     def may_take(self, candidate: Candidate) -> bool: ...
     def freed_on(self, victim: RunningGang, node: int) -> tuple[int, ...]: ...
     def free_on(self, node: int) -> tuple[int, ...]: ...
     def may_host(self, shape: PodShape, node: int) -> bool: ...
 
+
+# How many of the cheapest node-clearing options are checked for also settling the quota.
+_QUOTA_LOOKAHEAD = 8
 
 Strategy = Callable[[Trial, GangInfo, Sequence[Candidate]], list[RunningGang] | None]
 
@@ -104,7 +108,7 @@ def placement_aware(
             return [c.victim for c in chosen]
         left = trial.budget - sum(c.lost_work for c in chosen)
         if short.shape is not None:
-            step = _clear_one_node(trial, short.shape, by_node, taken, left)
+            step = _clear_one_node(trial, info, short.shape, by_node, taken, left)
         else:
             step = next(
                 (
@@ -129,15 +133,15 @@ def placement_aware(
 
 def _clear_one_node(
     trial: Trial,
+    info: GangInfo,
     shape: PodShape,
     by_node: dict[int, list[Candidate]],
     taken: set[str],
     budget: float,
 ) -> list[Candidate] | None:
     """The cheapest set of gangs, costing at most `budget`, whose eviction lets one more pod of
-    `shape` onto a node."""
-    best: tuple[float, int, int] | None = None
-    best_set: list[Candidate] = []
+    `shape` onto a node; among the few cheapest, one that also settles the quota wins."""
+    options: list[tuple[float, int, int, list[Candidate]]] = []
     request = shape.request
     for node, on_node in by_node.items():
         if not trial.may_host(shape, node):
@@ -162,10 +166,17 @@ def _clear_one_node(
             or not all(f >= q for f, q in zip(free, request, strict=True))
         ):
             continue
-        key = (cost, len(picked), node)
-        if best is None or key < best:
-            best, best_set = key, picked
-    return best_set or None
+        options.append((cost, len(picked), node, picked))
+    options.sort(key=lambda o: o[:3])
+    for _, _, _, picked in options[:_QUOTA_LOOKAHEAD]:
+        for c in picked:
+            trial.remove(c.victim)
+        settles = trial.quota_fits(info)
+        for c in reversed(picked):
+            trial.restore(c.victim)
+        if settles:
+            return picked
+    return options[0][3] if options else None
 
 
 def _greedy(trial: Trial, info: GangInfo, ordered: Sequence[Candidate]) -> list[Candidate] | None:

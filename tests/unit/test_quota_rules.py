@@ -250,19 +250,20 @@ def test_an_unknown_queue_is_named_in_the_reason() -> None:
     assert d.pending["g"] == "queue 'nope' does not exist"
 
 
-def test_a_reclaim_never_throws_away_more_work_than_the_preemptor_has_waited() -> None:
+def _borrower_world(created: float) -> Snapshot:
+    """b (nominal 4) runs 12 GPUs since t=0; a1 (created at `created`) wants b1's node."""
     queues = [queue("a", 8), queue("b", 4)]
-    admitted = [running(gang("b1", "b"), "n1", at=0)]
+    admitted = [running(gang("b1", "b"), "n1", at=0), running(gang("b2", "b", gpus=4), "n2")]
+    return world(queues, [node("n1"), node("n2")], [gang("a1", "a", created=created)], admitted)
+
+
+def test_a_reclaim_never_throws_away_more_work_than_the_preemptor_has_waited() -> None:
     budget = Config(waste_budget=1.0)
-    impatient = world(queues, [node("n1")], [gang("a1", "a", created=9000)], admitted)
-    assert decide(impatient, 10000, budget).evictions == ()
-    patient = world(queues, [node("n1")], [gang("a1", "a", created=0)], admitted)
-    assert evicted_names(decide(patient, 10000, budget)) == ["b1"]
+    assert decide(_borrower_world(created=9000), 10000, budget).evictions == ()
+    assert evicted_names(decide(_borrower_world(created=0), 10000, budget)) == ["b1"]
 
 
 def test_a_gang_waits_evict_after_seconds_before_it_may_evict() -> None:
-    queues = [queue("a", 8), queue("b", 4)]
-    admitted = [running(gang("b1", "b"), "n1", at=0)]
-    snapshot = world(queues, [node("n1")], [gang("a1", "a", created=100)], admitted)
+    snapshot = _borrower_world(created=100)
     assert decide(snapshot, 500, Config(evict_after=600)).evictions == ()
     assert evicted_names(decide(snapshot, 800, Config(evict_after=600))) == ["b1"]

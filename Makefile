@@ -35,5 +35,6 @@ lint: $(STAMP)
 testenv:
 	bash hack/build-testenv.sh
 
+# Removes every built control-plane binary (the next `make testenv` is a cold build).
 clean-testenv:
-	rm -rf $$(dirname $$(bash hack/build-testenv.sh --print-dir))
+	rm -rf "$${KOHORT_TESTENV_CACHE:-$$HOME/.cache/kohort/testenv}"

@@ -5,7 +5,8 @@
 #   hack/build-testenv.sh [component ...]     components: k8s etcd kwok volcano helm (default: all)
 #   hack/build-testenv.sh --print-dir          prints the bin dir for the current pins and exits
 #
-# The binaries land in ${KOHORT_TESTENV_CACHE:-~/.cache/kohort/testenv}/<pins-hash>/bin.
+# Each component is built once per version into ${KOHORT_TESTENV_CACHE:-~/.cache/kohort/testenv}/
+# <component>-<version>/; <pins-hash>/bin holds symlinks to the binaries of the current pins.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,8 +15,7 @@ source "$here/versions.env"
 
 pins_hash=$(grep -v "^#" "$here/versions.env" | sha256sum | cut -c1-12)
 cache_root=${KOHORT_TESTENV_CACHE:-$HOME/.cache/kohort/testenv}
-out_dir="$cache_root/$pins_hash"
-bin_dir="$out_dir/bin"
+bin_dir="$cache_root/$pins_hash/bin"
 
 if [[ ${1:-} == --print-dir ]]; then
   echo "$bin_dir"
@@ -23,14 +23,17 @@ if [[ ${1:-} == --print-dir ]]; then
 fi
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
-mkdir -p "$bin_dir" "$out_dir/work"
+mkdir -p "$bin_dir" "$cache_root/work"
 start_all=$SECONDS
 
 log() { printf '[build-testenv %4ds] %s\n' $((SECONDS - start_all)) "$*" >&2; }
 
-have() {
-  local b
-  for b in "$@"; do [[ -x $bin_dir/$b ]] || return 1; done
+# built DIR BINARY...: true when every binary exists in DIR; then links them into bin_dir.
+built() {
+  local dir=$1 b
+  shift
+  for b in "$@"; do [[ -x $dir/$b ]] || return 1; done
+  for b in "$@"; do ln -sfn "$dir/$b" "$bin_dir/$b"; done
 }
 
 # new_wrapper DIR: an empty Go module to build third-party commands in.
@@ -79,11 +82,10 @@ version_ldflags() {
 }
 
 build_k8s() {
-  if have kube-apiserver kube-controller-manager kube-scheduler kubectl; then
-    log "k8s $K8S_VERSION: already built"; return
-  fi
-  local w="$out_dir/work/k8s" t0=$SECONDS
-  log "k8s $K8S_VERSION: resolving modules (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"
+  local dir="$cache_root/k8s-$K8S_VERSION" bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  if built "$dir" "${bins[@]}"; then log "k8s $K8S_VERSION: already built"; return; fi
+  local w="$cache_root/work/k8s" t0=$SECONDS
+  log "k8s $K8S_VERSION: resolving modules (${bins[*]})"
   new_wrapper "$w"
   (
     cd "$w"
@@ -94,47 +96,50 @@ build_k8s() {
     go_directive=$(go mod edit -json "$kk_mod" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Go"])')
     go mod edit -go="$go_directive" -godebug="default=go$(echo "$go_directive" | cut -d. -f1,2)"
     go get "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
-    log "k8s $K8S_VERSION: compiling (cold: tens of minutes on 2 cores)"
-    go build -trimpath -ldflags "$(version_ldflags "$K8S_VERSION")" -o "$bin_dir/" \
-      k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler \
-      k8s.io/kubernetes/cmd/kubectl
+    log "k8s $K8S_VERSION: compiling (cold: about 15 minutes on 2 cores)"
+    go build -trimpath -ldflags "$(version_ldflags "$K8S_VERSION")" -o "$w/out/" \
+      "${bins[@]/#/k8s.io/kubernetes/cmd/}"
   )
+  install_from "$w/out" "$dir" "${bins[@]}"
   log "k8s $K8S_VERSION: done in $((SECONDS - t0))s"
 }
 
 build_etcd() {
-  if have etcd; then log "etcd $ETCD_VERSION: already built"; return; fi
-  local w="$out_dir/work/etcd" t0=$SECONDS
+  local dir="$cache_root/etcd-$ETCD_VERSION"
+  if built "$dir" etcd; then log "etcd $ETCD_VERSION: already built"; return; fi
+  local w="$cache_root/work/etcd" t0=$SECONDS
   log "etcd $ETCD_VERSION: building"
   new_wrapper "$w"
   (
     cd "$w"
     go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null
-    go build -trimpath -ldflags "-s -w" -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3
+    go build -trimpath -ldflags "-s -w" -o "$w/out/etcd" go.etcd.io/etcd/server/v3
   )
+  install_from "$w/out" "$dir" etcd
   log "etcd $ETCD_VERSION: done in $((SECONDS - t0))s"
 }
 
 build_kwok() {
-  if have kwok; then log "kwok $KWOK_VERSION: already built"; return; fi
-  local w="$out_dir/work/kwok" t0=$SECONDS
+  local dir="$cache_root/kwok-$KWOK_VERSION"
+  if built "$dir" kwok; then log "kwok $KWOK_VERSION: already built"; return; fi
+  local w="$cache_root/work/kwok" t0=$SECONDS
   log "kwok $KWOK_VERSION: building"
   new_wrapper "$w"
   (
     cd "$w"
     go get "sigs.k8s.io/kwok@$KWOK_VERSION" >/dev/null
-    go build -trimpath -ldflags "-s -w" -o "$bin_dir/kwok" sigs.k8s.io/kwok/cmd/kwok
+    go build -trimpath -ldflags "-s -w" -o "$w/out/kwok" sigs.k8s.io/kwok/cmd/kwok
   )
+  install_from "$w/out" "$dir" kwok
   log "kwok $KWOK_VERSION: done in $((SECONDS - t0))s"
 }
 
 build_volcano() {
-  if have vc-scheduler vc-controller-manager; then
+  local dir="$cache_root/volcano-$VOLCANO_VERSION-apis-$VOLCANO_APIS_VERSION"
+  if built "$dir" vc-scheduler vc-controller-manager; then
     log "volcano $VOLCANO_VERSION: already built"; return
   fi
-  local w="$out_dir/work/volcano" t0=$SECONDS
+  local w="$cache_root/work/volcano" t0=$SECONDS
   log "volcano $VOLCANO_VERSION: resolving modules"
   new_wrapper "$w"
   (
@@ -152,24 +157,36 @@ build_volcano() {
     log "volcano $VOLCANO_VERSION: compiling scheduler and controller-manager"
     go build -trimpath -ldflags "-s -w" -o "$w/out/" \
       volcano.sh/volcano/cmd/scheduler volcano.sh/volcano/cmd/controller-manager
-    mv "$w/out/scheduler" "$bin_dir/vc-scheduler"
-    mv "$w/out/controller-manager" "$bin_dir/vc-controller-manager"
+    mv "$w/out/scheduler" "$w/out/vc-scheduler"
+    mv "$w/out/controller-manager" "$w/out/vc-controller-manager"
   )
+  install_from "$w/out" "$dir" vc-scheduler vc-controller-manager
   log "volcano $VOLCANO_VERSION: done in $((SECONDS - t0))s"
 }
 
 build_helm() {
-  if have helm; then log "helm $HELM_VERSION: already built"; return; fi
-  local w="$out_dir/work/helm" t0=$SECONDS
+  local dir="$cache_root/helm-$HELM_VERSION"
+  if built "$dir" helm; then log "helm $HELM_VERSION: already built"; return; fi
+  local w="$cache_root/work/helm" t0=$SECONDS
   log "helm $HELM_VERSION: building"
   new_wrapper "$w"
   (
     cd "$w"
     go get "helm.sh/helm/v3@$HELM_VERSION" >/dev/null
     go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-      -o "$bin_dir/helm" helm.sh/helm/v3/cmd/helm
+      -o "$w/out/helm" helm.sh/helm/v3/cmd/helm
   )
+  install_from "$w/out" "$dir" helm
   log "helm $HELM_VERSION: done in $((SECONDS - t0))s"
+}
+
+# install_from SRC DIR BINARY...: moves freshly built binaries into their cache dir, then links.
+install_from() {
+  local src=$1 dir=$2 b
+  shift 2
+  mkdir -p "$dir"
+  for b in "$@"; do mv "$src/$b" "$dir/$b"; done
+  built "$dir" "$@"
 }
 
 components=("$@")

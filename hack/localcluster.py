@@ -26,7 +26,13 @@ from typing import Any, Literal
 
 import yaml
 
-from certs.authority import CertificateAuthority, KeyPair, key_to_pem, new_private_key
+from certs.authority import (
+    CertificateAuthority,
+    KeyPair,
+    key_to_pem,
+    new_private_key,
+    public_key_to_pem,
+)
 from hack import processes, testenv
 from hack.processes import ManagedProcess
 from hack.rest import ApiError, RestClient
@@ -297,9 +303,11 @@ class LocalCluster:
         self.ca.issue_client("kohort-admin", ["system:masters"]).write(
             self.pki_dir / "admin.crt", self.pki_dir / "admin.key"
         )
+        signing_key = new_private_key()
         sa_key = self.pki_dir / "sa.key"
         sa_key.touch(mode=0o600)
-        sa_key.write_bytes(key_to_pem(new_private_key()))
+        sa_key.write_bytes(key_to_pem(signing_key))
+        (self.pki_dir / "sa.pub").write_bytes(public_key_to_pem(signing_key))
 
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()
@@ -342,7 +350,7 @@ class LocalCluster:
                 "--allow-privileged=true",
                 "--authorization-mode=RBAC",
                 f"--service-account-issuer={self.server}",
-                f"--service-account-key-file={pki / 'sa.key'}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",

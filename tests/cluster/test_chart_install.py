@@ -252,31 +252,9 @@ def secret_data(cluster: LocalCluster) -> dict[str, str]:
     return data
 
 
-class _ChartCluster(LocalCluster):
-    """LocalCluster, with the public half of the ServiceAccount key next to the private one.
-
-    kube-apiserver 1.35 reads --service-account-key-file as public keys only and refuses a
-    PKCS#8 private key there; hack/localcluster.py passes sa.key to both flags. Appending the
-    public key to the same file satisfies both readers. (Workaround until hack/ does it.)
-    """
-
-    def _write_pki(self) -> None:
-        super()._write_pki()
-        from cryptography.hazmat.primitives import serialization
-
-        sa_key = self.pki_dir / "sa.key"
-        pem = sa_key.read_bytes()
-        if b"PUBLIC KEY" not in pem:
-            key = serialization.load_pem_private_key(pem, password=None)
-            public = key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
-            sa_key.write_bytes(pem + public)
-
-
 @pytest.fixture(scope="module")
 def chart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = _ChartCluster(
+    local = LocalCluster(
         ClusterOptions(node_pools=(), scheduler="volcano"), tmp_path_factory.mktemp("chart")
     )
     local.start()

@@ -9,12 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
 from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload
-from tests.chart_support import REPO, kube_version
+from tests.chart_support import REPO, kube_version, render
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 MODELS: dict[str, Any] = {
@@ -37,6 +38,23 @@ def test_every_example_object_is_valid(path: Path) -> None:
             MODELS[doc["kind"]].model_validate(doc)
         else:
             kubernetes_validate.validate(doc, kube_version().lstrip("v"), strict=True)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_kohort_objects_match_the_schemas_of_the_charts_crds(path: Path) -> None:
+    crds = render().of_kind("CustomResourceDefinition")
+    if not crds:
+        pytest.skip("the chart has no CRDs yet")
+    schemas = {
+        crd["spec"]["names"]["kind"]: crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for crd in crds
+    }
+    for doc in documents(path):
+        if doc["apiVersion"].startswith("kohort.dev/"):
+            errors = [
+                e.message for e in jsonschema.Draft7Validator(schemas[doc["kind"]]).iter_errors(doc)
+            ]
+            assert not errors, f"{doc['kind']}/{doc['metadata']['name']}: {errors}"
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])

@@ -47,6 +47,7 @@ WEBHOOK_SA = f"{RELEASE}-webhook"
 CONTROLLER_SA = f"{RELEASE}-controller"
 SECRET = f"{RELEASE}-webhook-tls"
 KEEP = "helm.sh/resource-policy"
+RESTRICTED = "pod-security.kubernetes.io/enforce"
 
 # Where each kind the chart renders lives in the API: (path prefix, plural, namespaced).
 API_PATHS: dict[str, tuple[str, str, bool]] = {
@@ -271,6 +272,15 @@ def release(
     cluster = chart_cluster
     work = tmp_path_factory.mktemp("release")
     webhook_port, metrics_port, controller_port = free_port(), free_port(), free_port()
+    # The strictest Pod Security Standard: the chart's pods must be admitted under it.
+    cluster.rest.create(
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": {RESTRICTED: "restricted"}},
+        },
+    )
     install = run_helm(
         "install",
         RELEASE,
@@ -390,6 +400,26 @@ def test_install_creates_every_object_and_establishes_the_crds(release: Release)
     for crd in (o for o in manifest if o["kind"] == "CustomResourceDefinition"):
         assert crd["metadata"]["annotations"][KEEP] == "keep"
         release.cluster.wait_crd_established(crd["metadata"]["name"])
+
+
+def test_the_pods_pass_the_restricted_pod_security_standard(release: Release) -> None:
+    """kube-controller-manager creates the Deployments' pods; Pod Security admission
+    (enforce: restricted on the release namespace) would refuse any that breaks the standard."""
+    rest = release.cluster.rest
+    namespace = rest.get(f"/api/v1/namespaces/{NAMESPACE}")
+    assert namespace["metadata"]["labels"][RESTRICTED] == "restricted"
+    want = {o["metadata"]["name"]: o["spec"]["replicas"] for o in render().of_kind("Deployment")}
+
+    def created() -> dict[str, int]:
+        pods = rest.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+        counts = dict.fromkeys(want, 0)
+        for pod in pods:
+            owner = pod["metadata"]["name"].rsplit("-", 2)[0]
+            if owner in counts:
+                counts[owner] += 1
+        return counts
+
+    processes.wait_until("the chart's pods created", lambda: created() == want, 60)
 
 
 def test_the_release_notes_walk_through_a_first_queue_and_job(release: Release) -> None:

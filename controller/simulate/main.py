@@ -48,10 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--min-runtime", type=float, default=600.0, help="kohort: seconds before preemptible"
     )
     philly.add_argument(
-        "--starvation-after", type=float, default=3600.0, help="kohort: seconds before reserving"
+        "--starvation-after",
+        type=float,
+        default=0.0,
+        help="kohort: seconds before reserving nodes for a starving gang (0: off)",
     )
     philly.add_argument(
-        "--evict-after", type=float, default=0.0, help="kohort: seconds before a gang may evict"
+        "--evict-after", type=float, default=1800.0, help="kohort: seconds before a gang may evict"
     )
     philly.add_argument(
         "--drain",
@@ -62,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     philly.add_argument(
         "--waste-budget",
         type=float,
-        default=-1.0,
+        default=1.0,
         help="kohort: victims may lose at most this x the preemptor's wait (<0: no limit)",
     )
     openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")

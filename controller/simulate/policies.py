@@ -240,10 +240,10 @@ def make_policy(
     nodes: Sequence[Node],
     *,
     min_runtime: float = 600.0,
-    starvation_after: float | None = 3600.0,
-    evict_after: float = 0.0,
+    starvation_after: float | None = None,
+    evict_after: float = 1800.0,
     drain: bool = False,
-    waste_budget: float | None = None,
+    waste_budget: float | None = 1.0,
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes."""
     factories: dict[str, Callable[[], Policy]] = {

@@ -36,11 +36,11 @@ def lookup(doc: Any, path: Path) -> Any:
     """The value at `path`, or None when any step is missing or of the wrong type."""
     node = doc
     for part in path:
-        if isinstance(node, dict) and isinstance(part, str):
-            node = node.get(part)
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        if isinstance(part, int) and not (isinstance(node, list) and part >= 0):
+            return None  # an index only means something in a list (not a string, not -1)
+        try:
             node = node[part]
-        else:
+        except (KeyError, IndexError, TypeError):
             return None
     return node
 

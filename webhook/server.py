@@ -105,6 +105,7 @@ class AdmissionApp:
         metrics = self.metrics
         latency = metrics.latency.labels(webhook)
         in_flight = metrics.in_flight.labels(webhook)
+        by_code = {code: metrics.requests.labels(webhook, str(code)) for code in (200, 400)}
 
         async def handle(request: web.Request) -> web.Response:
             start = time.perf_counter()
@@ -114,7 +115,12 @@ class AdmissionApp:
             finally:
                 in_flight.dec()
             latency.observe(time.perf_counter() - start)
-            metrics.requests.labels(webhook, str(response.status)).inc()
+            counter = by_code.get(response.status)
+            if counter is None:
+                counter = by_code[response.status] = metrics.requests.labels(
+                    webhook, str(response.status)
+                )
+            counter.inc()
             return response
 
         return handle

@@ -76,3 +76,28 @@ def test_links_between_docs_point_at_files_that_exist() -> None:
     for page in [*DOCS.glob("*.md"), REPO / "examples" / "README.md"]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+# Each pending reason troubleshooting.md explains, as the page shows it and as the code
+# (controller/) writes it; a reworded reason fails here until the page follows.
+PENDING_REASONS = {
+    "LocalQueue 'x' does not exist in namespace n": "does not exist in namespace",
+    "Queue 'x' does not exist": 'does not exist"',
+    "Waiting for quota: needs 8 nvidia.com/gpu, queue can take 6 more": "Waiting for quota: ",
+    "Quota ok but no node fits: needs 2 pods x 4 nvidia.com/gpu": "Quota ok but no node fits: ",
+    "no node matches its node selector and tolerations": "no node matches its node selector",
+    "no node offers example.com/fpga": "no node offers ",
+    "every matching node is reserved": "every matching node is reserved",
+    "StrictFIFO: waiting behind": "StrictFIFO: waiting behind",
+    "Requeued after eviction; back in the queue at": "requeued after eviction; back in the queue",
+    "evicted: ...": 'f"evicted: ',
+    "Not considered yet: the cycle ended before it": "not considered yet: the cycle ended",
+}
+
+
+@pytest.mark.parametrize(("shown", "written"), PENDING_REASONS.items(), ids=PENDING_REASONS)
+def test_troubleshooting_explains_reasons_the_controller_writes(shown: str, written: str) -> None:
+    page = (DOCS / "troubleshooting.md").read_text()
+    code = "\n".join(p.read_text() for p in (REPO / "controller").rglob("*.py"))
+    assert shown in page
+    assert written in code

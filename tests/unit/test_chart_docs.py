@@ -101,3 +101,18 @@ def test_troubleshooting_explains_reasons_the_controller_writes(shown: str, writ
     code = "\n".join(p.read_text() for p in (REPO / "controller").rglob("*.py"))
     assert shown in page
     assert written in code
+
+
+def metric_names(text: str) -> set[str]:
+    return set(re.findall(r"\bkohort_[a-z_]+[a-z]\b", text))
+
+
+def test_operations_lists_exactly_the_metrics_the_components_export() -> None:
+    code = "\n".join(
+        (REPO / path).read_text() for path in ("webhook/metrics.py", "controller/metrics.py")
+    )
+    page = (DOCS / "operations.md").read_text()
+    exported = metric_names(code)
+    documented = {m.removesuffix("_bucket") for m in metric_names(page)}
+    assert exported - documented == set(), "exported but not in docs/operations.md"
+    assert documented - exported == set(), "in docs/operations.md but not exported"

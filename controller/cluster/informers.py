@@ -88,7 +88,7 @@ class Informer:
         self.label_selector = label_selector
         self.listener = listener
         # An optional kind may not be served (e.g. LeaderWorkerSet without its CRD): then the
-        # informer counts as synced and empty, and looks again later.
+        # informer counts as synced and empty, and looks again every 10 seconds.
         self.optional = optional
         self.watch_timeout = watch_timeout
         self.store: dict[Key, JSONDict] = {}
@@ -147,7 +147,7 @@ class Informer:
                 if err.status == 404 and self.optional:
                     self.store.clear()
                     self.synced.set()
-                    await asyncio.sleep(30)
+                    await asyncio.sleep(10)
                     continue
                 delay = self.backoff.next_delay()
                 log.warning("%s informer: %s; retrying in %.1fs", self.kind.plural, err, delay)

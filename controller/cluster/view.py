@@ -306,8 +306,12 @@ def build_view(
             continue
         key = f"{meta.get('namespace', '')}/{group}"
         gang = gangs.get(key)
-        if gang is None and controller_owner(pod) is None and not meta.get("deletionTimestamp"):
-            # A bare pod in a queue is a gang of one, owned by itself.
+        bare = controller_owner(pod) is None and not (meta.get("labels") or {}).get(
+            names.LWS_NAME_LABEL
+        )
+        if gang is None and bare and not meta.get("deletionTimestamp"):
+            # A bare pod in a queue is a gang of one, owned by itself (an LWS pod whose
+            # LeaderWorkerSet is not known yet waits for it instead).
             found = _owner_gangs(clients.PODS, POD, pod)
             if found:
                 gang = gangs[key] = found[0]
@@ -337,8 +341,16 @@ def build_view(
     }
     queues = list(cluster_queues)
     if namespaces is not None:
+        # The queues our namespaces use, and every queue of their cohorts (lenders included).
         used = set(local.values())
-        queues = [cq for cq in queues if cq["metadata"]["name"] in used]
+        cohorts = {
+            lookup(cq, ["spec", "cohort"]) for cq in queues if cq["metadata"]["name"] in used
+        } - {None, ""}
+        queues = [
+            cq
+            for cq in queues
+            if cq["metadata"]["name"] in used or lookup(cq, ["spec", "cohort"]) in cohorts
+        ]
     groups = {
         f"{pg['metadata'].get('namespace', '')}/{pg['metadata']['name']}": pg for pg in podgroups
     }

@@ -1,0 +1,237 @@
+"""Two controller replicas as real processes: Lease leader election and restart safety.
+
+Issue 5, scenario 8 and the leader-election point: while the leader admits a burst of 50 gangs
+it is killed with SIGKILL; the standby takes over within the lease duration and finishes, the
+killed one comes back. At no time does a queue hold more than its quota, and at the end every
+gang is either fully released (Workload holds quota, PodGroup exists, Job unsuspended) or fully
+held (no quota, no PodGroup, Job suspended), and no Workload is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.cluster import clients
+from controller.cluster.clients import Client
+from controller.cluster.testing import Probe, cluster_queue, gang_job, local_queue, reserved
+from hack.demo import STACK_LABEL, KohortStack, apply_queues
+from hack.localcluster import LocalCluster, free_port
+from tests.conftest import TestNodes
+from tests.support import eventually, pod_isolation
+
+pytestmark = pytest.mark.volcano
+
+GANGS = 50
+QUOTA_CPU = 80  # 40 gangs of 2 pods x 1 cpu fit; 10 wait
+LEASE_SECONDS = 4
+
+
+@pytest.fixture
+async def webhook_only(cluster: LocalCluster) -> AsyncIterator[KohortStack]:
+    running = await KohortStack(cluster, run_controller=False).start()
+    yield running
+    await running.stop()
+
+
+class Replica:
+    """`kohort controller` as a child process with its own health port and log file."""
+
+    def __init__(self, stack: KohortStack, namespace: str, name: str, log_dir: Path) -> None:
+        self.name = name
+        self.port = free_port()
+        self.log_path = log_dir / f"controller-{name}.log"
+        self.argv = [
+            str(Path(sys.executable).with_name("kohort")),
+            "controller",
+            f"--kubeconfig={stack.controller_kubeconfig}",
+            f"--namespace-selector={STACK_LABEL}={stack.ident}",
+            f"--leader-election-namespace={namespace}",
+            "--leader-election-id=kohort-controller",
+            f"--lease-duration={LEASE_SECONDS}",
+            "--renew-deadline=3",
+            "--retry-period=0.5",
+            f"--identity={name}",
+            f"--health-port={self.port}",
+            "--health-host=127.0.0.1",
+            "--resync-period=2",
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except OSError as err:
+            return getattr(err, "code", 0) or 0, str(err)
+
+
+@pytest.fixture
+def replicas(
+    webhook_only: KohortStack, namespace: str, tmp_path: Path
+) -> Iterator[dict[str, Replica]]:
+    made = {n: Replica(webhook_only, namespace, n, tmp_path) for n in ("alpha", "beta")}
+    yield made
+    for replica in made.values():
+        replica.stop()
+
+
+async def lease_holder(api: Client, namespace: str) -> str:
+    try:
+        lease = await api.get(clients.LEASES, "kohort-controller", namespace)
+    except clients.ApiError:
+        return ""
+    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+async def test_a_leader_killed_mid_burst_never_lets_a_queue_exceed_quota_nor_half_release(
+    cluster: LocalCluster,
+    namespace: str,
+    webhook_only: KohortStack,
+    replicas: dict[str, Replica],
+    test_nodes: TestNodes,
+) -> None:
+    webhook_only.enroll(namespace)
+    test_nodes("worker", 6, cpu="16")
+    cq = f"{namespace}-cq"
+    apply_queues(
+        cluster.rest,
+        [cluster_queue(cq, {"cpu": str(QUOTA_CPU)}), local_queue(namespace, "burst", cq)],
+    )
+    api = await clients.connect(str(cluster.kubeconfig))
+    team = Probe(api, namespace)
+    try:
+        for i in range(GANGS):
+            job = gang_job(
+                f"g{i:02d}",
+                queue="burst",
+                pods=2,
+                requests={"cpu": "1"},
+                isolation=pod_isolation(namespace),
+            )
+            await team.create(clients.JOBS, job)
+
+        replicas["alpha"].start()
+        leader = await eventually(
+            lambda: lease_holder(api, namespace),
+            lambda h: h == "alpha",
+            within=60,
+            what="alpha holding the Lease",
+        )
+        replicas["beta"].start()
+        await eventually(
+            lambda: _get(replicas["beta"], "/readyz"),
+            lambda r: r[0] == 200,
+            within=60,
+            what="beta's caches synced (ready as a standby)",
+        )
+        # Kill the leader as soon as it has admitted some, but not all, of the gangs.
+        await eventually(
+            lambda: _reserved_cpu(team),
+            lambda cpu: cpu > 0,
+            within=60,
+            interval=0.05,
+            what="the first admissions",
+        )
+        replicas[leader].kill()
+        killed_at = time.monotonic()
+        at_kill = await _reserved_cpu(team)
+
+        await eventually(
+            lambda: lease_holder(api, namespace),
+            lambda h: h == "beta",
+            within=LEASE_SECONDS + 15,
+            what="beta taking the Lease over",
+        )
+        takeover = time.monotonic() - killed_at
+        replicas["alpha"].start()  # the killed replica comes back as a standby
+
+        workloads = await eventually(
+            lambda: _settled(team),
+            lambda state: state is not None,
+            within=180,
+            what="all 50 gangs settled: 40 released, 10 held",
+        )
+        assert workloads is not None
+        status, metrics = _get_sync(replicas["beta"], "/metrics")
+        print(
+            f"\nkilled alpha with {at_kill} cpu reserved; beta took over after {takeover:.1f}s"
+            f" (lease {LEASE_SECONDS}s); admissions by beta:"
+            f" {_metric(metrics, 'kohort_admitted_workloads_total')}"
+        )
+        assert status == 200
+        assert takeover < LEASE_SECONDS + 10
+    finally:
+        await api.close()
+
+
+async def _reserved_cpu(team: Probe) -> int:
+    """CPU held by Workloads with quota; fails the test at once if it exceeds the quota."""
+    total = 0
+    for wl in await team.workloads():
+        if reserved(wl):
+            total += sum(ps["count"] for ps in wl["spec"]["podSets"])
+    assert total <= QUOTA_CPU, f"queue over quota: {total} > {QUOTA_CPU} cpu reserved"
+    return total
+
+
+async def _settled(team: Probe) -> list[str] | None:
+    """None until every gang is all-released or all-held and quota is used up; asserts safety."""
+    workloads = {wl["metadata"]["name"]: wl for wl in await team.workloads()}
+    await _reserved_cpu(team)
+    if len(workloads) < GANGS:
+        return None
+    jobs, _ = await team.api.list(clients.JOBS, team.namespace)
+    podgroups, _ = await team.api.list(clients.VOLCANO_PODGROUPS, team.namespace)
+    groups = {pg["metadata"]["name"] for pg in podgroups}
+    released = 0
+    for job in jobs:
+        gang = f"job-{job['metadata']['name']}"
+        holds = reserved(workloads.get(gang))
+        suspended = job["spec"].get("suspend") is True
+        if holds != (not suspended) or holds != (gang in groups):
+            return None  # half way: the controller is still converging
+        released += holds
+    return sorted(workloads) if released == QUOTA_CPU // 2 else None
+
+
+async def _get(replica: Replica, path: str) -> tuple[int, str]:
+    return await asyncio.to_thread(replica.get, path)
+
+
+def _get_sync(replica: Replica, path: str) -> tuple[int, str]:
+    return replica.get(path)
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )

@@ -1,0 +1,264 @@
+"""Gangs through kohort on the real control plane: webhook holds, controller admits, Volcano places.
+
+Issue 5, scenarios 1, 2, 4 and 7 (the seed articles, with kohort in front of Volcano):
+1. a gang that fits starts whole: one PodGroup of minMember 4, four pods bound;
+2. a gang that nodes cannot take stays held, explains why, and starts whole once a node frees;
+4. an 8-pod training Job on 6 free GPUs waits holding 0 GPUs and starts whole when 2 free up;
+7. quota fits but no node can take a pod: pending with a placement reason, holding no quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from controller.cluster import clients
+from controller.cluster.clients import Client
+from controller.cluster.testing import (
+    GPU,
+    Probe,
+    cluster_queue,
+    gang_job,
+    gang_statefulset,
+    local_queue,
+    pending_reason,
+    reserved,
+)
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster, Taint
+from tests.conftest import TestNodes
+from tests.support import eventually, holds_for, pod_isolation
+
+pytestmark = pytest.mark.volcano
+
+QUEUE = "training"
+
+
+@pytest.fixture(scope="module")
+async def stack(cluster: LocalCluster) -> AsyncIterator[KohortStack]:
+    running = await KohortStack(cluster).start()
+    yield running
+    await running.stop()
+
+
+@pytest.fixture
+async def admin(cluster: LocalCluster) -> AsyncIterator[Client]:
+    api = await clients.connect(str(cluster.kubeconfig))
+    yield api
+    await api.close()
+
+
+@pytest.fixture
+def team(stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client) -> Probe:
+    """This test's namespace, enrolled with kohort; queues are added by `queue`."""
+    stack.enroll(namespace)
+    return Probe(admin, namespace)
+
+
+def queue(cluster: LocalCluster, namespace: str, **quotas: str) -> str:
+    """A ClusterQueue with `quotas` (cpu=..., gpu=...) and LocalQueue `training` pointing to it."""
+    name = f"{namespace}-cq"
+    resources = {GPU if k == "gpu" else k: v for k, v in quotas.items()}
+    apply_queues(
+        cluster.rest,
+        [cluster_queue(name, resources), local_queue(namespace, QUEUE, name)],
+    )
+    return name
+
+
+def job(namespace: str, name: str, pods: int, **requests: str) -> dict[str, Any]:
+    resources = {GPU if k == "gpu" else k: v for k, v in requests.items()}
+    return gang_job(
+        name, queue=QUEUE, pods=pods, requests=resources, isolation=pod_isolation(namespace)
+    )
+
+
+async def test_a_gang_that_fits_is_admitted_and_runs_as_one_podgroup_of_four(
+    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+) -> None:
+    test_nodes("worker", 4, cpu="5")
+    queue(cluster, namespace, cpu="16")
+
+    await team.create(clients.JOBS, job(namespace, "lockstep", 4, cpu="4"))
+
+    pg = await eventually(
+        lambda: team.podgroup("job-lockstep"),
+        lambda pg: pg is not None and pg.get("status", {}).get("running") == 4,
+        within=90,
+        what="PodGroup job-lockstep Running with 4 pods",
+    )
+    assert pg is not None
+    assert pg["spec"]["minMember"] == 4
+    assert pg["spec"]["minResources"]["cpu"] == "16"
+    assert pg["metadata"]["ownerReferences"][0]["kind"] == "Workload"
+    assert len(await team.bound("job-lockstep")) == 4
+    workload = await team.workload("job-lockstep")
+    assert reserved(workload)
+    assert "Admitted: Admitted by ClusterQueue" in " ".join(
+        await team.event_messages("Job", "lockstep")
+    )
+
+
+async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_whole_later(
+    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+) -> None:
+    workers = test_nodes("worker", 3, cpu="8")
+    blocked = Taint("test", "blocked")
+    for node in workers[1:]:
+        _set_taints(cluster, node, add=blocked)
+    queue(cluster, namespace, cpu="32")
+
+    await team.create(clients.JOBS, job(namespace, "pinched", 4, cpu="4"))
+
+    workload = await eventually(
+        lambda: team.workload("job-pinched"),
+        lambda wl: "no node fits" in pending_reason(wl),
+        within=60,
+        what="Workload pending with a placement reason",
+    )
+    assert not reserved(workload)
+    assert await team.podgroup("job-pinched") is None
+    await holds_for(
+        lambda: team.bound("job-pinched"), lambda b: b == [], 3, what="no pod of the gang bound"
+    )
+    events = await team.event_messages("Job", "pinched")
+    assert any(e.startswith("Pending: Quota ok but no node fits") for e in events), events
+
+    _set_taints(cluster, workers[1], remove="test")
+
+    await eventually(
+        lambda: team.bound("job-pinched"),
+        lambda b: len(b) == 4,
+        within=90,
+        what="all four pods bound after one node is untainted",
+    )
+    pg = await eventually(
+        lambda: team.podgroup("job-pinched"),
+        lambda pg: pg is not None and pg.get("status", {}).get("phase") == "Running",
+        what="PodGroup Running",
+    )
+    assert pg is not None and pg["spec"]["minMember"] == 4
+
+
+async def test_an_8_gpu_training_job_on_6_free_gpus_holds_none_and_starts_whole_when_2_free(
+    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+) -> None:
+    test_nodes("gpu", 2, gpus=4)
+    queue(cluster, namespace, gpu="8", cpu="64")
+    await team.create(clients.JOBS, job(namespace, "warmup", 2, gpu="1", cpu="1"))
+    await eventually(
+        lambda: team.bound("job-warmup"), lambda b: len(b) == 2, what="warmup job's 2 GPUs"
+    )
+
+    await team.create(clients.JOBS, job(namespace, "train", 8, gpu="1", cpu="1"))
+
+    workload = await eventually(
+        lambda: team.workload("job-train"),
+        lambda wl: pending_reason(wl).startswith("Waiting for quota: needs 8 nvidia.com/gpu"),
+        what="training Workload waiting for quota",
+    )
+    assert "can take 6 more" in pending_reason(workload)
+    await holds_for(
+        lambda: team.held("job-train", GPU), lambda gpus: gpus == 0, 3, what="0 GPUs held"
+    )
+    assert await team.pods("job-train") == []
+
+    await team.api.delete(clients.JOBS, "warmup", namespace)
+
+    await eventually(
+        lambda: team.bound("job-train"),
+        lambda b: len(b) == 8,
+        within=90,
+        what="all 8 training pods bound once 2 GPUs free up",
+    )
+    assert await team.held("job-train", GPU) == 8
+
+
+async def test_a_gang_whose_quota_fits_but_whose_pods_fit_no_node_waits_holding_no_quota(
+    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+) -> None:
+    nodes = test_nodes("gpu", 4, gpus=4)
+    cq = queue(cluster, namespace, gpu="16", cpu="64")
+    for i, node in enumerate(nodes):  # 2 of 4 GPUs taken on every node: 8 free, none whole
+        await team.create(clients.PODS, _pinned_pod(namespace, f"other-{i}", node, gpus=2))
+
+    await team.create(clients.JOBS, job(namespace, "wide", 2, gpu="4", cpu="1"))
+
+    workload = await eventually(
+        lambda: team.workload("job-wide"),
+        lambda wl: "no node fits" in pending_reason(wl),
+        what="Workload pending on placement",
+    )
+    assert "largest free node has 2" in pending_reason(workload)
+    assert not reserved(workload)
+    assert await team.podgroup("job-wide") is None
+    status = (await team.cluster_queue(cq)).get("status", {})
+    assert status.get("admittedWorkloads") == 0
+    assert status.get("pendingWorkloads") == 1
+    usage = {r["name"]: r["total"] for f in status["flavorsUsage"] for r in f["resources"]}
+    assert usage[GPU] == "0"
+
+
+async def test_a_statefulset_is_one_gang_whose_gated_pods_are_released_together(
+    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+) -> None:
+    test_nodes("worker", 2, cpu="4")
+    queue(cluster, namespace, cpu="6")
+    sts = gang_statefulset(
+        "serve",
+        queue=QUEUE,
+        replicas=3,
+        requests={"cpu": "2"},
+        isolation=pod_isolation(namespace),
+    )
+
+    await team.create(clients.STATEFULSETS, sts)
+
+    await eventually(
+        lambda: team.bound("sts-serve"),
+        lambda b: len(b) == 3,
+        within=90,
+        what="three StatefulSet pods ungated and bound",
+    )
+    pods = await team.pods("sts-serve")
+    assert all(not p["spec"].get("schedulingGates") for p in pods)
+    pg = await team.podgroup("sts-serve")
+    assert pg is not None and pg["spec"]["minMember"] == 3
+    assert reserved(await team.workload("sts-serve"))
+
+
+def _pinned_pod(namespace: str, name: str, node: str, *, gpus: int) -> dict[str, Any]:
+    isolation = pod_isolation(namespace)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "tolerations": isolation["tolerations"],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {
+                        "requests": {GPU: str(gpus)},
+                        "limits": {GPU: str(gpus)},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _set_taints(
+    cluster: LocalCluster, node: str, *, add: Taint | None = None, remove: str | None = None
+) -> None:
+    taints: list[dict[str, str]] = cluster.rest.get(f"/api/v1/nodes/{node}")["spec"].get(
+        "taints", []
+    )
+    taints = [t for t in taints if t["key"] != remove]
+    if add is not None:
+        taints.append(add.to_api())
+    cluster.rest.patch(f"/api/v1/nodes/{node}", {"spec": {"taints": taints}})

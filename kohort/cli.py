@@ -36,22 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        try:
-            _load(module).add_arguments(sub_parser)
-        except ModuleNotFoundError as err:
-            if err.name is None or not module.startswith(err.name):
-                raise
-            sub_parser.set_defaults(unavailable=f"'kohort {name}' is not built yet ({module})")
+        _load(module).add_arguments(sub_parser)
         sub_parser.set_defaults(module=module)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    unavailable = getattr(args, "unavailable", None)
-    if unavailable:
-        print(unavailable, file=sys.stderr)
-        return 2
     return _load(args.module).run(args)
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from kohort.cli import build_parser
-from tests.chart_support import CHART_DIR, REPO
+from tests.chart_support import CHART_DIR, REPO, render
 
 CONFIGURATION = REPO / "docs" / "configuration.md"
 DOCS = REPO / "docs"
@@ -116,3 +116,32 @@ def test_operations_lists_exactly_the_metrics_the_components_export() -> None:
     documented = {m.removesuffix("_bucket") for m in metric_names(page)}
     assert exported - documented == set(), "exported but not in docs/operations.md"
     assert documented - exported == set(), "in docs/operations.md but not exported"
+
+
+def spec_fields(schema: dict[str, Any], path: str) -> Iterator[str]:
+    """Dotted paths of a CRD's spec fields (Kubernetes' own toleration and taint fields aside)."""
+    for name, field in (schema.get("properties") or {}).items():
+        child = f"{path}.{name}"
+        kind = field.get("type")
+        if kind == "array" and "items" in field:
+            yield f"{child}[]" if field["items"].get("type") == "object" else child
+            if not name.endswith(("tolerations", "nodeTaints")):
+                yield from spec_fields(field["items"], f"{child}[]")
+        elif kind == "object" and field.get("properties"):
+            yield from spec_fields(field, child)
+        else:
+            yield child
+
+
+def test_api_reference_names_every_field_of_the_charts_crds() -> None:
+    page = (DOCS / "api.md").read_text()
+    fields = [
+        field
+        for crd in render().of_kind("CustomResourceDefinition")
+        for field in spec_fields(
+            crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"], "spec"
+        )
+    ]
+    assert len(fields) > 20
+    missing = [f for f in fields if f"`{f}`" not in page]
+    assert not missing, f"docs/api.md does not describe {missing}"

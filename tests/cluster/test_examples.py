@@ -120,3 +120,9 @@ def test_the_job_over_quota_is_held_and_says_why(teams: Release) -> None:
     job = teams.cluster.rest.get("/apis/batch/v1/namespaces/team-a/jobs/too-big")
     assert job["spec"]["suspend"] is True
     assert not pods(teams, "team-a", "too-big-")
+
+
+def test_the_components_did_all_of_it_within_the_charts_rbac(teams: Release) -> None:
+    for proc in (teams.webhook, teams.controller):
+        assert proc is not None and proc.alive()
+        assert "forbidden" not in proc.log_path.read_text().lower(), proc.log_tail(60)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,7 +16,10 @@ from pathlib import Path
 
 from controller.quota.snapshot import GPU, Node, PodSet, QueueSpec, Quota
 
-DEFAULT_TRACES = Path("/work/shared/traces")
+# The shared traces sit beside the repository (`../shared/traces`); KOHORT_TRACES overrides.
+DEFAULT_TRACES = Path(
+    os.environ.get("KOHORT_TRACES") or Path(__file__).resolve().parents[3] / "shared" / "traces"
+)
 
 # Philly has no CPU or memory: every GPU comes with this much of each, on nodes and in requests.
 CPU_PER_GPU = 4_000  # milli-CPU

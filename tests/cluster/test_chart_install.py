@@ -689,7 +689,9 @@ def test_neither_component_was_ever_refused_by_rbac(release: Release) -> None:
         assert "forbidden" not in log.lower(), proc.log_tail(60)
 
 
-def test_upgrade_keeps_the_certificates_and_uninstall_keeps_the_crds(release: Release) -> None:
+def test_upgrade_and_rollback_keep_the_certificates_and_uninstall_keeps_the_crds(
+    release: Release,
+) -> None:
     cluster = release.cluster
     before_secret, before_bundles = secret_data(cluster), ca_bundles(cluster)
 
@@ -709,6 +711,13 @@ def test_upgrade_keeps_the_certificates_and_uninstall_keeps_the_crds(release: Re
     assert {w["timeoutSeconds"] for w in validating["webhooks"]} == {3}
     assert ca_bundles(cluster) == before_bundles, "helm upgrade dropped the rotator's caBundle"
     assert secret_data(cluster) == before_secret, "helm upgrade reset the certificate Secret"
+
+    rollback = release.helm("rollback", RELEASE, "1", "--namespace", NAMESPACE, check=False)
+    assert rollback.returncode == 0, rollback.stderr
+    validating = configuration(cluster, "ValidatingWebhookConfiguration")
+    assert {w["timeoutSeconds"] for w in validating["webhooks"]} == {5}
+    assert ca_bundles(cluster) == before_bundles, "helm rollback dropped the rotator's caBundle"
+    assert secret_data(cluster) == before_secret, "helm rollback reset the certificate Secret"
 
     crds = [o for o in release.manifest() if o["kind"] == "CustomResourceDefinition"]
     uninstall = release.helm("uninstall", RELEASE, "--namespace", NAMESPACE, check=False)

@@ -6,6 +6,8 @@ tests/cluster/test_examples.py applies the same files to a real cluster.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +74,21 @@ def test_every_workload_example_names_a_queue_or_lives_in_an_opted_in_namespace(
         if doc["kind"] in ("Job", "StatefulSet"):
             labelled = "kohort.dev/queue-name" in doc["metadata"].get("labels", {})
             assert labelled or doc["metadata"]["namespace"] in opted_in, doc["metadata"]["name"]
+
+
+def notes_documents() -> list[dict[str, Any]]:
+    """The YAML the chart's NOTES.txt tells users to apply (between <<'YAML' and YAML)."""
+    notes = (REPO / "charts" / "kohort" / "templates" / "NOTES.txt").read_text()
+    blocks = re.findall(r"<<'YAML'\n(.*?)\n\s*YAML\n", notes, re.DOTALL)
+    assert len(blocks) == 3
+    return [d for block in blocks for d in yaml.safe_load_all(textwrap.dedent(block)) if d]
+
+
+def test_the_release_notes_yaml_is_valid() -> None:
+    docs = notes_documents()
+    assert [d["kind"] for d in docs] == ["ResourceFlavor", "ClusterQueue", "LocalQueue", "Job"]
+    for doc in docs:
+        if doc["apiVersion"].startswith("kohort.dev/"):
+            MODELS[doc["kind"]].model_validate(doc)
+        else:
+            kubernetes_validate.validate(doc, kube_version().lstrip("v"), strict=True)

@@ -44,6 +44,11 @@ from controller.quota.snapshot import (
 )
 from controller.quota.state import GangInfo, QueueRuntime, RunningGang, gang_info
 
+QueueKey = tuple[int, float, int, float, str, str]
+
+# Seconds before a gang whose victim search found nothing searches again.
+PREEMPTION_RETRY = 60.0
+
 VictimRule = Literal["placement-aware", "naive", "classic"]
 
 
@@ -62,6 +67,9 @@ class Config:
     waste_budget: the work a placement-aware reclaim may throw away, as a multiple of what the
         preemptor has lost by waiting (its dominant share x seconds waited); None: no limit.
         So an eviction never costs more than the wait it ends, and a long wait buys more.
+    oldest_first_after: queue heads that have waited longer than this go before all others,
+        oldest first, whatever their queue's share (fair share orders the rest); this bounds
+        how long a heavy queue's gangs can be overtaken. None: fair share alone.
     """
 
     placement: bool = True
@@ -71,6 +79,7 @@ class Config:
     evict_after: float = 0.0
     drain: bool = False
     waste_budget: float | None = None
+    oldest_first_after: float | None = None
 
 
 @dataclass(slots=True)
@@ -106,6 +115,10 @@ class Engine:
         # Whether capacity was given back since the last cycle; if not, what did not fit then
         # still does not fit, and the cycle only looks at classes it has not judged yet.
         self._freed = True
+        # Gang -> when a victim search for it last found nothing; searched again only after
+        # PREEMPTION_RETRY seconds (a full search is the most expensive step of a cycle).
+        self._no_victims_at: dict[str, float] = {}
+        self._now = 0.0
         # Gangs admitted in the running cycle: never victims in the same cycle.
         self._admitted_now: set[str] = set()
 
@@ -121,6 +134,7 @@ class Engine:
             queue.add_pending(info)
 
     def remove_pending(self, name: str) -> None:
+        self._no_victims_at.pop(name, None)
         queue, info = self.pending.pop(name)
         self._unknown_queue.pop(name, None)
         if queue is not None:
@@ -171,6 +185,7 @@ class Engine:
 
     def cycle(self, now: float) -> Decisions:
         log = _Log()
+        self._now = now
         self._admitted_now.clear()
         if self._freed:
             self.index.unreserve_all()
@@ -212,13 +227,18 @@ class Engine:
                 )
         return reasons
 
-    def _queue_key(self, queue: QueueRuntime) -> tuple[float, int, float, str, str] | None:
-        """Queue order: weighted share after admitting the head, priority, age, names."""
+    def _queue_key(self, queue: QueueRuntime) -> QueueKey | None:
+        """Queue order: heads waiting beyond `oldest_first_after` first, oldest first; then the
+        weighted share after admitting the head, priority, age; names break ties."""
         info = queue.head()
         if info is None:
             return None
         gang = info.gang
-        return (share(queue.state, info.total), -gang.priority, gang.created, gang.name, queue.name)
+        limit = self.config.oldest_first_after
+        if limit is not None and self._now - gang.created >= limit:
+            return (0, gang.created, -gang.priority, 0.0, gang.name, queue.name)
+        share_after = share(queue.state, info.total)
+        return (1, share_after, -gang.priority, gang.created, gang.name, queue.name)
 
     def _block(self, queue: QueueRuntime, info: GangInfo, reason: str) -> None:
         if queue.state.spec.strategy == "StrictFIFO":
@@ -241,9 +261,14 @@ class Engine:
                 if nodes:
                     log.reservations[info.name] = nodes
             return reason
+        last = self._no_victims_at.get(info.name)
+        if last is not None and now - last < PREEMPTION_RETRY:
+            return reason
         victims = self._choose_victims(queue, info, now)
         if victims is None:
+            self._no_victims_at[info.name] = now
             return reason
+        self._no_victims_at.pop(info.name, None)
         for victim in victims:
             self._evict(victim, info, queue, log)
         plan, failure = self._place(info)
@@ -269,6 +294,7 @@ class Engine:
     ) -> None:
         queue.remove_pending(info)
         del self.pending[info.name]
+        self._no_victims_at.pop(info.name, None)
         running = self._running(info, now, plan)
         self._admitted_now.add(info.name)
         add_usage(queue.state, info.total, +1)

@@ -68,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="kohort: victims may lose at most this x the preemptor's wait (<0: no limit)",
     )
+    philly.add_argument(
+        "--oldest-first-after",
+        type=float,
+        default=-1.0,
+        help="kohort: heads waiting longer than this go first, oldest first (<0: off)",
+    )
     openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")
     openb.add_argument("--seeds", default="42-51", help="seed range A-B or comma list")
     openb.add_argument("--tune", type=float, default=1.3, help="arrivals up to this x GPU capacity")
@@ -135,6 +141,7 @@ def _run_philly(args: argparse.Namespace) -> int:
             evict_after=args.evict_after,
             drain=args.drain,
             waste_budget=args.waste_budget if args.waste_budget >= 0 else None,
+            oldest_first_after=args.oldest_first_after if args.oldest_first_after >= 0 else None,
         )
         results.append(
             simulate(
@@ -158,6 +165,7 @@ def _run_philly(args: argparse.Namespace) -> int:
         "kohort_evict_after_s": args.evict_after,
         "kohort_drain": args.drain,
         "kohort_waste_budget": args.waste_budget,
+        "kohort_oldest_first_after_s": args.oldest_first_after,
     }
     if args.json:
         print(json.dumps({"setup": setup, "results": [_jsonable(r) for r in results]}, indent=2))

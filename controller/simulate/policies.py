@@ -244,6 +244,7 @@ def make_policy(
     evict_after: float = 1800.0,
     drain: bool = False,
     waste_budget: float | None = 1.0,
+    oldest_first_after: float | None = None,
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes."""
     factories: dict[str, Callable[[], Policy]] = {
@@ -269,6 +270,7 @@ def make_policy(
                 evict_after=evict_after,
                 drain=drain,
                 waste_budget=waste_budget,
+                oldest_first_after=oldest_first_after,
             ),
         ),
     }

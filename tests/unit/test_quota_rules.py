@@ -267,3 +267,16 @@ def test_a_gang_waits_evict_after_seconds_before_it_may_evict() -> None:
     snapshot = _borrower_world(created=100)
     assert decide(snapshot, 500, Config(evict_after=600)).evictions == ()
     assert evicted_names(decide(snapshot, 800, Config(evict_after=600))) == ["b1"]
+
+
+def test_a_head_waiting_beyond_oldest_first_after_goes_before_lower_shares() -> None:
+    # b borrows more than a, so fair share alone serves a first; once b's head has waited
+    # beyond the limit it goes first.
+    queues = [queue("a", 8), queue("b", 8), queue("idle", 16, reclaim="Never")]
+    admitted = [running(gang("a1", "a"), "n1")]
+    admitted += [running(gang("b1", "b"), "n2"), running(gang("b2", "b"), "n3")]
+    pending = [gang("a3", "a", created=5000), gang("b4", "b", created=0)]
+    snapshot = world(queues, [node(f"n{i}") for i in range(1, 5)], pending, admitted)
+    assert admitted_names(decide(snapshot, 6000)) == ["a3"]
+    aged = Config(oldest_first_after=3600)
+    assert admitted_names(decide(snapshot, 6000, aged)) == ["b4"]

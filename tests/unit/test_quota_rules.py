@@ -277,6 +277,6 @@ def test_a_head_waiting_beyond_oldest_first_after_goes_before_lower_shares() -> 
     admitted += [running(gang("b1", "b"), "n2"), running(gang("b2", "b"), "n3")]
     pending = [gang("a3", "a", created=5000), gang("b4", "b", created=0)]
     snapshot = world(queues, [node(f"n{i}") for i in range(1, 5)], pending, admitted)
-    assert admitted_names(decide(snapshot, 6000)) == ["a3"]
-    aged = Config(oldest_first_after=3600)
+    assert admitted_names(decide(snapshot, 6000, Config(starvation_after=None))) == ["a3"]
+    aged = Config(starvation_after=None, oldest_first_after=3600)
     assert admitted_names(decide(snapshot, 6000, aged)) == ["b4"]

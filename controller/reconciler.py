@@ -22,7 +22,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +102,19 @@ class Reconciler:
         self.clock = clock
         self._wake = asyncio.Event()
         self.passes = 0
+        self.failures = 0
         self._rng = random.Random()
+
+    @contextlib.contextmanager
+    def _isolated(self, what: str) -> Iterator[None]:
+        """One gang's failed write (e.g. its namespace is being deleted) must not stop the
+        others: log it, count it, and let the next pass try again."""
+        try:
+            yield
+        except ApiError as err:
+            self.failures += 1
+            self.metrics.reconcile_errors.inc()
+            log.warning("%s: %s", what, err)
 
     def notify(self, kind: Kind, event: str, obj: JSONDict) -> None:
         """Informer listener: something changed, run a pass soon."""
@@ -158,40 +170,51 @@ class Reconciler:
     async def _bookkeeping(self, view: ClusterView, now: float, stats: PassStats) -> bool:
         changed = False
         for gang in view.gangs.values():
-            if gang.workload is None:
-                if gang.finished:
-                    continue
-                gang.workload = await self.writers.create_workload(
-                    gang, gang_priority(gang, view.priority_classes)
-                )
-                log.info("created Workload %s", gang.key)
-                stats.writes += 1
-                changed = True
-            elif gang.finished and not gang.workload_finished:
-                conditions = gang.workload.get("status", {}).get("conditions") or []
-                conditions = set_condition(
-                    conditions, FINISHED, "True", gang.finished, f"the gang {gang.finished}", now
-                )
-                for kind in (QUOTA_RESERVED, ADMITTED):
-                    if is_true(gang.workload, kind):
-                        conditions = set_condition(
-                            conditions, kind, "False", "Finished", "quota released", now
-                        )
-                await self.writers.patch_workload_status(gang, {"conditions": conditions})
-                await self.writers.event(
-                    gang, "Finished", f"Gang {gang.finished.lower()}; its quota is released"
-                )
-                stats.writes += 1
-                changed = True
+            with self._isolated(f"bookkeeping of {gang.key}"):
+                changed |= await self._bookkeep(gang, view, now, stats)
         for orphan in view.orphans:
-            meta = orphan["metadata"]
-            namespace = str(meta.get("namespace", ""))
-            await self.writers.delete_podgroup(namespace, meta["name"])
-            await self.writers.delete_workload(namespace, meta["name"])
-            log.info("deleted Workload %s/%s: its owner is gone", namespace, meta["name"])
-            stats.writes += 1
-            changed = True
+            with self._isolated(f"deleting orphaned Workload {orphan['metadata']['name']}"):
+                await self._delete_orphan(orphan, stats)
+                changed = True
         return changed
+
+    async def _bookkeep(
+        self, gang: GangView, view: ClusterView, now: float, stats: PassStats
+    ) -> bool:
+        if gang.workload is None:
+            if gang.finished:
+                return False
+            gang.workload = await self.writers.create_workload(
+                gang, gang_priority(gang, view.priority_classes)
+            )
+            log.info("created Workload %s", gang.key)
+            stats.writes += 1
+            return True
+        if gang.finished and not gang.workload_finished:
+            conditions = gang.workload.get("status", {}).get("conditions") or []
+            conditions = set_condition(
+                conditions, FINISHED, "True", gang.finished, f"the gang {gang.finished}", now
+            )
+            for kind in (QUOTA_RESERVED, ADMITTED):
+                if is_true(gang.workload, kind):
+                    conditions = set_condition(
+                        conditions, kind, "False", "Finished", "quota released", now
+                    )
+            await self.writers.patch_workload_status(gang, {"conditions": conditions})
+            await self.writers.event(
+                gang, "Finished", f"Gang {gang.finished.lower()}; its quota is released"
+            )
+            stats.writes += 1
+            return True
+        return False
+
+    async def _delete_orphan(self, orphan: JSONDict, stats: PassStats) -> None:
+        meta = orphan["metadata"]
+        namespace = str(meta.get("namespace", ""))
+        await self.writers.delete_podgroup(namespace, meta["name"])
+        await self.writers.delete_workload(namespace, meta["name"])
+        log.info("deleted Workload %s/%s: its owner is gone", namespace, meta["name"])
+        stats.writes += 1
 
     # -- 3. converge ------------------------------------------------------------------------------
 
@@ -199,16 +222,17 @@ class Reconciler:
         for gang in view.gangs.values():
             if gang.workload is None or gang.finished or gang.workload_finished:
                 continue
-            if gang.reserved:
-                if gang.key not in view.podgroups:
-                    await self.writers.ensure_podgroup(gang)
-                    stats.writes += 1
-                stats.writes += await self.writers.release(gang)
-            else:
-                if gang.key in view.podgroups:
-                    await self.writers.delete_podgroup(gang.namespace, gang.name)
-                    stats.writes += 1
-                stats.writes += await self.writers.hold(gang)
+            with self._isolated(f"converging {gang.key}"):
+                if gang.reserved:
+                    if gang.key not in view.podgroups:
+                        await self.writers.ensure_podgroup(gang)
+                        stats.writes += 1
+                    stats.writes += await self.writers.release(gang)
+                else:
+                    if gang.key in view.podgroups:
+                        await self.writers.delete_podgroup(gang.namespace, gang.name)
+                        stats.writes += 1
+                    stats.writes += await self.writers.hold(gang)
 
     # -- 4. waitForPodsReady ----------------------------------------------------------------------
 
@@ -229,8 +253,9 @@ class Reconciler:
                         f"{gang.running_pods()} of {gang.min_member} pods running",
                         now,
                     )
-                    await self.writers.patch_workload_status(gang, {"conditions": conditions})
-                    stats.writes += 1
+                    with self._isolated(f"PodsReady of {gang.key}"):
+                        await self.writers.patch_workload_status(gang, {"conditions": conditions})
+                        stats.writes += 1
                 continue
             if timeout is None or is_true(gang.workload, PODS_READY):
                 continue
@@ -241,7 +266,8 @@ class Reconciler:
                 f"only {gang.running_pods()} of {gang.min_member} pods running {timeout:.0f}s "
                 "after admission"
             )
-            await self._evict(gang, view, "PodsReadyTimeout", message, None, now)
+            with self._isolated(f"evicting {gang.key}"):
+                await self._evict(gang, view, "PodsReadyTimeout", message, None, now)
             stats.evicted += 1
             evicted = True
         return evicted
@@ -285,26 +311,35 @@ class Reconciler:
         now: float,
         stats: PassStats,
     ) -> None:
+        failures = self.failures
         for eviction in decisions.evictions:
             gang = view.gangs.get(eviction.gang)
             if gang is None:
                 continue
             reason = "InClusterQueue" if "same queue" in eviction.reason else "InCohortReclamation"
-            await self._evict(gang, view, "Preempted", eviction.reason, reason, now)
-            stats.evicted += 1
+            with self._isolated(f"evicting {gang.key}"):
+                await self._evict(gang, view, "Preempted", eviction.reason, reason, now)
+                stats.evicted += 1
+        if self.failures > failures:
+            # The admissions counted on those victims' quota: decide again next pass.
+            log.warning("an eviction failed; admissions of this pass are skipped")
+            self._wake.set()
+            return
         for admission in decisions.admissions:
             gang = view.gangs.get(admission.gang)
             if gang is None:
                 continue
-            await self._admit(gang, admission, now)
-            stats.admitted += 1
+            with self._isolated(f"admitting {gang.key}"):
+                await self._admit(gang, admission, now)
+                stats.admitted += 1
         reasons = dict(waiting)
         reasons.update(decisions.pending)
         for key, reason in reasons.items():
             gang = view.gangs.get(key)
             if gang is None or gang.workload is None:
                 continue
-            await self._mark_pending(gang, explain(reason), now)
+            with self._isolated(f"pending reason of {gang.key}"):
+                await self._mark_pending(gang, explain(reason), now)
 
     async def _admit(self, gang: GangView, admission: quota.Admission, now: float) -> None:
         assert gang.workload is not None

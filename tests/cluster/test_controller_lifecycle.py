@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import shutil
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,7 +25,6 @@ from controller.cluster.testing import (
 )
 from controller.cluster.view import REQUEUE_COUNT_ANNOTATION, condition
 from controller.reconciler import Settings
-from hack import testenv
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
 from tests.cluster import test_e2e_gangs as shared
@@ -38,6 +35,7 @@ pytestmark = pytest.mark.volcano
 
 stack = shared.stack
 admin = shared.admin
+drained = shared.drained
 
 
 def cpu_job(namespace: str, name: str, pods: int, **extra: Any) -> dict[str, Any]:
@@ -60,7 +58,12 @@ def queue(cluster: LocalCluster, namespace: str, cpu: str) -> str:
 
 
 async def test_a_finished_gang_gives_its_quota_back_to_the_next_in_line(
-    stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
 ) -> None:
     stack.enroll(namespace)
     test_nodes("worker", 1, cpu="8")
@@ -91,7 +94,12 @@ async def test_a_finished_gang_gives_its_quota_back_to_the_next_in_line(
 
 
 async def test_deleting_a_job_removes_its_workload_and_podgroup(
-    stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
 ) -> None:
     stack.enroll(namespace)
     test_nodes("worker", 1, cpu="8")
@@ -131,6 +139,7 @@ async def test_a_gang_whose_pods_never_start_is_evicted_whole_and_requeued_with_
     namespace: str,
     admin: Client,
     test_nodes: TestNodes,
+    drained: None,
 ) -> None:
     impatient.enroll(namespace)
     test_nodes("worker", 1, cpu="8")
@@ -166,29 +175,4 @@ async def test_a_gang_whose_pods_never_start_is_evicted_whole_and_requeued_with_
     assert any(e.startswith("PodsReadyTimeout: Evicted") for e in events), events
     assert any(e.startswith("Admitted:") for e in events), events
 
-    kubectl = _kubectl()
-    if kubectl is not None:
-        described = await _describe_job(kubectl, cluster, namespace, "stuck")
-        assert "PodsReadyTimeout" in described
-
-
-async def _describe_job(kubectl: str, cluster: LocalCluster, namespace: str, name: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        kubectl,
-        f"--kubeconfig={cluster.kubeconfig}",
-        "-n",
-        namespace,
-        "describe",
-        "job",
-        name,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    out, _ = await asyncio.wait_for(proc.communicate(), 30)
-    return out.decode()
-
-
-def _kubectl() -> str | None:
-    try:
-        return str(testenv.binary("kubectl"))
-    except testenv.TestenvMissing:
-        return shutil.which("kubectl")
+    assert "PodsReadyTimeout" in await shared.describe_job(cluster, namespace, "stuck")

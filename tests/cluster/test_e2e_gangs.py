@@ -9,6 +9,7 @@ Issue 5, scenarios 1, 2, 4 and 7 (the seed articles, with kohort in front of Vol
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from controller.cluster.testing import (
     pending_reason,
     reserved,
 )
+from hack import testenv
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster, Taint
 from tests.conftest import TestNodes
@@ -51,7 +53,34 @@ async def admin(cluster: LocalCluster) -> AsyncIterator[Client]:
 
 
 @pytest.fixture
-def team(stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client) -> Probe:
+async def drained(namespace: str, admin: Client, test_nodes: TestNodes) -> AsyncIterator[None]:
+    """After the test, the namespace's workloads and pods are gone before its nodes are.
+
+    (Pods left bound to deleted nodes make Volcano's sessions fail for a while, which slows
+    every later test down.)
+    """
+    yield
+    for kind in (clients.JOBS, clients.STATEFULSETS, clients.LEADERWORKERSETS):
+        try:
+            items, _ = await admin.list(kind, namespace)
+        except clients.ApiError:
+            continue
+        for obj in items:
+            await admin.delete(kind, obj["metadata"]["name"], namespace)
+
+    async def remaining() -> int:
+        pods, _ = await admin.list(clients.PODS, namespace)
+        for pod in pods:
+            await admin.delete(clients.PODS, pod["metadata"]["name"], namespace)
+        return len(pods)
+
+    await eventually(remaining, lambda n: n == 0, within=60, what="the test's pods gone")
+
+
+@pytest.fixture
+def team(
+    stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, drained: None
+) -> Probe:
     """This test's namespace, enrolled with kohort; queues are added by `queue`."""
     stack.enroll(namespace)
     return Probe(admin, namespace)
@@ -125,6 +154,7 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
     )
     events = await team.event_messages("Job", "pinched")
     assert any(e.startswith("Pending: Quota ok but no node fits") for e in events), events
+    assert "Quota ok but no node fits" in await describe_job(cluster, namespace, "pinched")
 
     _set_taints(cluster, workers[1], remove="test")
 
@@ -262,3 +292,19 @@ def _set_taints(
     if add is not None:
         taints.append(add.to_api())
     cluster.rest.patch(f"/api/v1/nodes/{node}", {"spec": {"taints": taints}})
+
+
+async def describe_job(cluster: LocalCluster, namespace: str, name: str) -> str:
+    """What `kubectl describe job` prints (the Events at its end answer "why is it waiting?")."""
+    proc = await asyncio.create_subprocess_exec(
+        str(testenv.binary("kubectl")),
+        f"--kubeconfig={cluster.kubeconfig}",
+        "-n",
+        namespace,
+        "describe",
+        "job",
+        name,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    return out.decode()

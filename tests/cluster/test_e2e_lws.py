@@ -30,6 +30,7 @@ pytestmark = pytest.mark.volcano
 
 stack = shared.stack
 admin = shared.admin
+drained = shared.drained
 
 LWS_MODULE = ("sigs.k8s.io/lws", "v0.7.0")
 LWS = "leaderworkerset.sigs.k8s.io"
@@ -97,6 +98,7 @@ async def test_a_leader_worker_group_is_admitted_and_placed_as_one_gang(
     namespace: str,
     admin: clients.Client,
     test_nodes: TestNodes,
+    drained: None,
 ) -> None:
     stack.enroll(namespace)
     test_nodes("worker", 2, cpu="8")

@@ -35,6 +35,7 @@ pytestmark = pytest.mark.volcano
 # The in-process kohort stack and the admin client, shared with the gang scenarios.
 stack = shared.stack
 admin = shared.admin
+drained = shared.drained
 
 
 def gpu_job(namespace: str, name: str, queue: str, pods: int, gpus: int) -> dict[str, Any]:
@@ -53,6 +54,7 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
     namespace: str,
     admin: Client,
     test_nodes: TestNodes,
+    drained: None,
 ) -> None:
     stack.enroll(namespace)
     test_nodes("gpu", 2, gpus=4)
@@ -120,6 +122,7 @@ async def test_three_queues_weighted_1_1_2_that_keep_submitting_share_the_cohort
     namespace: str,
     admin: Client,
     test_nodes: TestNodes,
+    drained: None,
 ) -> None:
     stack.enroll(namespace)
     test_nodes("worker", 2, cpu="8")

@@ -32,6 +32,8 @@ class FakeApi:
     def __init__(self) -> None:
         self.version = 1000
         self.writes: list[tuple[str, str, str]] = []
+        # Namespaces being deleted: the API server refuses new objects there.
+        self.terminating: set[str] = set()
 
     def _stamp(self, obj: JSON) -> JSON:
         self.version += 1
@@ -43,6 +45,8 @@ class FakeApi:
         return out
 
     async def create(self, kind: Kind, obj: JSON, namespace: str | None = None) -> JSON:
+        if namespace in self.terminating:
+            raise ApiError(403, "POST", kind.plural, '{"reason": "Forbidden"}')
         self.writes.append(("create", kind.plural, obj["metadata"].get("name", "")))
         return self._stamp(obj)
 
@@ -83,9 +87,15 @@ class FakeApi:
     cache: Cache
 
 
-def held_job(name: str, pods: int, cpu: str = "1") -> JSON:
+def held_job(name: str, pods: int, cpu: str = "1", namespace: str = "ns") -> JSON:
     job = make_job(
-        name, namespace="ns", queue="lq", parallelism=pods, completions=pods, cpu=cpu, memory=None
+        name,
+        namespace=namespace,
+        queue="lq",
+        parallelism=pods,
+        completions=pods,
+        cpu=cpu,
+        memory=None,
     )
     editor = Editor(job)
     JobAdapter().default(editor, Admission("lq"))
@@ -227,3 +237,21 @@ async def test_reservations_already_recorded_count_against_quota_after_a_restart
     reason = api.cache.informers[clients.WORKLOADS].get("ns", "job-second")
     assert reason is not None
     assert reason["status"]["pendingReason"].startswith("Waiting for quota: needs 3 cpu")
+
+
+async def test_a_gang_whose_writes_fail_does_not_hold_up_the_others() -> None:
+    reconciler, api = world(
+        (clients.JOBS, held_job("doomed", 1, namespace="dying")),
+        (clients.JOBS, held_job("train", 2)),
+        (
+            clients.LOCAL_QUEUES,
+            {"metadata": {"namespace": "dying", "name": "lq"}, "spec": {"clusterQueue": "cq"}},
+        ),
+    )
+    api.terminating.add("dying")
+
+    stats = await reconciler.reconcile_once()
+
+    assert stats.admitted == 1
+    assert job_state(api, "train") is False
+    assert reconciler.failures == 1

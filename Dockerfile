@@ -14,8 +14,10 @@ COPY kohort/ kohort/
 COPY controller/ controller/
 COPY webhook/ webhook/
 COPY certs/ certs/
-# A wheel, not an editable install: the runtime stage gets no source tree. The dev tooling
-# (hack/, tests/) stays out; `kohort dev` then says it is not available.
+# hack/ too: the `kohort` command builds every subcommand's flags, `kohort dev` included (it
+# cannot start a control plane in the image, which has none of its binaries).
+COPY hack/ hack/
+# A wheel, not an editable install: the runtime stage gets no source tree, and no tests.
 RUN /opt/kohort/bin/pip install --constraint constraints.txt . \
  && /opt/kohort/bin/python -m compileall -q /opt/kohort \
  && /opt/kohort/bin/kohort --help >/dev/null

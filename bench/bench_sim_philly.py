@@ -89,14 +89,19 @@ def report(out: Path) -> None:
                 )
         for other in ("quota-drf", "gang-fifo", "naive-reclaim"):
             if other in results:
-                ratio = k["wait_p95"] / results[other]["wait_p95"]
-                print(f"  p95 wait kohort / {other}: {ratio:.2f}")
+                theirs = results[other]["wait_p95"]
+                ratio = f"{k['wait_p95'] / theirs:.2f}" if theirs else "n/a (their p95 is 0)"
+                print(
+                    f"  p95 wait kohort / {other}: {hours(k['wait_p95']):.2f}h /"
+                    f" {hours(theirs):.2f}h = {ratio}"
+                )
         if "naive-reclaim" in results:
             n = results["naive-reclaim"]
-            ratio = k["wasted_gpu_hours"] / n["wasted_gpu_hours"] if n["wasted_gpu_hours"] else 0
+            waste = n["wasted_gpu_hours"]
+            ratio = f"{k['wasted_gpu_hours'] / waste:.3f}" if waste else "n/a"
             print(
                 f"  wasted GPU-h kohort / naive-reclaim: {k['wasted_gpu_hours']:.0f} /"
-                f" {n['wasted_gpu_hours']:.0f} = {ratio:.3f} (target <= 0.1);"
+                f" {waste:.0f} = {ratio} (target <= 0.1);"
                 f" evictions {k['evictions']} vs {n['evictions']}"
             )
 

@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.dev_command == "demo":
             demo.run_story(cluster)
-        _print_access(cluster)
+        if keep:
+            _print_access(cluster)
     finally:
         if not keep:
             cluster.stop()

@@ -132,16 +132,6 @@ async def test_a_leader_killed_mid_burst_never_lets_a_queue_exceed_quota_nor_hal
     api = await clients.connect(str(cluster.kubeconfig))
     team = Probe(api, namespace)
     try:
-        for i in range(GANGS):
-            job = gang_job(
-                f"g{i:02d}",
-                queue="burst",
-                pods=2,
-                requests={"cpu": "1"},
-                isolation=pod_isolation(namespace),
-            )
-            await team.create(clients.JOBS, job)
-
         replicas["alpha"].start()
         leader = await eventually(
             lambda: lease_holder(api, namespace),
@@ -156,7 +146,20 @@ async def test_a_leader_killed_mid_burst_never_lets_a_queue_exceed_quota_nor_hal
             within=60,
             what="beta's caches synced (ready as a standby)",
         )
-        # Kill the leader as soon as it has admitted some, but not all, of the gangs.
+
+        async def burst() -> None:
+            for i in range(GANGS):
+                job = gang_job(
+                    f"g{i:02d}",
+                    queue="burst",
+                    pods=2,
+                    requests={"cpu": "1"},
+                    isolation=pod_isolation(namespace),
+                )
+                await team.create(clients.JOBS, job)
+
+        submitting = asyncio.create_task(burst())
+        # Kill the leader at its first admission, while the burst is still arriving.
         await eventually(
             lambda: _reserved_cpu(team),
             lambda cpu: cpu > 0,
@@ -167,6 +170,7 @@ async def test_a_leader_killed_mid_burst_never_lets_a_queue_exceed_quota_nor_hal
         replicas[leader].kill()
         killed_at = time.monotonic()
         at_kill = await _reserved_cpu(team)
+        await submitting
 
         await eventually(
             lambda: lease_holder(api, namespace),
@@ -191,6 +195,7 @@ async def test_a_leader_killed_mid_burst_never_lets_a_queue_exceed_quota_nor_hal
             f" {_metric(metrics, 'kohort_admitted_workloads_total')}"
         )
         assert status == 200
+        assert "kohort_admitted_workloads_total" in metrics
         assert takeover < LEASE_SECONDS + 10
     finally:
         await api.close()

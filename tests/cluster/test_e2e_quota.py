@@ -183,3 +183,65 @@ async def _finished_then_usage(team: Probe, usage: Any) -> dict[str, int] | None
         return None
     result: dict[str, int] = await usage()
     return result
+
+
+async def test_a_higher_priority_gang_preempts_a_lower_one_of_its_own_queue_whole(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> None:
+    stack.enroll(namespace)
+    test_nodes("worker", 2, cpu="4")
+    cq = f"{namespace}-cq"
+    apply_queues(
+        cluster.rest,
+        [
+            cluster_queue(cq, {"cpu": "8"}, within_queue="LowerPriority"),
+            local_queue(namespace, "team", cq),
+        ],
+    )
+    urgent = f"{namespace}-urgent"
+    cluster.rest.create(
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": urgent},
+            "value": 1000,
+        },
+    )
+    team = Probe(admin, namespace)
+    try:
+        low = gang_job(
+            "batch", queue="team", pods=2, requests={"cpu": "4"}, isolation=pod_isolation(namespace)
+        )
+        await team.create(clients.JOBS, low)
+        await eventually(
+            lambda: team.bound("job-batch"), lambda b: len(b) == 2, what="low-priority gang"
+        )
+        high = gang_job(
+            "deadline",
+            queue="team",
+            pods=2,
+            requests={"cpu": "4"},
+            isolation=pod_isolation(namespace),
+            priority_class=urgent,
+        )
+        await team.create(clients.JOBS, high)
+
+        await eventually(
+            lambda: _bound_by_gang(team, ["job-batch", "job-deadline"]),
+            lambda b: b == {"job-batch": 0, "job-deadline": 2},
+            within=90,
+            what="the urgent gang running in place of the whole low-priority gang",
+        )
+        evicted = await team.workload("job-batch")
+        preempted = condition(evicted, "Preempted")
+        assert preempted is not None and preempted["reason"] == "InClusterQueue"
+        deadline = await team.workload("job-deadline")
+        assert deadline is not None and deadline["spec"]["priority"] == 1000
+    finally:
+        cluster.rest.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{urgent}")

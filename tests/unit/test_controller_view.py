@@ -234,3 +234,15 @@ def test_no_podgroup_is_made_without_a_gang_backend() -> None:
     gang.workload = {"metadata": {"name": "job-train", "uid": "wl-uid"}}
 
     assert podgroup_object(gang, PodGroupSettings(Backend.NONE)) is None
+
+
+def test_a_coscheduling_podgroup_has_min_member_and_resources_but_no_volcano_fields() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=2, completions=2), JobAdapter())
+    gang = view_of(jobs=[job]).gangs["team-a/job-train"]
+    gang.workload = {"metadata": {"name": "job-train", "uid": "wl-uid"}}
+
+    pg = podgroup_object(gang, PodGroupSettings(Backend.COSCHEDULING))
+
+    assert pg is not None
+    assert pg["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert pg["spec"] == {"minMember": 2, "minResources": {"cpu": "2", "memory": str(2 * 2**30)}}

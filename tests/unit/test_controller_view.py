@@ -5,17 +5,23 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller.api import names
+from controller.api import Workload, names
 from controller.cluster.informers import Backoff, Informer, newer_or_same
 from controller.cluster.snapshots import build_snapshot, queue_spec
 from controller.cluster.view import ClusterView, build_view
-from controller.cluster.writers import PodGroupSettings, podgroup_object
+from controller.cluster.writers import (
+    PodGroupSettings,
+    podgroup_object,
+    set_condition,
+    workload_object,
+)
 from controller.reconciler import explain
 from controller.workloads.base import Admission, Backend
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.statefulset import StatefulSetAdapter
 from controller.workloads.testing import make_job, make_statefulset
+from webhook.validation import model_problem
 
 JSON = dict[str, Any]
 
@@ -246,3 +252,34 @@ def test_a_coscheduling_podgroup_has_min_member_and_resources_but_no_volcano_fie
     assert pg is not None
     assert pg["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
     assert pg["spec"] == {"minMember": 2, "minResources": {"cpu": "2", "memory": str(2 * 2**30)}}
+
+
+def test_the_workload_the_controller_writes_passes_the_api_model_the_webhook_enforces() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=2, completions=2), JobAdapter())
+    job["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "a"}
+    gang = view_of(jobs=[job]).gangs["team-a/job-train"]
+
+    body = workload_object(gang, priority=100)
+
+    assert model_problem("Workload", body) is None
+    body["status"] = {
+        "conditions": set_condition([], "QuotaReserved", "True", "QuotaReserved", "fits", 0.0),
+        "admission": {
+            "clusterQueue": "research",
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "count": 2,
+                    "resourceUsage": {"cpu": "2"},
+                    "nodes": [{"node": "n1", "count": 2}],
+                }
+            ],
+            "admittedAt": "2027-01-15T08:00:00Z",
+        },
+    }
+    assert model_problem("Workload", body) is None
+    model = Workload.model_validate(body)
+    assert model.spec.pod_sets[0].tolerations[0].operator == "Exists"

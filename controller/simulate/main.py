@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     philly.add_argument(
         "--waste-budget",
         type=float,
-        default=1.0,
+        default=0.1,
         help="kohort: victims may lose at most this x the preemptor's wait (<0: no limit)",
     )
     philly.add_argument(

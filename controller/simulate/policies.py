@@ -243,7 +243,7 @@ def make_policy(
     starvation_after: float | None = None,
     evict_after: float = 1800.0,
     drain: bool = False,
-    waste_budget: float | None = 1.0,
+    waste_budget: float | None = 0.1,
     oldest_first_after: float | None = None,
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes."""

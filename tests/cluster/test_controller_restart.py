@@ -181,6 +181,7 @@ async def test_a_leader_killed_mid_burst_never_lets_a_queue_exceed_quota_nor_hal
         takeover = time.monotonic() - killed_at
         replicas["alpha"].start()  # the killed replica comes back as a standby
 
+        taken_over = time.monotonic()
         workloads = await eventually(
             lambda: _settled(team),
             lambda state: state is not None,
@@ -188,11 +189,13 @@ async def test_a_leader_killed_mid_burst_never_lets_a_queue_exceed_quota_nor_hal
             what="all 50 gangs settled: 40 released, 10 held",
         )
         assert workloads is not None
+        settled = time.monotonic() - taken_over
         status, metrics = _get_sync(replicas["beta"], "/metrics")
         print(
             f"\nkilled alpha with {at_kill} cpu reserved; beta took over after {takeover:.1f}s"
             f" (lease {LEASE_SECONDS}s); admissions by beta:"
-            f" {_metric(metrics, 'kohort_admitted_workloads_total')}"
+            f" {_metric(metrics, 'kohort_admitted_workloads_total'):.0f}, all 50 settled"
+            f" {settled:.1f}s after the takeover"
         )
         assert status == 200
         assert "kohort_admitted_workloads_total" in metrics

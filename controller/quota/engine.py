@@ -70,6 +70,9 @@ class Config:
     oldest_first_after: queue heads that have waited longer than this go before all others,
         oldest first, whatever their queue's share (fair share orders the rest); this bounds
         how long a heavy queue's gangs can be overtaken. None: fair share alone.
+    fair_sharing_preemption: a gang whose queue would borrow may evict gangs of borrowing queues
+        of its cohort (if its queue's reclaimWithinCohort allows) when its queue's share after
+        admission stays at most the victim queue's share after the eviction (Kueue's S2-a).
     """
 
     placement: bool = True
@@ -80,6 +83,7 @@ class Config:
     drain: bool = False
     waste_budget: float | None = None
     oldest_first_after: float | None = None
+    fair_sharing_preemption: bool = False
 
 
 @dataclass(slots=True)
@@ -331,21 +335,25 @@ class Engine:
         )
 
     def _candidates(self, queue: QueueRuntime, info: GangInfo, now: float) -> list[Candidate]:
+        """Admitted gangs that may be evicted for `info`, before any choice among them."""
         spec = queue.state.spec
         prio = info.gang.priority
-        pools: list[tuple[QueueRuntime, bool]] = []
+        # (queue, victims are in another queue, victims are taken for fair sharing)
+        pools: list[tuple[QueueRuntime, bool, bool]] = []
         if spec.within_queue == "LowerPriority":
-            pools.append((queue, False))
+            pools.append((queue, False, False))
         cohort = queue.state.cohort
-        if cohort is not None and self._reclaimer(queue, info):
-            pools.extend(
-                (other, True)
-                for other in self._members[cohort.name]
-                if other is not queue and other.running and borrowing(other.state)
-            )
+        if cohort is not None and spec.reclaim_within_cohort != "Never":
+            reclaim = self._reclaimer(queue, info)
+            if reclaim or self.config.fair_sharing_preemption:
+                pools.extend(
+                    (other, True, not reclaim)
+                    for other in self._members[cohort.name]
+                    if other is not queue and other.running and borrowing(other.state)
+                )
         lower_only = spec.reclaim_within_cohort == "LowerPriority"
         out: list[Candidate] = []
-        for pool, other in pools:
+        for pool, other, fair in pools:
             young = now - pool.state.spec.min_runtime
             for running in pool.running.values():
                 gang_prio = running.info.gang.priority
@@ -354,7 +362,7 @@ class Engine:
                 if (not other or lower_only) and gang_prio >= prio:
                     continue
                 lost = max(0.0, now - running.admitted_at) * running.dominant
-                out.append(Candidate(running, pool.name, other, lost, running.nodes))
+                out.append(Candidate(running, pool.name, other, lost, running.nodes, fair))
         return out
 
     def _choose_victims(
@@ -470,6 +478,13 @@ class _Trial:
         owner = self.engine.queues[candidate.queue].state
         if not candidate.other_queue:
             return True
+        if candidate.fair:
+            # Kueue's S2-a: the preemptor's share after admission stays at most the victim
+            # queue's share after the eviction.
+            removed = {r: -v for r, v in candidate.victim.info.total.items()}
+            return borrowing(owner) and share(self.queue.state, self.info.total) <= share(
+                owner, removed
+            )
         if not self.engine._floor_guard:
             return borrowing(owner)
         # Never push a lender back below its nominal quota on a resource it borrows.

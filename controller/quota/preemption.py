@@ -44,6 +44,8 @@ class Candidate:
     # Work lost if evicted: runtime times the gang's dominant share of the cluster.
     lost_work: float
     nodes: tuple[int, ...]
+    # Taken by fair-sharing preemption (the preemptor's queue borrows), not by reclaim.
+    fair: bool = False
 
 
 class Trial(Protocol):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.quota import AdmittedGang, Decisions, Gang, Snapshot, decide
+from controller.quota import AdmittedGang, Config, Decisions, Gang, Snapshot, decide
 from controller.quota.quota import guaranteed, lendable
 from controller.quota.snapshot import QueueSpec
 from tests.unit.test_quota_builders import GPU, gang, node, queue
@@ -16,10 +16,18 @@ from tests.unit.test_quota_builders import GPU, gang, node, queue
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+CONFIGS = [
+    Config(),
+    Config(fair_sharing_preemption=True, evict_after=50.0, waste_budget=1.0),
+    Config(victims="naive", starvation_after=None),
+]
+
+
 @dataclass(frozen=True)
 class Scenario:
     snapshot: Snapshot
     now: float
+    config: Config
 
 
 @st.composite
@@ -75,7 +83,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         for a in d.admissions
     )
     later = draw(gangs_st(queues, "new", 100.0))
-    return Scenario(Snapshot(tuple(queues), tuple(nodes), tuple(later), admitted), 300.0)
+    config = draw(st.sampled_from(CONFIGS))
+    return Scenario(Snapshot(tuple(queues), tuple(nodes), tuple(later), admitted), 300.0, config)
 
 
 def final_admitted(s: Scenario, d: Decisions) -> list[AdmittedGang]:
@@ -99,7 +108,7 @@ def usage_by_queue(admitted: list[AdmittedGang]) -> dict[str, dict[str, int]]:
 @SETTINGS
 @given(scenarios())
 def test_no_queue_exceeds_nominal_plus_borrowing_limit(s: Scenario) -> None:
-    d = decide(s.snapshot, s.now)
+    d = decide(s.snapshot, s.now, s.config)
     usage = usage_by_queue(final_admitted(s, d))
     for q in s.snapshot.queues:
         for r, quota in q.quotas.items():
@@ -113,7 +122,7 @@ def test_no_queue_exceeds_nominal_plus_borrowing_limit(s: Scenario) -> None:
 @SETTINGS
 @given(scenarios())
 def test_no_lender_loses_what_its_lending_limit_protects(s: Scenario) -> None:
-    d = decide(s.snapshot, s.now)
+    d = decide(s.snapshot, s.now, s.config)
     usage = usage_by_queue(final_admitted(s, d))
     members = [q for q in s.snapshot.queues if q.cohort == "all"]
     for r in (GPU, "cpu"):
@@ -126,7 +135,7 @@ def test_no_lender_loses_what_its_lending_limit_protects(s: Scenario) -> None:
 @SETTINGS
 @given(scenarios())
 def test_admitted_gangs_always_fit_the_nodes(s: Scenario) -> None:
-    d = decide(s.snapshot, s.now)
+    d = decide(s.snapshot, s.now, s.config)
     used: dict[str, int] = {}
     for a in final_admitted(s, d):
         per_pod = a.gang.pod_sets[0].requests[GPU]
@@ -155,14 +164,14 @@ def test_decisions_do_not_depend_on_input_order(s: Scenario, rnd: random.Random)
         shuffled(snap.pending),  # type: ignore[arg-type]
         shuffled(snap.admitted),  # type: ignore[arg-type]
     )
-    assert decide(other, s.now) == decide(snap, s.now)
-    assert decide(snap, s.now) == decide(snap, s.now)
+    assert decide(other, s.now, s.config) == decide(snap, s.now, s.config)
+    assert decide(snap, s.now, s.config) == decide(snap, s.now, s.config)
 
 
 @SETTINGS
 @given(scenarios())
 def test_every_eviction_admits_its_preemptor_and_spares_protected_gangs(s: Scenario) -> None:
-    d = decide(s.snapshot, s.now)
+    d = decide(s.snapshot, s.now, s.config)
     admitted = {a.gang for a in d.admissions}
     specs = {q.name: q for q in s.snapshot.queues}
     before = usage_by_queue(list(s.snapshot.admitted))

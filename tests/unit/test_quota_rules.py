@@ -280,3 +280,27 @@ def test_a_head_waiting_beyond_oldest_first_after_goes_before_lower_shares() -> 
     assert admitted_names(decide(snapshot, 6000, Config(starvation_after=None))) == ["a3"]
     aged = Config(starvation_after=None, oldest_first_after=3600)
     assert admitted_names(decide(snapshot, 6000, aged)) == ["b4"]
+
+
+def test_fair_sharing_preemption_evicts_from_a_queue_with_a_higher_share() -> None:
+    # a is at nominal and would borrow 8 (share 250); b borrows 16 (share 500), and evicting one
+    # of its gangs leaves it at 250: allowed with fair-sharing preemption, not without.
+    queues = [queue("a", 8), queue("b", 8), queue("lender", 16, reclaim="Never")]
+    admitted = [running(gang("a1", "a"), "n1")]
+    admitted += [running(gang(f"b{i}", "b"), f"n{i + 1}", at=i) for i in range(1, 4)]
+    nodes = [node(f"n{i}") for i in range(1, 5)]
+    snapshot = world(queues, nodes, [gang("a2", "a", created=10)], admitted)
+    assert decide(snapshot, 100).evictions == ()
+    d = decide(snapshot, 100, Config(fair_sharing_preemption=True))
+    assert admitted_names(d) == ["a2"]
+    assert evicted_names(d) == ["b3"]
+
+
+def test_fair_sharing_preemption_stops_when_shares_would_cross() -> None:
+    # b borrows only 8 (share 333); taking a gang from it would leave a at 333 and b at 0.
+    queues = [queue("a", 8), queue("b", 8), queue("lender", 8, reclaim="Never")]
+    admitted = [running(gang("a1", "a"), "n1")]
+    admitted += [running(gang(f"b{i}", "b"), f"n{i + 1}", at=i) for i in range(1, 3)]
+    nodes = [node(f"n{i}") for i in range(1, 4)]
+    snapshot = world(queues, nodes, [gang("a2", "a", created=10)], admitted)
+    assert decide(snapshot, 100, Config(fair_sharing_preemption=True)).evictions == ()

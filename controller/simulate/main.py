@@ -74,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=-1.0,
         help="kohort: heads waiting longer than this go first, oldest first (<0: off)",
     )
+    philly.add_argument(
+        "--weights",
+        choices=("equal", "size"),
+        default="equal",
+        help="fair-sharing weight of each queue: 1, or its VC's size over the mean",
+    )
     openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")
     openb.add_argument("--seeds", default="42-51", help="seed range A-B or comma list")
     openb.add_argument("--tune", type=float, default=1.3, help="arrivals up to this x GPU capacity")
@@ -127,7 +133,7 @@ def _run_philly(args: argparse.Namespace) -> int:
     jobs = trace.jobs[: args.limit] if args.limit else trace.jobs
     nodes = philly_nodes(args.traces, mixed=args.nodes == "mixed")
     total_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes) // GPU_UNIT
-    queues = philly_queues(trace.vc_nodes, total_gpus)
+    queues = philly_queues(trace.vc_nodes, total_gpus, weight_by_size=args.weights == "size")
     weights = {q.name: q.quotas["nvidia.com/gpu"].nominal / GPU_UNIT for q in queues}
     progress = None if args.quiet else sys.stderr
     results: list[Result] = []
@@ -160,6 +166,7 @@ def _run_philly(args: argparse.Namespace) -> int:
         "nodes": f"{args.nodes}: {len(nodes)} nodes, {total_gpus} GPUs",
         "per_gpu": f"{CPU_PER_GPU / 1000:g} CPU, {MEMORY_PER_GPU // 1000 // 2**30} GiB",
         "queues": {q.name: weights[q.name] for q in queues},
+        "weights": args.weights,
         "kohort_min_runtime_s": args.min_runtime,
         "kohort_starvation_after_s": args.starvation_after,
         "kohort_evict_after_s": args.evict_after,

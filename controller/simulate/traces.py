@@ -128,13 +128,16 @@ def philly_queues(
     *,
     reclaim: bool = True,
     min_runtime: float = 0.0,
+    weight_by_size: bool = False,
 ) -> tuple[QueueSpec, ...]:
     """One queue per virtual cluster in one cohort, nominal = its node share of `total_gpus`.
 
     Borrowing is unlimited; CPU and memory quotas follow the GPU quota at the same ratio as the
-    nodes. Weight = 1 for every queue (the share is already relative to the pool).
+    nodes. Fair-sharing weight = 1 for every queue, or with `weight_by_size` the VC's node count
+    over the mean node count (a big VC's borrowing then counts for less).
     """
     nodes = sum(vc_nodes.values())
+    mean_nodes = nodes / max(1, len(vc_nodes))
     queues = []
     for vc, count in sorted(vc_nodes.items()):
         gpus = total_gpus * count // nodes
@@ -148,6 +151,7 @@ def philly_queues(
                 vc,
                 quotas,
                 cohort="philly",
+                weight=count / mean_nodes if weight_by_size else 1.0,
                 reclaim_within_cohort="Any" if reclaim else "Never",
                 min_runtime=min_runtime,
             )

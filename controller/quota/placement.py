@@ -240,8 +240,9 @@ class NodeIndex:
         if top is None:
             return f"placement: needs {pods}; every matching node is reserved"
         if not _fits(top, shape.request) and top[primary] < shape.request[primary]:
+            where = "node" if not shape.selector else "node matching its node selector"
             return (
-                f"placement: needs {pods}, largest free node has"
+                f"placement: needs {pods}, largest free {where} has"
                 f" {format_amount(name, top[primary])}"
             )
         if placed == 0:

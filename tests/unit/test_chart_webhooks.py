@@ -13,7 +13,12 @@ import pytest
 
 from tests.chart_support import NAMESPACE, RELEASE, VALUE_SETS, render
 from webhook import registration
-from webhook.server import MUTATE_DEFAULT_QUEUE_PATH, MUTATE_PATH, VALIDATE_PATH
+from webhook.server import (
+    MUTATE_DEFAULT_QUEUE_PATH,
+    MUTATE_PATH,
+    VALIDATE_DEFAULT_QUEUE_PATH,
+    VALIDATE_PATH,
+)
 
 KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 HANDLED = {
@@ -41,7 +46,7 @@ def test_configurations_are_the_ones_webhook_registration_builds() -> None:
         RELEASE, client, namespace_selector=selector, mutate_updates=True
     )
     want_validating = registration.validating_configuration(
-        RELEASE, client, namespace_selector=selector
+        RELEASE, client, namespace_selector=selector, validate_namespace_default=True
     )
     for kind, want in zip(KINDS, (want_mutating, want_validating), strict=True):
         got = manifest.one(kind, RELEASE)
@@ -99,7 +104,7 @@ def test_namespaced_webhooks_skip_system_namespaces_and_the_release_namespace(
     value_set: str,
 ) -> None:
     namespaced = [w for w in webhooks(VALUE_SETS[value_set]) if "namespaceSelector" in w]
-    assert len(namespaced) == 3
+    assert len(namespaced) == 4
     for webhook in namespaced:
         assert {"kube-system", "kube-node-lease", NAMESPACE} <= excluded_namespaces(webhook)
 
@@ -108,6 +113,15 @@ def test_excluded_namespaces_add_to_the_built_in_ones() -> None:
     for webhook in webhooks({"webhook": {"excludedNamespaces": ["monitoring"]}}):
         if "namespaceSelector" in webhook:
             assert {"monitoring", "kube-system", NAMESPACE} <= excluded_namespaces(webhook)
+
+
+def test_unheld_creations_in_opted_in_namespaces_are_refused_unless_turned_off() -> None:
+    def names(values: dict[str, Any]) -> list[str]:
+        return [w["name"] for w in webhooks(values, "ValidatingWebhookConfiguration")]
+
+    assert "namespace-default.validate.kohort.dev" in names({})
+    off = names({"webhook": {"validateNamespaceDefault": False}})
+    assert off == ["workloads.validate.kohort.dev", "queues.validate.kohort.dev"]
 
 
 def test_the_cluster_scoped_queue_webhook_only_sees_kohort_resources() -> None:
@@ -174,7 +188,12 @@ def test_client_config_points_at_the_service_port_443_and_the_real_paths() -> No
         )
         assert "caBundle" not in webhook["clientConfig"], "the rotator owns caBundle"
         paths.add(ref["path"])
-    assert paths == {MUTATE_PATH, MUTATE_DEFAULT_QUEUE_PATH, VALIDATE_PATH}
+    assert paths == {
+        MUTATE_PATH,
+        MUTATE_DEFAULT_QUEUE_PATH,
+        VALIDATE_PATH,
+        VALIDATE_DEFAULT_QUEUE_PATH,
+    }
 
 
 def test_url_override_reaches_a_webhook_outside_the_cluster() -> None:

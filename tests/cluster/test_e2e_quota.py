@@ -129,16 +129,6 @@ async def test_three_queues_weighted_1_1_2_that_keep_submitting_share_the_cohort
     test_nodes("worker", 2, cpu="8")
     cohort = f"{namespace}-shared"
     weights = {"red": "1", "green": "1", "blue": "2"}
-    queues: list[dict[str, Any]] = [
-        # The lender: all of the cohort's 12 CPUs, no workloads of its own.
-        cluster_queue(f"{namespace}-lender", {"cpu": "12"}, cohort=cohort)
-    ]
-    for team, weight in weights.items():
-        queues.append(
-            cluster_queue(f"{namespace}-{team}", {"cpu": "0"}, cohort=cohort, weight=weight)
-        )
-        queues.append(local_queue(namespace, team, f"{namespace}-{team}"))
-    apply_queues(cluster.rest, queues)
     team = Probe(admin, namespace)
     for i in range(12):  # enough for two rounds of blue's 6
         for name in weights:
@@ -151,6 +141,19 @@ async def test_three_queues_weighted_1_1_2_that_keep_submitting_share_the_cohort
                 complete_after="6s",
             )
             await team.create(clients.JOBS, job)
+    await eventually(
+        team.workloads, lambda wls: len(wls) == 36, what="the controller seeing all 36 gangs"
+    )
+    queues: list[dict[str, Any]] = []
+    for name, weight in weights.items():
+        queues.append(
+            cluster_queue(f"{namespace}-{name}", {"cpu": "0"}, cohort=cohort, weight=weight)
+        )
+        queues.append(local_queue(namespace, name, f"{namespace}-{name}"))
+    apply_queues(cluster.rest, queues)
+    # Last, the lender: all of the cohort's 12 CPUs and no workloads of its own. Until it
+    # exists nobody can be admitted, so all three queues start the race together.
+    apply_queues(cluster.rest, [cluster_queue(f"{namespace}-lender", {"cpu": "12"}, cohort=cohort)])
 
     async def usage() -> dict[str, int]:
         out = {}

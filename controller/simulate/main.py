@@ -80,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="equal",
         help="fair-sharing weight of each queue: 1, or its VC's size over the mean",
     )
+    philly.add_argument(
+        "--packing",
+        choices=("best-fit", "spread", "first-fit"),
+        default="best-fit",
+        help="node choice of kohort and naive-reclaim",
+    )
     openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")
     openb.add_argument("--seeds", default="42-51", help="seed range A-B or comma list")
     openb.add_argument("--tune", type=float, default=1.3, help="arrivals up to this x GPU capacity")
@@ -148,6 +154,7 @@ def _run_philly(args: argparse.Namespace) -> int:
             drain=args.drain,
             waste_budget=args.waste_budget if args.waste_budget >= 0 else None,
             oldest_first_after=args.oldest_first_after if args.oldest_first_after >= 0 else None,
+            packing=args.packing,
         )
         results.append(
             simulate(
@@ -167,6 +174,7 @@ def _run_philly(args: argparse.Namespace) -> int:
         "per_gpu": f"{CPU_PER_GPU / 1000:g} CPU, {MEMORY_PER_GPU // 1000 // 2**30} GiB",
         "queues": {q.name: weights[q.name] for q in queues},
         "weights": args.weights,
+        "packing": args.packing,
         "kohort_min_runtime_s": args.min_runtime,
         "kohort_starvation_after_s": args.starvation_after,
         "kohort_evict_after_s": args.evict_after,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from controller.quota import Config, Engine, Gang, Node, QueueSpec, Quota
-from controller.quota.placement import NodeIndex, PodShape
+from controller.quota.placement import NodeIndex, Packing, PodShape
 from controller.quota.snapshot import GPU
 from controller.simulate.traces import GPU_UNIT, Job
 
@@ -245,6 +245,7 @@ def make_policy(
     drain: bool = False,
     waste_budget: float | None = 0.1,
     oldest_first_after: float | None = None,
+    packing: Packing = "best-fit",
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes."""
     factories: dict[str, Callable[[], Policy]] = {
@@ -258,13 +259,14 @@ def make_policy(
         ),
         "quota-drf": lambda: QuotaDrfPolicy(queues, nodes),
         "naive-reclaim": lambda: EnginePolicy(
-            name, queues, nodes, Config(victims="naive", starvation_after=None)
+            name, queues, nodes, Config(packing=packing, victims="naive", starvation_after=None)
         ),
         "kohort": lambda: EnginePolicy(
             name,
             [_with_min_runtime(q, min_runtime) for q in queues],
             nodes,
             Config(
+                packing=packing,
                 victims="placement-aware",
                 starvation_after=starvation_after,
                 evict_after=evict_after,

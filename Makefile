@@ -21,7 +21,9 @@ demo: $(STAMP) testenv
 test: $(STAMP) testenv lint
 	$(PYTEST) $(PYTEST_ARGS)
 
+# Unit tests need no server; the chart tests among them need the helm binary.
 test-unit: $(STAMP)
+	bash hack/build-testenv.sh helm >/dev/null
 	$(PYTEST) -m "not cluster" $(PYTEST_ARGS)
 
 test-cluster: $(STAMP) testenv

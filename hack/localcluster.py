@@ -312,6 +312,8 @@ class LocalCluster:
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
+        # Every start is a new cluster (new CA, new nodes): data of an earlier run is stale.
+        shutil.rmtree(self.work_dir / "etcd", ignore_errors=True)
         proc = self._spawn(
             "etcd",
             [

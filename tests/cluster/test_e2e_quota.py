@@ -78,6 +78,13 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
         within=90,
         what="team-a running both gangs, one of them on team-b's idle GPUs",
     )
+    borrowing = await eventually(
+        lambda: team.cluster_queue(f"{namespace}-a"),
+        lambda cq: _gpu_usage(cq) == ("8", "4"),
+        what="team-a's ClusterQueue status: 8 GPUs used, 4 of them borrowed",
+    )
+    assert borrowing["status"]["admittedWorkloads"] == 2
+    assert borrowing["status"]["weightedShare"] > 0
 
     await team.create(clients.JOBS, gpu_job(namespace, "b1", "team-b", 2, 2))
 
@@ -103,6 +110,11 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
     assert preempted is not None and preempted["reason"] == "InCohortReclamation"
     assert await team.podgroup(victim) is None
 
+    metrics = stack.controller.metrics.registry if stack.controller else None
+    assert metrics is not None
+    labels = {"cluster_queue": f"{namespace}-a", "reason": "Preempted"}
+    assert metrics.get_sample_value("kohort_evicted_workloads_total", labels) == 1
+
     await admin.delete(clients.JOBS, "b1", namespace)
 
     await eventually(
@@ -111,6 +123,14 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
         within=90,
         what="the evicted gang running again once team-b's GPUs are idle",
     )
+
+
+def _gpu_usage(cq: dict[str, Any]) -> tuple[str, str] | None:
+    for flavor in (cq.get("status") or {}).get("flavorsUsage", []):
+        for resource in flavor["resources"]:
+            if resource["name"] == GPU:
+                return resource["total"], resource["borrowed"]
+    return None
 
 
 async def _bound_by_gang(team: Probe, gangs: list[str]) -> dict[str, int]:

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-POLICIES = ("kube-default", "gang-fifo", "quota-drf", "naive-reclaim", "kohort")
+POLICIES = ("kube-default", "gang-fifo", "quota-drf", "naive-reclaim", "kohort", "kohort-spread")
 SETTINGS = [(c, n) for c in (4.0, 8.0) for n in ("homogeneous", "mixed")]
 
 
@@ -77,33 +77,37 @@ def report(out: Path) -> None:
                 f"{r['evictions_per_reclaim']:>8.2f}{r['wasted_gpu_hours']:>13.0f}"
                 f"{r['decision_ms_p50']:>8.2f}/{r['decision_ms_p99']:.1f}"
             )
-        k = results.get("kohort")
-        if k is None:
-            continue
-        for other in ("kube-default", "quota-drf"):
-            if other in results:
-                o = results[other]
-                print(
-                    f"  {other}: {o['partial_jobs']} partial placements held"
-                    f" {o['partial_gpu_hours']:.0f} GPU-h idle; kohort: {k['partial_jobs']}"
-                )
-        for other in ("quota-drf", "gang-fifo", "naive-reclaim"):
-            if other in results:
-                theirs = results[other]["wait_p95"]
-                ratio = f"{k['wait_p95'] / theirs:.2f}" if theirs else "n/a (their p95 is 0)"
-                print(
-                    f"  p95 wait kohort / {other}: {hours(k['wait_p95']):.2f}h /"
-                    f" {hours(theirs):.2f}h = {ratio}"
-                )
-        if "naive-reclaim" in results:
-            n = results["naive-reclaim"]
-            waste = n["wasted_gpu_hours"]
-            ratio = f"{k['wasted_gpu_hours'] / waste:.3f}" if waste else "n/a"
+        for ours in ("kohort", "kohort-spread"):
+            if ours in results:
+                headline(ours, results)
+
+
+def headline(ours: str, results: dict[str, dict[str, Any]]) -> None:
+    k = results[ours]
+    for other in ("kube-default", "quota-drf"):
+        if other in results:
+            o = results[other]
             print(
-                f"  wasted GPU-h kohort / naive-reclaim: {k['wasted_gpu_hours']:.0f} /"
-                f" {waste:.0f} = {ratio} (target <= 0.1);"
-                f" evictions {k['evictions']} vs {n['evictions']}"
+                f"  {other}: {o['partial_jobs']} partial placements held"
+                f" {o['partial_gpu_hours']:.0f} GPU-h idle; {ours}: {k['partial_jobs']}"
             )
+    for other in ("quota-drf", "gang-fifo", "naive-reclaim"):
+        if other in results:
+            theirs = results[other]["wait_p95"]
+            ratio = f"{k['wait_p95'] / theirs:.2f}" if theirs else "n/a (their p95 is 0)"
+            print(
+                f"  p95 wait {ours} / {other}: {hours(k['wait_p95']):.2f}h /"
+                f" {hours(theirs):.2f}h = {ratio}"
+            )
+    if "naive-reclaim" in results:
+        n = results["naive-reclaim"]
+        waste = n["wasted_gpu_hours"]
+        ratio = f"{k['wasted_gpu_hours'] / waste:.3f}" if waste else "n/a"
+        print(
+            f"  wasted GPU-h {ours} / naive-reclaim: {k['wasted_gpu_hours']:.0f} /"
+            f" {waste:.0f} = {ratio} (target <= 0.1); evictions {k['evictions']} vs"
+            f" {n['evictions']}"
+        )
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ which jobs started (every pod bound) and which were evicted.
 
 - `kohort`: the decision core: DRS order, quota and placement fit, placement-aware reclaim,
   minimum runtime, starvation guard.
+- `kohort-spread`: the same, placing pods on the emptiest nodes, with a tighter waste budget.
 - `naive-reclaim`: the same core with issue 7's naive victims (newest first, no placement
   awareness, no minimum runtime, no starvation guard).
 - `quota-drf`: Kueue-like: quotas and DRS order, Kueue's classic reclaim, no placement check;
@@ -231,7 +232,11 @@ class QuotaDrfPolicy:
         return self.binder.partial_seen
 
 
-POLICIES = ("kube-default", "gang-fifo", "quota-drf", "naive-reclaim", "kohort")
+POLICIES = ("kube-default", "gang-fifo", "quota-drf", "naive-reclaim", "kohort", "kohort-spread")
+# kohort-spread: kohort spreading pods (the emptiest node first) instead of best fit, with a
+# tighter waste budget. Measured on Philly 8x: lower p95 wait (small jobs start at once), higher
+# mean wait (large gangs find fewer empty nodes).
+SPREAD_WASTE_BUDGET = 0.03
 
 
 def make_policy(
@@ -273,6 +278,18 @@ def make_policy(
                 drain=drain,
                 waste_budget=waste_budget,
                 oldest_first_after=oldest_first_after,
+            ),
+        ),
+        "kohort-spread": lambda: EnginePolicy(
+            name,
+            [_with_min_runtime(q, min_runtime) for q in queues],
+            nodes,
+            Config(
+                packing="spread",
+                victims="placement-aware",
+                starvation_after=starvation_after,
+                evict_after=evict_after,
+                waste_budget=SPREAD_WASTE_BUDGET,
             ),
         ),
     }

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from controller.api import names
 from controller.api.quantity import QuantityError, parse_quantity
 from controller.cluster.view import (
     ClusterView,
@@ -33,6 +34,7 @@ from controller.quota import (
     Toleration,
 )
 from controller.workloads.edits import lookup
+from controller.workloads.requests import pod_requests
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
@@ -141,7 +143,7 @@ def _placement(gang: GangView) -> tuple[PodPlacement, ...]:
 
 def _pod_set_of(pod: Mapping[str, Any], sets: set[str]) -> str | None:
     labels = lookup(pod, ["metadata", "labels"]) or {}
-    worker_index = labels.get("leaderworkerset.sigs.k8s.io/worker-index")
+    worker_index = labels.get(names.LWS_WORKER_INDEX_LABEL)
     if worker_index is not None:
         role = "leader" if worker_index == "0" else "worker"
         return role if role in sets else None
@@ -156,8 +158,6 @@ class SnapshotParts:
 
 
 def _pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    from controller.workloads.requests import pod_requests
-
     try:
         return pod_requests(pod.get("spec") or {})
     except (QuantityError, ValueError):
@@ -181,7 +181,7 @@ def build_snapshot(
         if not node_name or lookup(pod, ["status", "phase"]) in ("Succeeded", "Failed"):
             continue
         labels = lookup(pod, ["metadata", "labels"]) or {}
-        group = labels.get("kohort.dev/pod-group")
+        group = labels.get(names.POD_GROUP_LABEL)
         if group and f"{pod['metadata'].get('namespace', '')}/{group}" in accounted:
             continue
         on_node = used.setdefault(str(node_name), {})

@@ -288,6 +288,22 @@ async def pods_table(api: clients.Client) -> str:
     return format_table(["NAMESPACE", "POD", "PHASE", "NODE", "GPUS"], rows)
 
 
+async def _events_table(api: clients.Client, namespace: str, kind: str, name: str) -> str:
+    items, _ = await api.list(clients.EVENTS, namespace)
+    rows = [
+        [
+            e.get("type", ""),
+            e.get("reason", ""),
+            e.get("source", {}).get("component", ""),
+            str(e.get("message", ""))[:90],
+        ]
+        for e in sorted(items, key=lambda e: str(e.get("lastTimestamp") or ""))
+        if e.get("involvedObject", {}).get("kind") == kind
+        and e.get("involvedObject", {}).get("name") == name
+    ]
+    return format_table(["TYPE", "REASON", "FROM", "MESSAGE"], rows)
+
+
 async def _show(api: clients.Client, title: str) -> None:
     print(f"\n== {title}\n")
     print(await queues_table(api))
@@ -365,6 +381,8 @@ async def _story(cluster: LocalCluster) -> None:
         await api.create(clients.JOBS, _job("eval", "team-a", 1, 4), "team-a")
         await _until("eval waiting", lambda: _reason(api, "team-a", "job-eval", "Waiting"))
         await _show(api, "2. the cluster is full: team-a's next gang waits, holding no GPU")
+        print("\n$ kubectl describe job eval -n team-a   # Events")
+        print(await _events_table(api, "team-a", "Job", "eval"))
 
         await api.create(clients.JOBS, _job("finetune", "team-b", 2, 4), "team-b")
         await _until("finetune running", lambda: _running(api, "team-b", "job-finetune", 2))

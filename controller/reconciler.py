@@ -78,6 +78,10 @@ def explain(reason: str) -> str:
     return reason[:1].upper() + reason[1:]
 
 
+class LostLeadership(Exception):
+    """This replica lost the Lease in the middle of a pass: it must not write any further."""
+
+
 @dataclass
 class PassStats:
     admitted: int = 0
@@ -103,6 +107,7 @@ class Reconciler:
         self._wake = asyncio.Event()
         self.passes = 0
         self.failures = 0
+        self._leading: Callable[[], bool] = lambda: True
         self._rng = random.Random()
 
     @contextlib.contextmanager
@@ -121,6 +126,7 @@ class Reconciler:
         self._wake.set()
 
     async def run(self, is_leader: Callable[[], bool]) -> None:
+        self._leading = is_leader
         errors = 0
         while True:
             with contextlib.suppress(TimeoutError):
@@ -135,6 +141,8 @@ class Reconciler:
                 errors = 0
             except asyncio.CancelledError:
                 raise
+            except LostLeadership:
+                log.warning("lost the Lease during a pass; stopped writing")
             except Exception:
                 errors += 1
                 self.metrics.reconcile_errors.inc()
@@ -152,7 +160,9 @@ class Reconciler:
         view = self.cache.view()
         if await self._bookkeeping(view, now, stats):
             view = self.cache.view()
+        self._check_leading()
         await self._converge(view, stats)
+        self._check_leading()
         if await self._pods_ready(view, now, stats):
             view = self.cache.view()
         pending, admitted, waiting = self._classify(view, now)
@@ -341,8 +351,14 @@ class Reconciler:
             with self._isolated(f"pending reason of {gang.key}"):
                 await self._mark_pending(gang, explain(reason), now)
 
+    def _check_leading(self) -> None:
+        """Admissions and evictions are written only while this replica holds the Lease."""
+        if not self._leading():
+            raise LostLeadership()
+
     async def _admit(self, gang: GangView, admission: quota.Admission, now: float) -> None:
         assert gang.workload is not None
+        self._check_leading()
         assignments: list[JSONDict] = []
         for ps in gang.pod_sets:
             nodes = [
@@ -404,6 +420,7 @@ class Reconciler:
         now: float,
     ) -> None:
         assert gang.workload is not None
+        self._check_leading()
         queue = str(lookup(gang.workload, ["status", "admission", "clusterQueue"]) or "")
         # Requeue with exponential backoff, so an evicted gang cannot thrash its queue.
         count = gang.requeue_count() + 1

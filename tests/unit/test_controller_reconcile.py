@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from controller import quota
 from controller.api import names
 from controller.cluster import clients
@@ -16,7 +18,7 @@ from controller.cluster.cache import Cache
 from controller.cluster.clients import ApiError, Kind
 from controller.cluster.writers import PodGroupSettings, Writers, set_condition
 from controller.metrics import ControllerMetrics
-from controller.reconciler import Reconciler, Settings
+from controller.reconciler import LostLeadership, Reconciler, Settings
 from controller.workloads.base import Admission
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
@@ -255,3 +257,14 @@ async def test_a_gang_whose_writes_fail_does_not_hold_up_the_others() -> None:
     assert stats.admitted == 1
     assert job_state(api, "train") is False
     assert reconciler.failures == 1
+
+
+async def test_a_replica_that_lost_the_lease_mid_pass_admits_nothing() -> None:
+    reconciler, api = world((clients.JOBS, held_job("train", 2)))
+    reconciler._leading = lambda: False
+
+    with pytest.raises(LostLeadership):
+        await reconciler.reconcile_once()
+
+    assert not [w for w in api.writes if w[1] in ("workloads/status", "podgroups", "jobs")]
+    assert job_state(api, "train") is True

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client, config
 
+from hack import processes
 from hack.localcluster import ClusterOptions, LocalCluster, NodePool, Taint
 from tests.support import TEST_NODE_KEY
 
@@ -100,4 +101,30 @@ def test_nodes(cluster: LocalCluster, namespace: str) -> Iterator[TestNodes]:
         return names
 
     yield add
+    if added:
+        _drain(cluster, namespace)
     cluster.remove_nodes(added)
+
+
+def _drain(cluster: LocalCluster, namespace: str) -> None:
+    """Deletes the namespace's workloads and pods before their nodes go.
+
+    Pods left bound to deleted nodes make Volcano's sessions fail for a while, which would slow
+    down every later test.
+    """
+    background = {"propagationPolicy": "Background"}
+    for path in (
+        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+        f"/apis/apps/v1/namespaces/{namespace}/statefulsets",
+    ):
+        cluster.rest.request("DELETE", path, query=background)
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+
+    def gone() -> bool:
+        if not cluster.rest.get(pods)["items"]:
+            return True
+        # Controllers may still be recreating pods of workloads deleted a moment ago.
+        cluster.rest.request("DELETE", pods, query={"gracePeriodSeconds": "0"})
+        return False
+
+    processes.wait_until(f"the pods of {namespace} to be gone", gone, timeout=60, interval=0.5)

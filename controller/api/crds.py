@@ -27,6 +27,39 @@ SHORT_NAMES = {
     "ResourceFlavor": ["rf"],
     "Workload": ["wl"],
 }
+# What `kubectl get` shows for each kind: enough to see why work waits without -o yaml.
+_AGE: Schema = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+_USAGE = ".status.flavorsUsage[*].resources[*]"
+PRINTER_COLUMNS: dict[str, list[Schema]] = {
+    "ClusterQueue": [
+        {"name": "Cohort", "type": "string", "jsonPath": ".spec.cohort"},
+        {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingWorkloads"},
+        {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedWorkloads"},
+        {"name": "Resources", "type": "string", "jsonPath": f"{_USAGE}.name"},
+        {"name": "Usage", "type": "string", "jsonPath": f"{_USAGE}.total"},
+        {"name": "Borrowed", "type": "string", "jsonPath": f"{_USAGE}.borrowed"},
+        {"name": "Share", "type": "integer", "jsonPath": ".status.weightedShare"},
+        _AGE,
+    ],
+    "LocalQueue": [
+        {"name": "ClusterQueue", "type": "string", "jsonPath": ".spec.clusterQueue"},
+        {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingWorkloads"},
+        {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedWorkloads"},
+        _AGE,
+    ],
+    "ResourceFlavor": [_AGE],
+    "Workload": [
+        {"name": "Queue", "type": "string", "jsonPath": ".spec.queueName"},
+        {"name": "ClusterQueue", "type": "string", "jsonPath": ".status.admission.clusterQueue"},
+        {
+            "name": "Admitted",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Admitted")].status',
+        },
+        {"name": "Reason", "type": "string", "jsonPath": ".status.pendingReason"},
+        _AGE,
+    ],
+}
 _DROP = {"title", "$defs", "x-quantity"}
 
 
@@ -127,6 +160,7 @@ def crd(resource: type[ClusterQueue | LocalQueue | ResourceFlavor | Workload]) -
                     "storage": True,
                     "schema": {"openAPIV3Schema": root},
                     "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS[kind],
                 }
             ],
         },

@@ -10,6 +10,7 @@ Issue 5, scenarios 1, 2, 4 and 7 (the seed articles, with kohort in front of Vol
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -172,6 +173,46 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
     assert pg is not None and pg["spec"]["minMember"] == 4
 
 
+async def test_kubectl_get_shows_why_a_workload_waits_and_what_its_queue_uses(
+    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+) -> None:
+    test_nodes("worker", 2, cpu="8")
+    cq = queue(cluster, namespace, cpu="8")
+    await team.create(clients.JOBS, job(namespace, "first", 2, cpu="4"))
+    await eventually(
+        lambda: team.workload("job-first"), reserved, within=60, what="job-first admitted"
+    )
+    await team.create(clients.JOBS, job(namespace, "second", 2, cpu="4"))
+    await eventually(
+        lambda: team.workload("job-second"),
+        lambda wl: "quota" in pending_reason(wl).lower(),
+        within=60,
+        what="job-second pending for quota",
+    )
+
+    workloads = {
+        row["NAME"]: row for row in table(await kubectl(cluster, "-n", namespace, "get", "wl"))
+    }
+    assert workloads["job-first"]["QUEUE"] == QUEUE
+    assert workloads["job-first"]["CLUSTERQUEUE"] == cq
+    assert workloads["job-first"]["ADMITTED"] == "True"
+    assert workloads["job-second"]["CLUSTERQUEUE"] == ""
+    assert "quota" in workloads["job-second"]["REASON"].lower()
+
+    async def queue_row() -> dict[str, str]:
+        return table(await kubectl(cluster, "get", "clusterqueue", cq))[0]
+
+    row = await eventually(
+        queue_row,
+        lambda r: r.get("PENDING") == "1" and r.get("ADMITTED") == "1",
+        within=30,
+        what="ClusterQueue status counted",
+    )
+    assert row["RESOURCES"] == "cpu"
+    assert row["USAGE"] == "8"
+    assert row["BORROWED"] == "0"
+
+
 async def test_an_8_gpu_training_job_on_6_free_gpus_holds_none_and_starts_whole_when_2_free(
     cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
 ) -> None:
@@ -295,17 +336,29 @@ def _set_taints(
     cluster.rest.patch(f"/api/v1/nodes/{node}", {"spec": {"taints": taints}})
 
 
-async def describe_job(cluster: LocalCluster, namespace: str, name: str) -> str:
-    """What `kubectl describe job` prints (the Events at its end answer "why is it waiting?")."""
+async def kubectl(cluster: LocalCluster, *args: str) -> str:
     proc = await asyncio.create_subprocess_exec(
         str(testenv.binary("kubectl")),
         f"--kubeconfig={cluster.kubeconfig}",
-        "-n",
-        namespace,
-        "describe",
-        "job",
-        name,
+        *args,
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 30)
     return out.decode()
+
+
+async def describe_job(cluster: LocalCluster, namespace: str, name: str) -> str:
+    """What `kubectl describe job` prints (the Events at its end answer "why is it waiting?")."""
+    return await kubectl(cluster, "-n", namespace, "describe", "job", name)
+
+
+def table(text: str) -> list[dict[str, str]]:
+    """`kubectl get` output as rows keyed by column header; columns are cut where headers start."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    headers = [lines[0][a:b].strip() for a, b in bounds]
+    return [
+        {h: line[a:b].strip() for h, (a, b) in zip(headers, bounds, strict=True)}
+        for line in lines[1:]
+    ]

@@ -6,7 +6,6 @@ encodes its answer. Bad input is a 400 with a plain-text reason, never a 500.
 
 from __future__ import annotations
 
-import json
 import logging
 import ssl
 import time
@@ -14,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 from cryptography import x509
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -135,7 +135,7 @@ class AdmissionApp:
         if len(body) > MAX_BODY:
             return _too_large()
         try:
-            review = json.loads(body)
+            review = orjson.loads(body)
         except ValueError as err:
             return _bad_request(f"request body is not JSON: {err}")
         try:
@@ -150,7 +150,7 @@ class AdmissionApp:
             answer = reviews.deny(uid, "kohort's webhook could not decide this request", code=400)
         self._count(webhook, review, answer)
         return web.Response(
-            body=json.dumps(answer, separators=(",", ":")).encode(),
+            body=orjson.dumps(answer),
             content_type="application/json",
         )
 

@@ -7,10 +7,11 @@ an admission.k8s.io/v1 AdmissionReview) raises BadReview, which the server turns
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -113,7 +114,7 @@ def allow(
 ) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     if patch:
-        encoded = json.dumps(list(patch), separators=(",", ":")).encode()
+        encoded = orjson.dumps(list(patch))
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(encoded).decode()
     if warnings:
@@ -130,4 +131,4 @@ def deny(uid: str, message: str, *, code: int = 403) -> dict[str, Any]:
 def patch_of(review: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The JSON Patch operations in a response (empty when there is none)."""
     encoded = review.get("response", {}).get("patch")
-    return json.loads(base64.b64decode(encoded)) if encoded else []
+    return orjson.loads(base64.b64decode(encoded)) if encoded else []

@@ -11,14 +11,13 @@ a cluster started by another process.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -130,7 +129,6 @@ def free_port() -> int:
 class LocalCluster:
     def __init__(self, options: ClusterOptions | None = None, work_dir: Path | None = None):
         self.options = options or ClusterOptions()
-        self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="kohort-cluster-"))
         self.pki_dir = self.work_dir / "pki"
         self.log_dir = self.work_dir / "logs"
@@ -179,12 +177,6 @@ class LocalCluster:
             processes.stop(proc.pid)
         self.procs.clear()
         self._write_state()
-
-    def cleanup(self) -> None:
-        """Stops the cluster and removes a work directory this object created."""
-        self.stop()
-        if self._own_work_dir:
-            shutil.rmtree(self.work_dir, ignore_errors=True)
 
     # ---- access ----------------------------------------------------------------------------
 
@@ -502,15 +494,3 @@ def stop_from_state(work_dir: Path) -> list[str]:
     state["pids"] = {}
     state_path.write_text(json.dumps(state, indent=2))
     return stopped
-
-
-@contextlib.contextmanager
-def running_cluster(
-    options: ClusterOptions | None = None, work_dir: Path | None = None
-) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(options, work_dir)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.cleanup()

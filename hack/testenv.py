@@ -16,9 +16,6 @@ HACK_DIR = Path(__file__).resolve().parent
 BUILD_SCRIPT = HACK_DIR / "build-testenv.sh"
 VERSIONS_FILE = HACK_DIR / "versions.env"
 
-K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-VOLCANO_BINARIES = ("vc-scheduler", "vc-controller-manager")
-
 
 class TestenvMissing(RuntimeError):
     """A binary or module the local control plane needs has not been built or downloaded."""

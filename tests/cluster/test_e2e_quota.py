@@ -9,6 +9,7 @@ Issue 5, scenarios 5 and 6:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -209,14 +210,12 @@ async def _finished_then_usage(team: Probe, usage: Any) -> dict[str, int] | None
     return result
 
 
-async def test_a_higher_priority_gang_preempts_a_lower_one_of_its_own_queue_whole(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
-) -> None:
+@pytest.fixture
+def urgent(
+    stack: KohortStack, cluster: LocalCluster, namespace: str, test_nodes: TestNodes
+) -> Iterator[str]:
+    """Two 4-CPU nodes, LocalQueue `team` on an 8-CPU ClusterQueue that preempts by priority
+    within the queue, and a PriorityClass (value 1000) whose name it yields."""
     stack.enroll(namespace)
     test_nodes("worker", 2, cpu="4")
     cq = f"{namespace}-cq"
@@ -227,128 +226,104 @@ async def test_a_higher_priority_gang_preempts_a_lower_one_of_its_own_queue_whol
             local_queue(namespace, "team", cq),
         ],
     )
-    urgent = f"{namespace}-urgent"
+    name = f"{namespace}-urgent"
     cluster.rest.create(
         "/apis/scheduling.k8s.io/v1/priorityclasses",
         {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
-            "metadata": {"name": urgent},
+            "metadata": {"name": name},
             "value": 1000,
         },
     )
-    team = Probe(admin, namespace)
-    try:
-        low = gang_job(
-            "batch", queue="team", pods=2, requests={"cpu": "4"}, isolation=pod_isolation(namespace)
-        )
-        await team.create(clients.JOBS, low)
-        await eventually(
-            lambda: team.bound("job-batch"), lambda b: len(b) == 2, what="low-priority gang"
-        )
-        high = gang_job(
-            "deadline",
-            queue="team",
-            pods=2,
-            requests={"cpu": "4"},
-            isolation=pod_isolation(namespace),
-            priority_class=urgent,
-        )
-        await team.create(clients.JOBS, high)
+    yield name
+    cluster.rest.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
 
-        await eventually(
-            lambda: _bound_by_gang(team, ["job-batch", "job-deadline"]),
-            lambda b: b == {"job-batch": 0, "job-deadline": 2},
-            within=90,
-            what="the urgent gang running in place of the whole low-priority gang",
-        )
-        evicted = await team.workload("job-batch")
-        preempted = condition(evicted, "Preempted")
-        assert preempted is not None and preempted["reason"] == "InClusterQueue"
-        deadline = await team.workload("job-deadline")
-        assert deadline is not None and deadline["spec"]["priority"] == 1000
-    finally:
-        cluster.rest.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{urgent}")
+
+async def test_a_higher_priority_gang_preempts_a_lower_one_of_its_own_queue_whole(
+    namespace: str, admin: Client, urgent: str, drained: None
+) -> None:
+    team = Probe(admin, namespace)
+    low = gang_job(
+        "batch", queue="team", pods=2, requests={"cpu": "4"}, isolation=pod_isolation(namespace)
+    )
+    await team.create(clients.JOBS, low)
+    await eventually(
+        lambda: team.bound("job-batch"), lambda b: len(b) == 2, what="low-priority gang"
+    )
+    high = gang_job(
+        "deadline",
+        queue="team",
+        pods=2,
+        requests={"cpu": "4"},
+        isolation=pod_isolation(namespace),
+        priority_class=urgent,
+    )
+    await team.create(clients.JOBS, high)
+
+    await eventually(
+        lambda: _bound_by_gang(team, ["job-batch", "job-deadline"]),
+        lambda b: b == {"job-batch": 0, "job-deadline": 2},
+        within=90,
+        what="the urgent gang running in place of the whole low-priority gang",
+    )
+    evicted = await team.workload("job-batch")
+    preempted = condition(evicted, "Preempted")
+    assert preempted is not None and preempted["reason"] == "InClusterQueue"
+    deadline = await team.workload("job-deadline")
+    assert deadline is not None and deadline["spec"]["priority"] == 1000
 
 
 async def test_an_evicted_statefulset_comes_back_gated_and_is_released_whole_again(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
+    namespace: str, admin: Client, urgent: str, drained: None
 ) -> None:
-    stack.enroll(namespace)
-    test_nodes("worker", 2, cpu="4")
-    cq = f"{namespace}-cq"
-    apply_queues(
-        cluster.rest,
-        [
-            cluster_queue(cq, {"cpu": "8"}, within_queue="LowerPriority"),
-            local_queue(namespace, "team", cq),
-        ],
-    )
-    urgent = f"{namespace}-urgent"
-    cluster.rest.create(
-        "/apis/scheduling.k8s.io/v1/priorityclasses",
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": urgent},
-            "value": 1000,
-        },
-    )
     team = Probe(admin, namespace)
     isolation = pod_isolation(namespace)
-    try:
-        sts = gang_statefulset(
-            "serve", queue="team", replicas=2, requests={"cpu": "4"}, isolation=isolation
-        )
-        await team.create(clients.STATEFULSETS, sts)
-        await eventually(
-            lambda: team.bound("sts-serve"), lambda b: len(b) == 2, what="StatefulSet gang"
-        )
-        # A pod that goes away after the release comes back gated and is released too.
-        await admin.delete(clients.PODS, "serve-1", namespace)
-        await eventually(
-            lambda: team.bound("sts-serve"),
-            lambda b: b == ["serve-0", "serve-1"],
-            what="the recreated pod released and bound",
-        )
+    sts = gang_statefulset(
+        "serve", queue="team", replicas=2, requests={"cpu": "4"}, isolation=isolation
+    )
+    await team.create(clients.STATEFULSETS, sts)
+    await eventually(
+        lambda: team.bound("sts-serve"), lambda b: len(b) == 2, what="StatefulSet gang"
+    )
+    # A pod that goes away after the release comes back gated and is released too.
+    await admin.delete(clients.PODS, "serve-1", namespace)
+    await eventually(
+        lambda: team.bound("sts-serve"),
+        lambda b: b == ["serve-0", "serve-1"],
+        what="the recreated pod released and bound",
+    )
 
-        high = gang_job(
-            "deadline",
-            queue="team",
-            pods=1,
-            requests={"cpu": "4"},
-            isolation=isolation,
-            priority_class=urgent,
-        )
-        await team.create(clients.JOBS, high)
+    high = gang_job(
+        "deadline",
+        queue="team",
+        pods=1,
+        requests={"cpu": "4"},
+        isolation=isolation,
+        priority_class=urgent,
+    )
+    await team.create(clients.JOBS, high)
 
-        pods = await eventually(
-            lambda: team.pods("sts-serve"),
-            lambda ps: len(ps) == 2 and all(_gated(p) for p in ps),
-            within=90,
-            what="both StatefulSet pods deleted and recreated gated",
-        )
-        assert all(not p["spec"].get("nodeName") for p in pods)
-        assert not reserved(await team.workload("sts-serve"))
-        await eventually(
-            lambda: team.bound("job-deadline"), lambda b: len(b) == 1, what="urgent job running"
-        )
+    pods = await eventually(
+        lambda: team.pods("sts-serve"),
+        lambda ps: len(ps) == 2 and all(_gated(p) for p in ps),
+        within=90,
+        what="both StatefulSet pods deleted and recreated gated",
+    )
+    assert all(not p["spec"].get("nodeName") for p in pods)
+    assert not reserved(await team.workload("sts-serve"))
+    await eventually(
+        lambda: team.bound("job-deadline"), lambda b: len(b) == 1, what="urgent job running"
+    )
 
-        await admin.delete(clients.JOBS, "deadline", namespace)
+    await admin.delete(clients.JOBS, "deadline", namespace)
 
-        await eventually(
-            lambda: team.bound("sts-serve"),
-            lambda b: len(b) == 2,
-            within=90,
-            what="the StatefulSet gang released whole again",
-        )
-    finally:
-        cluster.rest.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{urgent}")
+    await eventually(
+        lambda: team.bound("sts-serve"),
+        lambda b: len(b) == 2,
+        within=90,
+        what="the StatefulSet gang released whole again",
+    )
 
 
 def _gated(pod: dict[str, Any]) -> bool:

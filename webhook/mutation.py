@@ -18,11 +18,19 @@ from webhook import reviews
 from webhook.settings import Settings
 
 
-def mutate(review: Any, settings: Settings, *, default_queue: str | None = None) -> dict[str, Any]:
+def mutate(
+    review: Any,
+    settings: Settings,
+    *,
+    default_queue: str | None = None,
+    owned: bool = False,
+) -> dict[str, Any]:
     """The AdmissionReview response for `review`; BadReview when it cannot be answered.
 
     `default_queue` is the LocalQueue implied for workloads without a queue label: the server
     passes `default` on the path that the webhook configuration routes opted-in namespaces to.
+    `owned`: the caller gives the review away (the server, which has just decoded it), so the
+    object is edited in place instead of copied; the response is the same.
     """
     request = reviews.parse(review)
     adapter = adapter_for(request.group, request.version, request.kind)
@@ -44,9 +52,9 @@ def mutate(review: Any, settings: Settings, *, default_queue: str | None = None)
     if queue is None:
         return reviews.allow(request.uid)
     admission = Admission(queue, settings.placement, request.uid)
-    editor = Editor(request.object)
+    editor = Editor(request.object, in_place=owned)
     try:
-        editor.update(["metadata", "labels"], {names.QUEUE_LABEL: queue})
+        editor.merge(("metadata", "labels"), {names.QUEUE_LABEL: queue})
         if old is None:
             warnings = adapter.default(editor, admission)
         else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
@@ -30,7 +30,7 @@ class UserInfo:
     groups: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Request:
     uid: str
     group: str
@@ -41,7 +41,7 @@ class Request:
     name: str
     object: Any
     old_object: Any
-    user: UserInfo = field(default_factory=UserInfo)
+    user_info: Any = None  # request.userInfo as sent; read through `user`
     dry_run: bool = False
 
     @property
@@ -49,18 +49,39 @@ class Request:
         """What a denial message is about: `Job train`, or `Job` before it is named."""
         return f"{self.kind} {self.name}" if self.name else self.kind
 
+    @property
+    def user(self) -> UserInfo:
+        """Who sent the request (only the validating webhook asks)."""
+        user = self.user_info if type(self.user_info) is dict else {}
+        groups = user.get("groups")
+        return UserInfo(
+            username=_text(user.get("username"), "request.userInfo.username"),
+            groups=frozenset(g for g in groups if isinstance(g, str))
+            if isinstance(groups, list)
+            else frozenset(),
+        )
+
 
 def _text(value: Any, where: str) -> str:
     if value is None:
         return ""
-    if not isinstance(value, str):
+    if type(value) is not str:
         raise BadReview(f"{where} must be a string")
     return value
 
 
+_TEXT_FIELDS = (
+    "request.kind.group",
+    "request.kind.version",
+    "request.kind.kind",
+    "request.namespace",
+    "request.name",
+)
+
+
 def parse(review: Any) -> Request:
     """The request inside an AdmissionReview; BadReview if it cannot be answered."""
-    if not isinstance(review, Mapping):
+    if type(review) is not dict:
         raise BadReview("the body must be a JSON object (an AdmissionReview)")
     if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
         raise BadReview(
@@ -68,38 +89,42 @@ def parse(review: Any) -> Request:
             f"{review.get('apiVersion')!r} {review.get('kind')!r}"
         )
     request = review.get("request")
-    if not isinstance(request, Mapping):
+    if type(request) is not dict:
         raise BadReview("request is missing")
     uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
+    if type(uid) is not str or not uid:
         raise BadReview("request.uid is missing")
     kind = request.get("kind")
-    if not isinstance(kind, Mapping):
+    if type(kind) is not dict:
         raise BadReview("request.kind is missing")
     operation = request.get("operation")
     if operation not in OPERATIONS:
         raise BadReview(f"request.operation {operation!r} is not one of {', '.join(OPERATIONS)}")
-    user = request.get("userInfo")
-    user = user if isinstance(user, Mapping) else {}
-    groups = user.get("groups")
-    return Request(
-        uid=uid,
-        group=_text(kind.get("group"), "request.kind.group"),
-        version=_text(kind.get("version"), "request.kind.version"),
-        kind=_text(kind.get("kind"), "request.kind.kind"),
-        operation=operation,
-        namespace=_text(request.get("namespace"), "request.namespace"),
-        name=_text(request.get("name"), "request.name"),
-        object=request.get("object"),
-        old_object=request.get("oldObject"),
-        user=UserInfo(
-            username=_text(user.get("username"), "request.userInfo.username"),
-            groups=frozenset(g for g in groups if isinstance(g, str))
-            if isinstance(groups, list)
-            else frozenset(),
-        ),
-        dry_run=request.get("dryRun") is True,
+    texts = (
+        kind.get("group"),
+        kind.get("version"),
+        kind.get("kind"),
+        request.get("namespace"),
+        request.get("name"),
     )
+    for value, where in zip(texts, _TEXT_FIELDS, strict=True):
+        if value is not None and type(value) is not str:
+            raise BadReview(f"{where} must be a string")
+    group, version, kind_name, namespace, name = (t or "" for t in texts)
+    parsed = Request(
+        uid,
+        group,
+        version,
+        kind_name,
+        operation,
+        namespace,
+        name,
+        request.get("object"),
+        request.get("oldObject"),
+        request.get("userInfo"),
+        request.get("dryRun") is True,
+    )
+    return parsed
 
 
 def _review(response: dict[str, Any]) -> dict[str, Any]:

@@ -73,6 +73,7 @@ class AdmissionApp:
         self.settings = settings
         self.metrics = metrics
         self.readiness = readiness
+        self._patches: dict[str, Any] = {}
 
     def build(self) -> web.Application:
         # The 3 MiB limit is checked here; aiohttp's own limit would answer 413 with HTML.
@@ -89,11 +90,12 @@ class AdmissionApp:
         add_probes(app, self.readiness)
         return app
 
+    # The review was decoded from the request body for this call alone: edited in place.
     def _mutate(self, review: Any) -> dict[str, Any]:
-        return mutate(review, self.settings)
+        return mutate(review, self.settings, owned=True)
 
     def _mutate_default(self, review: Any) -> dict[str, Any]:
-        return mutate(review, self.settings, default_queue="default")
+        return mutate(review, self.settings, default_queue="default", owned=True)
 
     def _validate(self, review: Any) -> dict[str, Any]:
         return validate(review, self.settings)
@@ -159,7 +161,11 @@ class AdmissionApp:
         if not response["allowed"]:
             self.metrics.denials.labels(webhook, _kind_of(review)).inc()
         elif "patch" in response:
-            self.metrics.patches.labels(_kind_of(review)).inc()
+            kind = _kind_of(review)
+            counter = self._patches.get(kind)
+            if counter is None:  # labels() takes a lock and builds a key: once per kind
+                counter = self._patches[kind] = self.metrics.patches.labels(kind)
+            counter.inc()
 
 
 def add_probes(app: web.Application, readiness: Readiness) -> None:

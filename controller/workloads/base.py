@@ -6,6 +6,7 @@ import enum
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 from controller.api import names
@@ -183,10 +184,8 @@ def template_requests(obj: JSONDict, template_path: Sequence[str]) -> Requests:
 
 
 def has_gate(obj: Any, template_path: Path = ()) -> bool:
-    gates = lookup(obj, [*template_path, "spec", "schedulingGates"])
-    return isinstance(gates, list) and any(
-        isinstance(g, Mapping) and g.get("name") == names.ADMISSION_GATE for g in gates
-    )
+    spec = lookup(obj, [*template_path, "spec"])
+    return isinstance(spec, dict) and _gated(spec)
 
 
 def remove_gate(editor: Editor, template_path: Path = ()) -> None:
@@ -218,36 +217,66 @@ def decorate_pod_template(
     Idempotent: a second call on the result changes nothing. A PodGroup name already present
     is kept, and a schedulerName chosen by the user is kept with a warning.
     """
-    warnings: list[str] = []
-    labels_path = [*template_path, "metadata", "labels"]
-    annotations_path = [*template_path, "metadata", "annotations"]
-    volcano_key = names.VOLCANO_GROUP_ANNOTATION
+    template = editor.get(template_path)
+    fields, warnings = pod_template_fields(template, template_path, admission, gang=gang)
+    editor.merge(template_path, fields)
+    if gate and not _gated(_member(template, "spec")):
+        editor.append((*template_path, "spec", "schedulingGates"), {"name": names.ADMISSION_GATE})
+    return warnings
+
+
+def pod_template_fields(
+    template: Any, template_path: Path, admission: Admission, *, gang: str | None
+) -> tuple[JSONDict, list[str]]:
+    """What `decorate_pod_template` merges into the template (without the gate), and warnings.
+
+    For adapters that merge these fields together with their own in one `Editor.merge`.
+    """
+    metadata = _member(template, "metadata")
+    spec = _member(template, "spec")
+    labels = _member(metadata, "labels")
+    annotations = _member(metadata, "annotations")
     wanted_labels = {names.QUEUE_LABEL: admission.queue, names.MANAGED_LABEL: names.MANAGED_VALUE}
-    annotations: dict[str, str] = {}
+    wanted_metadata: JSONDict = {"labels": wanted_labels}
     if gang is not None:
-        gang = pod_group_of(editor.doc, template_path) or gang  # an existing name is kept
+        existing = labels.get(names.POD_GROUP_LABEL)
+        gang = existing if isinstance(existing, str) and existing else gang  # kept when present
         wanted_labels[names.POD_GROUP_LABEL] = gang
         backend = admission.placement.backend
         # A group the user already named for the scheduler is kept.
-        if backend is Backend.VOLCANO and editor.get([*annotations_path, volcano_key]) is None:
-            annotations[volcano_key] = gang
+        volcano_key = names.VOLCANO_GROUP_ANNOTATION
+        if backend is Backend.VOLCANO and annotations.get(volcano_key) is None:
+            wanted_metadata["annotations"] = {volcano_key: gang}
         cosched_key = names.COSCHEDULING_GROUP_LABEL
-        if backend is Backend.COSCHEDULING and editor.get([*labels_path, cosched_key]) is None:
+        if backend is Backend.COSCHEDULING and labels.get(cosched_key) is None:
             wanted_labels[cosched_key] = gang
-    editor.update(labels_path, wanted_labels)
-    editor.update(annotations_path, annotations)
+    fields: JSONDict = {"metadata": wanted_metadata}
+    warnings: list[str] = []
     wanted = admission.placement.scheduler_name
-    scheduler_path = [*template_path, "spec", "schedulerName"]
-    current = editor.get(scheduler_path)
+    current = spec.get("schedulerName")
     if wanted is not None:
         if current in (None, "", DEFAULT_SCHEDULER):
-            editor.set(scheduler_path, wanted)
+            fields["spec"] = {"schedulerName": wanted}
         elif current != wanted:
             where = ".".join(str(p) for p in template_path) or "pod"
             warnings.append(
                 f"{where} keeps schedulerName {current!r}: kohort admits it as a gang, but "
                 f"{wanted!r} will not place its pods all-or-nothing"
             )
-    if gate and not has_gate(editor.doc, template_path):
-        editor.append([*template_path, "spec", "schedulingGates"], {"name": names.ADMISSION_GATE})
-    return warnings
+    return fields, warnings
+
+
+def _member(obj: Any, key: str) -> Mapping[str, Any]:
+    """obj[key] when both are objects, else an empty mapping (for reading only)."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, dict) else _EMPTY
+
+
+def _gated(spec: Mapping[str, Any]) -> bool:
+    gates = spec.get("schedulingGates")
+    return isinstance(gates, list) and any(
+        isinstance(g, dict) and g.get("name") == names.ADMISSION_GATE for g in gates
+    )
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})

@@ -1,12 +1,14 @@
 """Edit a JSON document without changing it, recording each change as an RFC 6902 operation.
 
 The webhook sends the recorded operations as its JSON Patch; the controller can send the same
-operations in a PATCH request. Paths are lists of keys; `jsonpointer` escapes them (a label key
-such as `kohort.dev/queue-name` becomes `kohort.dev~1queue-name`).
+operations in a PATCH request. Paths are sequences of keys; `jsonpointer` escapes them (a label
+key such as `kohort.dev/queue-name` becomes `kohort.dev~1queue-name`).
 
-Copy on write: `Editor.doc` starts as the given document and every object or list on the way
-to an edited place is copied (shallowly) the first time it is touched. The input is never
-changed and unchanged subtrees are shared, so editing a large object costs only its depth.
+Copy on write (the default): `Editor.doc` starts as the given document and every object or list
+on the way to an edited place is copied (shallowly) the first time it is touched. The input is
+never changed and unchanged subtrees are shared, so editing a large object costs only its depth.
+A caller that owns the document (the webhook, which has just decoded it) may have it edited in
+place instead, which skips the copies.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from jsonpointer import escape
 
 Path = Sequence[str | int]
 JSONDict = dict[str, Any]
+_Key = tuple[str | int, ...]
 
 
 def pointer(path: Path) -> str:
@@ -27,34 +30,58 @@ def pointer(path: Path) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _pointer(path: tuple[str | int, ...]) -> str:
+def _pointer(path: _Key) -> str:
     # Cached: the webhook writes the same few paths into every object of a kind.
     return "".join("/" + escape(str(part)) for part in path)
 
 
 def lookup(doc: Any, path: Path) -> Any:
-    """The value at `path`, or None when any step is missing or of the wrong type."""
+    """The value at `path`, or None when any step is missing or of the wrong type.
+
+    Object members are found by string keys only, list items by non-negative int only.
+    """
     node = doc
     for part in path:
-        if isinstance(part, int) and not (isinstance(node, list) and part >= 0):
-            return None  # an index only means something in a list (not a string, not -1)
-        try:
+        kind = type(node)
+        if kind is dict or (kind is not list and isinstance(node, Mapping)):
+            if type(part) is not str:
+                return None
+            node = node.get(part)
+        elif kind is list:
+            if type(part) is not int or not 0 <= part < len(node):
+                return None
             node = node[part]
-        except (KeyError, IndexError, TypeError):
+        else:
+            return None
+        if node is None:
             return None
     return node
 
 
-class Editor:
-    """`doc` is the edited document; `operations` lists what changed, in order."""
+def _snapshot(value: Any) -> Any:
+    """A copy of a JSON value that shares no object or list with it."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _snapshot(v) for k, v in value.items()}
+    if kind is list:
+        return [_snapshot(v) for v in value]
+    return value
 
-    def __init__(self, doc: JSONDict) -> None:
-        self.doc = dict(doc)
+
+class Editor:
+    """`doc` is the edited document; `operations` lists what changed, in order.
+
+    `in_place`: edit the given document itself instead of a copy (the caller owns it). Values
+    stored in it are then copies of the recorded ones, so later edits never change the record.
+    """
+
+    def __init__(self, doc: JSONDict, *, in_place: bool = False) -> None:
+        self.doc = doc if in_place else dict(doc)
+        self.in_place = in_place
         self.operations: list[JSONDict] = []
-        # Containers copied by this editor (kept alive by `doc`, so ids stay unique).
-        self._owned: set[int] = {id(self.doc)}
-        # Writable containers by path; entries under a path are dropped when it is replaced.
-        self._writable_at: dict[tuple[str | int, ...], Any] = {}
+        # Writable containers (copied by this editor or made by it) by path. An entry under a
+        # path is dropped when the value at that path is replaced or removed.
+        self._writable_at: dict[_Key, Any] = {(): self.doc}
 
     def get(self, path: Path) -> Any:
         return lookup(self.doc, path)
@@ -64,18 +91,24 @@ class Editor:
         if not path:
             raise ValueError("cannot replace the whole document")
         key = path[-1]
-        if not isinstance(key, str):
+        if type(key) is not str:
             raise TypeError(f"set needs an object key at {pointer(path)}")
-        parent = self._writable(path[:-1], create=True)
-        if not isinstance(parent, dict):
-            raise TypeError(f"{pointer(path[:-1])} is not an object")
-        if key in parent and parent[key] == value:
-            return
-        op = "replace" if key in parent else "add"
-        if isinstance(parent.get(key), dict | list):
-            self._forget(path)  # writable containers under the old value are gone
-        parent[key] = value
-        self.operations.append({"op": op, "path": pointer(path), "value": value})
+        at = tuple(path[:-1])
+        parent = lookup(self.doc, at)
+        if type(parent) is dict:
+            old = parent.get(key, _MISSING)
+            if old is not _MISSING and old == value:
+                return
+        parent = self._writable(at, create=True)
+        if type(parent) is not dict:
+            raise TypeError(f"{_pointer(at)} is not an object")
+        old = parent.get(key, _MISSING)
+        if isinstance(old, dict | list):
+            self._forget((*at, key))
+        # Copy on write: shared with the record, and edits below it copy it first.
+        parent[key] = _snapshot(value) if self.in_place else value
+        op = "add" if old is _MISSING else "replace"
+        self.operations.append({"op": op, "path": _pointer((*at, key)), "value": value})
 
     def update(self, path: Path, values: Mapping[str, Any]) -> None:
         """Set several members of the object at `path`.
@@ -84,28 +117,63 @@ class Editor:
         """
         if not values:
             return
-        if self.get(path) is not None:
+        at = tuple(path)
+        if lookup(self.doc, at) is not None:
             for key, value in values.items():
-                self.set([*path, key], value)
+                self.set((*at, key), value)
             return
-        depth = len(path) - 1
-        while depth > 0 and self.get(path[:depth]) is None:
+        depth = len(at) - 1
+        while depth > 0 and lookup(self.doc, at[:depth]) is None:
             depth -= 1
-        parent = self._writable(path[:depth], create=False)
-        if not isinstance(parent, dict) or not isinstance(path[depth], str):
-            raise TypeError(f"{pointer(path[:depth]) or 'the object'} is not an object")
+        parent = self._writable(at[:depth], create=False)
+        if type(parent) is not dict or type(at[depth]) is not str:
+            raise TypeError(f"{_pointer(at[:depth]) or 'the object'} is not an object")
         recorded: Any = dict(values)
-        stored: Any = dict(values)
-        for part in reversed(path[depth + 1 :]):
+        stored: Any = _snapshot(recorded) if self.in_place else dict(values)
+        for part in reversed(at[depth + 1 :]):
             recorded, stored = {part: recorded}, {part: stored}
-        op = "replace" if path[depth] in parent else "add"  # present but null
-        parent[path[depth]] = stored
-        self.operations.append({"op": op, "path": pointer(path[: depth + 1]), "value": recorded})
-        node = stored
-        for part in path[depth + 1 :]:  # the containers made here are the editor's own
-            self._owned.add(id(node))
-            node = node[part]
-        self._owned.add(id(node))
+        op = "replace" if at[depth] in parent else "add"  # present but null
+        self._forget(at[: depth + 1])
+        parent[at[depth]] = stored
+        self.operations.append({"op": op, "path": _pointer(at[: depth + 1]), "value": recorded})
+        for end in range(depth + 1, len(at) + 1):  # the objects made here are the editor's own
+            self._writable_at[at[:end]] = stored
+            if end < len(at):
+                stored = stored[at[end]]
+
+    def merge(self, path: Path, values: Mapping[str, Any]) -> None:
+        """Make the object at `path` hold `values`, member by member and recursively.
+
+        An object in `values` merges into the object already there; a missing object, or any
+        other value, is set whole. One operation per change; equal values record none.
+        """
+        at = tuple(path)
+        current = lookup(self.doc, at)
+        if current is None:
+            self.update(at, values)
+        elif type(current) is dict:
+            self._merge(at, current, values)
+        else:
+            raise TypeError(f"{_pointer(at) or 'the object'} is not an object")
+
+    def _merge(self, at: _Key, current: JSONDict, values: Mapping[str, Any]) -> None:
+        parent = None
+        for key, value in values.items():
+            old = current.get(key, _MISSING)
+            if type(value) is dict and old is not _MISSING and old is not None:
+                if type(old) is not dict:
+                    raise TypeError(f"{_pointer((*at, key))} is not an object")
+                self._merge((*at, key), old, value)
+                continue
+            if old == value:
+                continue
+            if parent is None:
+                parent = self._writable(at, create=False)
+            if type(old) is dict or type(old) is list:
+                self._forget((*at, key))
+            parent[key] = _snapshot(value) if self.in_place else value
+            op = "add" if old is _MISSING else "replace"
+            self.operations.append({"op": op, "path": _pointer((*at, key)), "value": value})
 
     def set_default(self, path: Path, value: Any) -> bool:
         """Set the value at `path` only when it is absent (or null); True if it was set."""
@@ -120,71 +188,73 @@ class Editor:
         if current is None:
             self.set(path, [value])
             return
-        if not isinstance(current, list):
+        if type(current) is not list:
             raise TypeError(f"{pointer(path)} is not a list")
-        self._writable(path, create=False).append(value)
-        self.operations.append({"op": "add", "path": pointer([*path, "-"]), "value": value})
+        self._writable(tuple(path), create=False).append(
+            _snapshot(value) if self.in_place else value
+        )
+        self.operations.append({"op": "add", "path": _pointer((*path, "-")), "value": value})
 
     def remove(self, path: Path) -> None:
         """Remove the member or list item at `path`; no-op when it is absent."""
         parent = self.get(path[:-1])
         key = path[-1]
-        in_object = isinstance(parent, dict) and isinstance(key, str) and key in parent
-        in_list = isinstance(parent, list) and isinstance(key, int) and 0 <= key < len(parent)
+        in_object = type(parent) is dict and type(key) is str and key in parent
+        in_list = type(parent) is list and type(key) is int and 0 <= key < len(parent)
         if not (in_object or in_list):
             return
-        del self._writable(path[:-1], create=False)[key]
-        self._forget(path)
-        self.operations.append({"op": "remove", "path": pointer(path)})
+        at = tuple(path)
+        container = self._writable(at[:-1], create=False)
+        del container[key]
+        # List items after a removed one move: forget every cached container under the list.
+        self._forget(at[:-1] if in_list else at)
+        self._writable_at[at[:-1]] = container
+        self.operations.append({"op": "remove", "path": _pointer(at)})
 
     def patch(self) -> jsonpatch.JsonPatch:
         return jsonpatch.JsonPatch(self.operations)
 
-    def _forget(self, path: Path) -> None:
-        if not self._writable_at:
-            return
-        prefix = tuple(path)
-        size = len(prefix)
-        for cached in [p for p in self._writable_at if p[:size] == prefix]:
+    def _forget(self, at: _Key) -> None:
+        """Drop the cached containers at `at` and under it: the value there was replaced."""
+        size = len(at)
+        for cached in [p for p in self._writable_at if p[:size] == at and len(p) >= size]:
             del self._writable_at[cached]
 
-    def _writable(self, path: Path, *, create: bool) -> Any:
-        """The container at `path`, copied into `doc` first unless this editor made it.
+    def _writable(self, at: _Key, *, create: bool) -> Any:
+        """The container at `at`, copied into `doc` first unless this editor made it.
 
         With `create`, missing objects on the way are added (and recorded as operations).
         """
-        key = tuple(path)
-        found = self._writable_at.get(key)
-        if found is None:
-            found = self._writable_at[key] = self._walk(path, create=create)
-        return found
-
-    def _walk(self, path: Path, *, create: bool) -> Any:
-        node: Any = self.doc
-        for depth, part in enumerate(path):
-            if isinstance(node, dict):
-                child = node.get(part) if isinstance(part, str) else None
-            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        found = self._writable_at.get(at)
+        if found is not None:
+            return found
+        depth = len(at)
+        while at[:depth] not in self._writable_at:
+            depth -= 1
+        node = self._writable_at[at[:depth]]
+        for end in range(depth + 1, len(at) + 1):
+            part = at[end - 1]
+            if type(node) is dict and type(part) is str:
+                child = node.get(part)
+            elif type(node) is list and type(part) is int and 0 <= part < len(node):
                 child = node[part]
             else:
-                raise TypeError(f"{pointer(path[:depth]) or 'the object'} is not an object")
+                raise TypeError(f"{_pointer(at[: end - 1]) or 'the object'} is not an object")
             if child is None:
-                if not (create and isinstance(part, str)):
-                    raise TypeError(f"{pointer(path[: depth + 1])} is missing")
+                if not (create and type(part) is str):
+                    raise TypeError(f"{_pointer(at[:end])} is missing")
                 child = {}
-                self.operations.append(
-                    {"op": "add", "path": pointer(path[: depth + 1]), "value": {}}
-                )
-            elif id(child) in self._owned:
-                node = child
-                continue
-            elif isinstance(child, dict):
-                child = dict(child)
-            elif isinstance(child, list):
-                child = list(child)
+                self.operations.append({"op": "add", "path": _pointer(at[:end]), "value": {}})
+            elif type(child) is dict:
+                child = child if self.in_place else dict(child)
+            elif type(child) is list:
+                child = child if self.in_place else list(child)
             else:
-                raise TypeError(f"{pointer(path[: depth + 1])} is not an object or a list")
-            self._owned.add(id(child))
+                raise TypeError(f"{_pointer(at[:end])} is not an object or a list")
             node[part] = child
+            self._writable_at[at[:end]] = child
             node = child
         return node
+
+
+_MISSING: Any = object()

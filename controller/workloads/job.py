@@ -9,10 +9,10 @@ from controller.workloads.base import (
     Gang,
     Hold,
     PodSet,
-    decorate_pod_template,
     gang_name,
     non_negative_int,
     object_name,
+    pod_template_fields,
     template_requests,
 )
 from controller.workloads.edits import Editor, JSONDict, lookup
@@ -47,8 +47,10 @@ class JobAdapter:
     def default(self, editor: Editor, admission: Admission) -> list[str]:
         self.sizes(editor.doc)  # rejects a spec that cannot form a gang
         gang = self.gang_name(editor.doc, admission.request_uid)
-        warnings = decorate_pod_template(editor, TEMPLATE, admission, gang=gang, gate=False)
-        editor.set(["spec", "suspend"], True)
+        template = lookup(editor.doc, TEMPLATE)
+        fields, warnings = pod_template_fields(template, TEMPLATE, admission, gang=gang)
+        # One merge for the whole object: the webhook answers every new Job with it.
+        editor.merge((), {"spec": {"suspend": True, "template": fields}})
         return warnings
 
     def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:

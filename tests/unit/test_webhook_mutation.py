@@ -49,9 +49,10 @@ def test_the_patch_escapes_slashes_in_label_keys() -> None:
 
 def test_missing_maps_are_added_whole_in_one_operation() -> None:
     ops = patch_of(mutate(make_review(make_job()), SETTINGS))
-    [labels] = [op for op in ops if op["path"] == "/spec/template/metadata"]
-    assert labels["value"]["labels"][names.QUEUE_LABEL] == "research"
-    assert len(ops) == 4  # template metadata, its annotations, schedulerName, suspend
+    [metadata] = [op for op in ops if op["path"] == "/spec/template/metadata"]
+    assert metadata["value"]["labels"][names.QUEUE_LABEL] == "research"
+    assert metadata["value"]["annotations"] == {names.VOLCANO_GROUP_ANNOTATION: "job-train"}
+    assert len(ops) == 3  # template metadata with labels and annotations, schedulerName, suspend
 
 
 def test_coscheduling_backend_uses_the_pod_group_label() -> None:

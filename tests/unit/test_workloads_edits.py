@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import jsonpatch
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.workloads.edits import Editor, pointer
 
@@ -56,3 +60,80 @@ def test_update_adds_a_missing_map_whole_and_later_edits_do_not_change_the_recor
     assert jsonpatch.apply_patch(original, editor.operations) == editor.doc
     assert editor.doc["spec"]["template"]["metadata"]["labels"] == {"a/b": "1", "c": "2", "d": "3"}
     assert original == {"spec": {"template": {}}}
+
+
+def test_merge_adds_missing_objects_whole_and_sets_only_what_differs() -> None:
+    original: dict[str, Any] = {
+        "metadata": {"labels": {"team": "vision", "kohort.dev/queue-name": "research"}},
+        "spec": {"suspend": False, "template": {"spec": {"schedulerName": "default-scheduler"}}},
+    }
+    editor = Editor(copy.deepcopy(original))
+    editor.merge(
+        (),
+        {
+            "metadata": {"labels": {"kohort.dev/queue-name": "research"}},
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "metadata": {"labels": {"a": "1"}, "annotations": {"b": "2"}},
+                    "spec": {"schedulerName": "volcano"},
+                },
+            },
+        },
+    )
+    assert editor.operations == [
+        {"op": "replace", "path": "/spec/suspend", "value": True},
+        {
+            "op": "add",
+            "path": "/spec/template/metadata",
+            "value": {"labels": {"a": "1"}, "annotations": {"b": "2"}},
+        },
+        {"op": "replace", "path": "/spec/template/spec/schedulerName", "value": "volcano"},
+    ]
+    assert jsonpatch.apply_patch(original, editor.operations) == editor.doc
+    assert editor.doc["metadata"]["labels"]["team"] == "vision"
+
+
+def test_merge_refuses_to_replace_a_value_that_is_not_an_object() -> None:
+    editor = Editor({"metadata": {"labels": "not-a-map"}})
+    with pytest.raises(TypeError, match="/metadata/labels is not an object"):
+        editor.merge(["metadata"], {"labels": {"a": "b"}})
+    assert editor.operations == []
+
+
+def test_editing_in_place_changes_the_given_document_but_never_the_record() -> None:
+    doc: dict[str, Any] = {"spec": {}}
+    editor = Editor(doc, in_place=True)
+    editor.merge(["spec"], {"template": {"metadata": {"labels": {"a": "1"}}}})
+    editor.set(["spec", "template", "metadata", "labels", "b"], "2")
+    editor.append(["spec", "gates"], {"name": "x"})
+    editor.set(["spec", "gates", 0, "name"], "y")
+    assert doc["spec"]["template"]["metadata"]["labels"] == {"a": "1", "b": "2"}
+    assert editor.operations[0]["value"] == {"metadata": {"labels": {"a": "1"}}}
+    assert editor.operations[2]["value"] == [{"name": "x"}]
+    assert jsonpatch.apply_patch({"spec": {}}, editor.operations) == doc
+
+
+JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from("abc"))
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda inner: st.dictionaries(st.sampled_from(["a", "b/c", "d~e"]), inner, max_size=3),
+    max_leaves=8,
+)
+JSON_OBJECTS = st.dictionaries(st.sampled_from(["a", "b/c", "d~e"]), JSON_VALUES, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(original=JSON_OBJECTS, values=JSON_OBJECTS, in_place=st.booleans())
+def test_recorded_merge_operations_replay_the_merge_on_the_original(
+    original: dict[str, Any], values: dict[str, Any], in_place: bool
+) -> None:
+    editor = Editor(copy.deepcopy(original), in_place=in_place)
+    try:
+        editor.merge((), values)
+    except TypeError:
+        return  # an object cannot be merged into a scalar: refused (see the test above)
+    assert jsonpatch.apply_patch(original, editor.operations) == editor.doc
+    again = Editor(copy.deepcopy(editor.doc))
+    again.merge((), values)
+    assert again.operations == []  # merging is idempotent

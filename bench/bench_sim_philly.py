@@ -22,7 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-POLICIES = ("kube-default", "gang-fifo", "quota-drf", "naive-reclaim", "kohort", "kohort-spread")
+POLICIES = (
+    "kube-default",
+    "gang-fifo",
+    "gang-fifo-binpack",
+    "quota-drf",
+    "naive-reclaim",
+    "kohort",
+    "kohort-spread",
+)
 SETTINGS = [(c, n) for c in (4.0, 8.0) for n in ("homogeneous", "mixed")]
 
 
@@ -77,9 +85,22 @@ def report(out: Path) -> None:
                 f"{r['evictions_per_reclaim']:>8.2f}{r['wasted_gpu_hours']:>13.0f}"
                 f"{r['decision_ms_p50']:>8.2f}/{r['decision_ms_p99']:.1f}"
             )
+        by_size(results)
         for ours in ("kohort", "kohort-spread"):
             if ours in results:
                 headline(ours, results)
+
+
+def by_size(results: dict[str, dict[str, Any]]) -> None:
+    """Who makes the p95: wait per gang size, and each size's share of the jobs beyond it."""
+    print("  wait by gang size (mean h / p95 h / share of the jobs waiting beyond the p95):")
+    for policy, r in results.items():
+        cells = [
+            f"{size} {hours(f['wait_mean']):.2f}/{hours(f['wait_p95']):.2f}/"
+            f"{f['share_of_tail']:.0%}"
+            for size, f in r.get("by_size", {}).items()
+        ]
+        print(f"  {policy:<18}" + "   ".join(cells))
 
 
 def headline(ours: str, results: dict[str, dict[str, Any]]) -> None:
@@ -91,7 +112,7 @@ def headline(ours: str, results: dict[str, dict[str, Any]]) -> None:
                 f"  {other}: {o['partial_jobs']} partial placements held"
                 f" {o['partial_gpu_hours']:.0f} GPU-h idle; {ours}: {k['partial_jobs']}"
             )
-    for other in ("quota-drf", "gang-fifo", "naive-reclaim"):
+    for other in ("quota-drf", "gang-fifo", "gang-fifo-binpack", "naive-reclaim"):
         if other in results:
             theirs = results[other]["wait_p95"]
             ratio = f"{k['wait_p95'] / theirs:.2f}" if theirs else "n/a (their p95 is 0)"

@@ -44,6 +44,22 @@ class QueueFigures:
 
 
 @dataclass(slots=True)
+class SizeFigures:
+    """Wait of the jobs of one gang size (GPUs per job)."""
+
+    jobs: int
+    wait_mean: float
+    wait_p95: float
+    # Share of this class's jobs among all jobs that waited longer than the overall p95.
+    share_of_tail: float
+
+
+# Gang sizes the report groups jobs by: (label, fewest GPUs, most GPUs); GPU-less jobs count
+# with the 1-GPU ones.
+SIZE_CLASSES = (("1 GPU", 0, 1), ("2-8 GPUs", 2, 8), ("9+ GPUs", 9, 10**9))
+
+
+@dataclass(slots=True)
 class Result:
     policy: str
     jobs: int
@@ -71,6 +87,7 @@ class Result:
     decision_ms_p99: float
     wall_s: float
     queues: dict[str, QueueFigures] = field(default_factory=dict)
+    by_size: dict[str, SizeFigures] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -238,6 +255,7 @@ def _summarise(
         waits.setdefault(job.queue, []).append(state.done - job.duration - job.submit)
         jcts.setdefault(job.queue, []).append(state.done - job.submit)
     all_waits = [w for ws in waits.values() for w in ws]
+    by_size = _by_size(states, percentile(all_waits, 95))
     all_jcts = [j for js in jcts.values() for j in js]
     length = max(end_t - first_t, 1e-9)
     ms = [x * 1000 for x in latencies]
@@ -284,4 +302,22 @@ def _summarise(
         decision_ms_p99=percentile(ms, 99),
         wall_s=wall,
         queues=queues,
+        by_size=by_size,
     )
+
+
+def _by_size(states: dict[str, _JobState], tail_from: float) -> dict[str, SizeFigures]:
+    """Wait per gang size, and how the jobs waiting beyond the overall p95 split by size."""
+    waits: dict[str, list[float]] = {label: [] for label, _, _ in SIZE_CLASSES}
+    for state in states.values():
+        if state.done is None:
+            continue
+        job = state.job
+        label = next(name for name, low, high in SIZE_CLASSES if low <= job.gpus <= high)
+        waits[label].append(state.done - job.duration - job.submit)
+    tail = {label: sum(1 for w in ws if w > tail_from) for label, ws in waits.items()}
+    in_tail = max(1, sum(tail.values()))
+    return {
+        label: SizeFigures(len(ws), mean(ws), percentile(ws, 95), tail[label] / in_tail)
+        for label, ws in waits.items()
+    }

@@ -226,6 +226,15 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
     print(header)
     for r in results:
         print("".join(fmt.format(get(r)) for _, fmt, get in columns))
+    print("\nwait by gang size: mean h / p95 h / share of the jobs beyond the overall p95")
+    sizes = list(results[0].by_size) if results else []
+    print(f"{'size':<10}" + "".join(f"{r.policy:>22}" for r in results))
+    for size in sizes:
+        cells = []
+        for r in results:
+            f = r.by_size[size]
+            cells.append(f"{f.wait_mean / 3600:.2f}/{f.wait_p95 / 3600:.2f}/{f.share_of_tail:.0%}")
+        print(f"{size:<10}" + "".join(f"{c:>22}" for c in cells))
     print("\nper-queue wait p95 (h):")
     queues = sorted(results[0].queues) if results else []
     print(f"{'queue':<10}" + "".join(f"{r.policy:>15}" for r in results))

@@ -72,9 +72,27 @@ def test_every_policy_finishes_the_tiny_trace(policy: str) -> None:
     if policy == "kube-default":
         assert result.partial_jobs == 1
         assert result.partial_gpu_hours > 0
-    if policy in ("kohort", "gang-fifo", "naive-reclaim"):
+    if policy in ("kohort", "gang-fifo", "gang-fifo-binpack", "naive-reclaim"):
         assert result.partial_jobs == 0
         assert result.partial_gpu_hours == 0
+
+
+def test_the_report_says_which_gang_sizes_wait_beyond_the_p95() -> None:
+    # A 16-GPU gang holds both nodes; four 1-GPU jobs arriving after it wait for it to end.
+    jobs = [Job("big", "a", 0.0, 1000.0, 2, 8)] + [
+        Job(f"small-{i}", "a", 10.0 * i, 10.0, 1, 1) for i in range(1, 5)
+    ]
+    nodes = [gpu_node("n1", 8), gpu_node("n2", 8)]
+    queues = philly_queues({"a": 2}, 16)
+    result = simulate(
+        jobs, make_policy("gang-fifo", queues, nodes), total_gpus=16, weights={"a": 16.0},
+        progress=None,
+    )  # fmt: skip
+    small, big = result.by_size["1 GPU"], result.by_size["9+ GPUs"]
+    assert (small.jobs, big.jobs, result.by_size["2-8 GPUs"].jobs) == (4, 1, 0)
+    assert small.wait_mean == pytest.approx(975.0)  # waited 990, 980, 970 and 960 s
+    assert big.wait_mean == 0.0
+    assert (small.share_of_tail, big.share_of_tail) == (1.0, 0.0)
 
 
 def test_openb_arrivals_reach_the_target_and_depend_only_on_the_seed() -> None:

@@ -70,10 +70,13 @@ def test_a_malformed_pool_is_rejected_with_the_reason(text: str, complaint: str)
 def test_stopping_a_process_also_stops_its_children(tmp_path: Path) -> None:
     script = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
     proc = processes.start("parent", [sys.executable, "-c", script], tmp_path, tie_to_parent=True)
-    time.sleep(0.5)
-    child_pids = subprocess.run(
-        ["pgrep", "-g", str(proc.pid)], capture_output=True, text=True, check=True
-    ).stdout.split()
+    deadline = time.monotonic() + 20  # a loaded machine takes a while to start Python
+    child_pids: list[str] = []
+    while len(child_pids) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        child_pids = subprocess.run(
+            ["pgrep", "-g", str(proc.pid)], capture_output=True, text=True, check=False
+        ).stdout.split()
     assert len(child_pids) == 2
 
     processes.stop(proc.pid, grace_seconds=5)

@@ -22,15 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-POLICIES = (
-    "kube-default",
-    "gang-fifo",
-    "gang-fifo-binpack",
-    "quota-drf",
-    "naive-reclaim",
-    "kohort",
-    "kohort-spread",
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from controller.simulate.policies import POLICIES
+
 SETTINGS = [(c, n) for c in (4.0, 8.0) for n in ("homogeneous", "mixed")]
 
 

@@ -263,22 +263,15 @@ def make_policy(
     packing: Packing = "best-fit",
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes."""
+
+    def gang_fifo(node_order: Packing) -> Policy:
+        config = Config(packing=node_order, victims="classic", starvation_after=None)
+        return EnginePolicy(name, queues, nodes, config, single_queue=True)
+
     factories: dict[str, Callable[[], Policy]] = {
         "kube-default": lambda: KubeDefaultPolicy(nodes),
-        "gang-fifo": lambda: EnginePolicy(
-            name,
-            queues,
-            nodes,
-            Config(packing="spread", victims="classic", starvation_after=None),
-            single_queue=True,
-        ),
-        "gang-fifo-binpack": lambda: EnginePolicy(
-            name,
-            queues,
-            nodes,
-            Config(packing="best-fit", victims="classic", starvation_after=None),
-            single_queue=True,
-        ),
+        "gang-fifo": lambda: gang_fifo("spread"),
+        "gang-fifo-binpack": lambda: gang_fifo("best-fit"),
         "quota-drf": lambda: QuotaDrfPolicy(queues, nodes),
         "naive-reclaim": lambda: EnginePolicy(
             name, queues, nodes, Config(packing=packing, victims="naive", starvation_after=None)

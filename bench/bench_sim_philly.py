@@ -67,13 +67,13 @@ def report(out: Path) -> None:
             continue
         print(f"\n== Philly Oct-Nov 2017, {compression:g}x compressed, {nodes} nodes ==")
         print(
-            f"{'policy':<14}{'alloc%':>7}{'p95 wait h':>11}{'mean wait h':>12}{'jain':>7}"
+            f"{'policy':<18}{'alloc%':>7}{'p95 wait h':>11}{'mean wait h':>12}{'jain':>7}"
             f"{'fair p5':>8}{'partial':>8}{'idle GPU-h':>11}{'evict':>7}{'ev/recl':>8}"
             f"{'wasted GPU-h':>13}{'dec p50/p99 ms':>16}"
         )
         for policy, r in results.items():
             print(
-                f"{policy:<14}{100 * r['gpu_allocation_mean']:>7.1f}{hours(r['wait_p95']):>11.2f}"
+                f"{policy:<18}{100 * r['gpu_allocation_mean']:>7.1f}{hours(r['wait_p95']):>11.2f}"
                 f"{hours(r['wait_mean']):>12.2f}{r['jain_mean']:>7.3f}"
                 f"{r['fair_ratio_p5'] or float('nan'):>8.3f}{r['partial_jobs']:>8d}"
                 f"{r['partial_gpu_hours']:>11.0f}{r['evictions']:>7d}"

@@ -66,6 +66,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--victims", choices=["placement-aware", "naive", "classic"], default="placement-aware"
     )
     parser.add_argument(
+        "--evict-after",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="how long a gang waits before it may evict others (capacity often frees by itself)",
+    )
+    parser.add_argument(
+        "--waste-budget",
+        type=float,
+        default=-1.0,
+        metavar="FACTOR",
+        help="a reclaim may throw away at most FACTOR x the work the preemptor lost by waiting "
+        "(negative: no limit)",
+    )
+    parser.add_argument(
+        "--starvation-after",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="hold nodes free for a gang that has waited this long (0: never)",
+    )
+    parser.add_argument(
         "--no-placement-check",
         action="store_true",
         help="admit on quota alone, without checking that the gang fits on nodes",
@@ -108,7 +130,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         requeue_base=args.requeue_base,
         resync_period=args.resync_period,
         core=quota.Config(
-            placement=not args.no_placement_check, packing=args.packing, victims=args.victims
+            placement=not args.no_placement_check,
+            packing=args.packing,
+            victims=args.victims,
+            evict_after=args.evict_after,
+            waste_budget=args.waste_budget if args.waste_budget >= 0 else None,
+            starvation_after=args.starvation_after or None,
         ),
     )
 

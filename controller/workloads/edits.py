@@ -1,4 +1,4 @@
-"""Edit a JSON document without changing it, recording each change as an RFC 6902 operation.
+"""Edit a JSON document, recording each change as an RFC 6902 operation.
 
 The webhook sends the recorded operations as its JSON Patch; the controller can send the same
 operations in a PATCH request. Paths are sequences of keys; `jsonpointer` escapes them (a label
@@ -105,7 +105,8 @@ class Editor:
         old = parent.get(key, _MISSING)
         if isinstance(old, dict | list):
             self._forget((*at, key))
-        # Copy on write: shared with the record, and edits below it copy it first.
+        # In place, a copy keeps later edits below it out of the record; copy on write may
+        # share the value, since edits below it copy it first.
         parent[key] = _snapshot(value) if self.in_place else value
         op = "add" if old is _MISSING else "replace"
         self.operations.append({"op": op, "path": _pointer((*at, key)), "value": value})

@@ -92,7 +92,10 @@ def start(
 
 
 def stop(pid: int, grace_seconds: float = 10.0) -> None:
-    """SIGTERM the process group, then SIGKILL what is left after the grace period."""
+    """SIGTERM the process group, then SIGKILL what is left after the grace period.
+
+    Returns once the process and every other live member of its group are gone.
+    """
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, sig)
@@ -100,9 +103,25 @@ def stop(pid: int, grace_seconds: float = 10.0) -> None:
             os.kill(pid, sig)
         deadline = time.monotonic() + grace_seconds
         while time.monotonic() < deadline:
-            if not pid_alive(pid):
+            if not pid_alive(pid) and not group_members(pid):
                 return
             time.sleep(0.05)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes of process group `pgid` that are still running (zombies count as gone)."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue  # ended while we looked
+        fields = stat.rsplit(")", 1)[-1].split()  # state, ppid, pgrp, ...
+        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
 
 
 def wait_until(

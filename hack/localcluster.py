@@ -38,6 +38,31 @@ from hack.rest import ApiError, RestClient
 
 Scheduler = Literal["volcano", "kube-scheduler", "both", "none"]
 
+# Volcano packs pods onto the fullest node that fits, GPUs first, as kohort's placement check
+# plans (its built-in default spreads, so a gang admitted onto a node kohort saw free could find
+# that node taken by pods Volcano spread there). Volcano's own Helm chart also enables binpack.
+VOLCANO_SCHEDULER_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+    arguments:
+      leastrequested.weight: 0
+      balancedresource.weight: 0
+  - name: binpack
+    arguments:
+      binpack.weight: 10
+      binpack.resources: nvidia.com/gpu
+      binpack.resources.nvidia.com/gpu: 10
+"""
+
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.16.0.0/16"
@@ -423,11 +448,14 @@ class LocalCluster:
         for path in testenv.volcano_crd_files():
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             self.wait_crd_established(name)
+        conf = self.work_dir / "volcano-scheduler.conf"
+        conf.write_text(VOLCANO_SCHEDULER_CONF)
         scheduler = self._spawn(
             "vc-scheduler",
             [
                 str(testenv.binary("vc-scheduler")),
                 f"--kubeconfig={self.kubeconfig}",
+                f"--scheduler-conf={conf}",
                 "--leader-elect=false",
                 "--enable-healthz=false",
                 "--enable-metrics=false",

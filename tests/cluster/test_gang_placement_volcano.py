@@ -152,3 +152,42 @@ def _node_taints(cluster: Any, name: str) -> list[dict[str, str]]:
         "taints", []
     )
     return taints
+
+
+async def test_volcano_packs_a_second_gang_onto_the_half_full_node_like_kohorts_plan(
+    api: client.ApiClient, namespace: str, test_nodes: TestNodes
+) -> None:
+    # kohort plans with best fit; the local Volcano is set to pack GPUs the same way, so two
+    # 4-GPU pods share a node and the other node stays free for an 8-GPU pod.
+    test_nodes("pack", 2, cpu="16", gpus=8)
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    placed: list[str] = []
+    for group in ("first", "second"):
+        podgroup_obj = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": group},
+            "spec": {"minMember": 1},
+        }
+        await custom.create_namespaced_custom_object(
+            *PODGROUPS[:2], namespace, PODGROUPS[2], podgroup_obj
+        )
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": group,
+                "annotations": {"scheduling.k8s.io/group-name": group},
+            },
+            "spec": pod_spec(
+                namespace, {"cpu": "1", "nvidia.com/gpu": "4"}, schedulerName="volcano"
+            ),
+        }
+        await core.create_namespaced_pod(namespace, pod)
+        bound = await eventually(
+            lambda g=group: core.read_namespaced_pod(g, namespace),
+            lambda p: bool(p.spec.node_name),
+            what=f"pod {group} bound",
+        )
+        placed.append(bound.spec.node_name)
+    assert placed[0] == placed[1]

@@ -1,10 +1,10 @@
 """Load benchmark of the webhook's POST /mutate over TLS, next to a bare aiohttp TLS ceiling.
 
-    .venv/bin/python bench/bench_webhook.py [--loads 250,500,1000,2000] [--seconds 3] [--rounds 3]
+    .venv/bin/python bench/bench_webhook.py [--loads 250,500,1000,2000] [--seconds 1.5] [--rounds N]
 
-Each server runs in its own process (asyncio: one core at most), one after the other; the load
-generator runs here (`--pin` puts the server on CPU 0 and the generator on CPU 1). All get the
-same ~4 KB review of a realistic managed Job:
+Each server runs in its own process (asyncio: one core at most); they take turns under load, so
+one is busy at a time. The load generator runs here (`--pin` puts the servers on CPU 0 and the
+generator on CPU 1). All get the same ~4 KB review of a realistic managed Job:
 - "bare": an aiohttp HTTPS handler that reads the body and returns a constant response;
 - "decode": the same plus decoding the body as JSON (what any webhook must at least do);
 - "kohort": the real admission app (decode, mutate, encode, metrics).
@@ -400,8 +400,8 @@ def run_server(kind: str, cert_dir: str, pin: bool) -> tuple[multiprocessing.Pro
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", default="250,500,1000,2000", help="offered loads, req/s")
-    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each load")
-    parser.add_argument("--rounds", type=int, default=3, help="closed-loop rounds per server")
+    parser.add_argument("--seconds", type=float, default=1.5, help="duration of each load")
+    parser.add_argument("--rounds", type=int, default=10, help="closed-loop rounds per server")
     parser.add_argument(
         "--pin",
         action="store_true",

@@ -33,10 +33,6 @@ from tests.support import eventually, pod_isolation
 
 pytestmark = pytest.mark.volcano
 
-stack = shared.stack
-admin = shared.admin
-drained = shared.drained
-
 
 def cpu_job(namespace: str, name: str, pods: int, **extra: Any) -> dict[str, Any]:
     return gang_job(

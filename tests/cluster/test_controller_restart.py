@@ -26,7 +26,6 @@ from controller.cluster.clients import Client
 from controller.cluster.testing import Probe, cluster_queue, gang_job, local_queue, reserved
 from hack.demo import STACK_LABEL, KohortStack, apply_queues
 from hack.localcluster import LocalCluster, free_port
-from tests.cluster import test_e2e_gangs as shared
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 
@@ -35,9 +34,6 @@ pytestmark = pytest.mark.volcano
 GANGS = 50
 QUOTA_CPU = 80  # 40 gangs of 2 pods x 1 cpu fit; 10 wait
 LEASE_SECONDS = 4
-
-admin = shared.admin
-drained = shared.drained
 
 
 @pytest.fixture

@@ -22,15 +22,11 @@ from controller.cluster.testing import Probe, cluster_queue, local_queue, pod_te
 from hack import testenv
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
-from tests.cluster import test_e2e_gangs as shared
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 
 pytestmark = pytest.mark.volcano
 
-stack = shared.stack
-admin = shared.admin
-drained = shared.drained
 
 LWS_MODULE = ("sigs.k8s.io/lws", "v0.7.0")
 LWS = "leaderworkerset.sigs.k8s.io"

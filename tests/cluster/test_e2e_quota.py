@@ -28,16 +28,10 @@ from controller.cluster.testing import (
 from controller.cluster.view import condition
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
-from tests.cluster import test_e2e_gangs as shared
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 
 pytestmark = pytest.mark.volcano
-
-# The in-process kohort stack and the admin client, shared with the gang scenarios.
-stack = shared.stack
-admin = shared.admin
-drained = shared.drained
 
 
 def gpu_job(namespace: str, name: str, queue: str, pods: int, gpus: int) -> dict[str, Any]:

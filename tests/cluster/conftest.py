@@ -1,0 +1,53 @@
+"""Fixtures of the end-to-end tests: kohort running in-process against the local cluster."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from controller.cluster import clients
+from controller.cluster.clients import Client
+from hack.demo import KohortStack
+from hack.localcluster import LocalCluster
+from tests.conftest import TestNodes
+from tests.support import eventually
+
+
+@pytest.fixture(scope="module")
+async def stack(cluster: LocalCluster) -> AsyncIterator[KohortStack]:
+    running = await KohortStack(cluster).start()
+    yield running
+    await running.stop()
+
+
+@pytest.fixture
+async def admin(cluster: LocalCluster) -> AsyncIterator[Client]:
+    api = await clients.connect(str(cluster.kubeconfig))
+    yield api
+    await api.close()
+
+
+@pytest.fixture
+async def drained(namespace: str, admin: Client, test_nodes: TestNodes) -> AsyncIterator[None]:
+    """After the test, the namespace's workloads and pods are gone before its nodes are.
+
+    (Pods left bound to deleted nodes make Volcano's sessions fail for a while, which slows
+    every later test down.)
+    """
+    yield
+    for kind in (clients.JOBS, clients.STATEFULSETS, clients.LEADERWORKERSETS):
+        try:
+            items, _ = await admin.list(kind, namespace)
+        except clients.ApiError:
+            continue
+        for obj in items:
+            await admin.delete(kind, obj["metadata"]["name"], namespace)
+
+    async def remaining() -> int:
+        pods, _ = await admin.list(clients.PODS, namespace)
+        for pod in pods:
+            await admin.delete(clients.PODS, pod["metadata"]["name"], namespace)
+        return len(pods)
+
+    await eventually(remaining, lambda n: n == 0, within=60, what="the test's pods gone")

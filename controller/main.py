@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 import uuid
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from controller.cluster.writers import PodGroupSettings, Writers
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler, Settings
 from controller.workloads.base import Backend
+from kohort.service import run_until_signalled
 
 log = logging.getLogger("kohort.controller")
 
@@ -281,13 +281,4 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-
-    async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        return await serve(args, stop)
-
-    return asyncio.run(main())
+    return run_until_signalled(serve, args)

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from certs import main as certs_main
 from certs.reload import server_context
 from certs.rotation import Bundle
 from controller.workloads.base import Backend, Placement
+from kohort.service import run_until_signalled
 from webhook.server import WebhookServer
 from webhook.settings import DEFAULT_CONTROLLER_SERVICE_ACCOUNT, ControllerIdentity, Settings
 
@@ -130,13 +130,4 @@ async def _wait(stop: asyncio.Event, seconds: float) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-
-    async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        return await serve(args, stop)
-
-    return asyncio.run(main())
+    return run_until_signalled(serve, args)

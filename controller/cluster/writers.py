@@ -7,7 +7,6 @@ they are told what to write.
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 import uuid
@@ -290,23 +289,27 @@ class Writers:
 
     async def release(self, gang: GangView) -> int:
         """Unsuspend the Job / remove the admission gate from every gated pod; returns writes."""
+        if gang.owner.kind == clients.JOBS:
+            return await self._suspend_job(gang, False)
         writes = 0
-        owner = gang.owner
-        if owner.kind == clients.JOBS:
-            if lookup(owner.obj, ["spec", "suspend"]) is True:
-                patched = await self.api.patch(
-                    clients.JOBS, owner.name, {"spec": {"suspend": False}}, owner.namespace
-                )
-                self._put(clients.JOBS, patched)
-                writes += 1
-            return writes
         for pod in gang.gated_pods():
             if await self._ungate(pod):
                 writes += 1
         return writes
 
+    async def _suspend_job(self, gang: GangView, suspended: bool) -> int:
+        """Set the owning Job's spec.suspend; returns the writes made (0 when already so)."""
+        owner = gang.owner
+        if (lookup(owner.obj, ["spec", "suspend"]) is True) == suspended:
+            return 0
+        patched = await self.api.patch(
+            clients.JOBS, owner.name, {"spec": {"suspend": suspended}}, owner.namespace
+        )
+        self._put(clients.JOBS, patched)
+        return 1
+
     async def _ungate(self, pod: JSONDict) -> bool:
-        editor = Editor(copy.deepcopy(pod))
+        editor = Editor(pod)  # copy on write: the cached pod stays as it is
         remove_gate(editor)
         if not editor.operations:
             return False
@@ -333,16 +336,9 @@ class Writers:
 
     async def hold(self, gang: GangView) -> int:
         """Take back a release: suspend the Job / delete the gang's pods that run ungated."""
+        if gang.owner.kind == clients.JOBS:
+            return await self._suspend_job(gang, True)
         writes = 0
-        owner = gang.owner
-        if owner.kind == clients.JOBS:
-            if lookup(owner.obj, ["spec", "suspend"]) is not True:
-                patched = await self.api.patch(
-                    clients.JOBS, owner.name, {"spec": {"suspend": True}}, owner.namespace
-                )
-                self._put(clients.JOBS, patched)
-                writes += 1
-            return writes
         for pod in gang.live_pods():
             if has_gate(pod):
                 continue

@@ -239,8 +239,7 @@ def pod_template_fields(
     wanted_labels = {names.QUEUE_LABEL: admission.queue, names.MANAGED_LABEL: names.MANAGED_VALUE}
     wanted_metadata: JSONDict = {"labels": wanted_labels}
     if gang is not None:
-        existing = labels.get(names.POD_GROUP_LABEL)
-        gang = existing if isinstance(existing, str) and existing else gang  # kept when present
+        gang = pod_group_of(template, ()) or gang  # an existing name is kept
         wanted_labels[names.POD_GROUP_LABEL] = gang
         backend = admission.placement.backend
         # A group the user already named for the scheduler is kept.

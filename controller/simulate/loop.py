@@ -243,6 +243,7 @@ def _summarise(
 ) -> Result:
     first_t, end_t = span
     waits: dict[str, list[float]] = {}
+    waits_by_size: dict[str, list[float]] = {label: [] for label, _, _ in SIZE_CLASSES}
     jcts: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
     never = 0
@@ -252,10 +253,13 @@ def _summarise(
         if state.done is None:
             never += 1
             continue
-        waits.setdefault(job.queue, []).append(state.done - job.duration - job.submit)
+        wait = state.done - job.duration - job.submit
+        waits.setdefault(job.queue, []).append(wait)
+        size = next(label for label, low, high in SIZE_CLASSES if low <= job.gpus <= high)
+        waits_by_size[size].append(wait)
         jcts.setdefault(job.queue, []).append(state.done - job.submit)
     all_waits = [w for ws in waits.values() for w in ws]
-    by_size = _by_size(states, percentile(all_waits, 95))
+    by_size = _by_size(waits_by_size, percentile(all_waits, 95))
     all_jcts = [j for js in jcts.values() for j in js]
     length = max(end_t - first_t, 1e-9)
     ms = [x * 1000 for x in latencies]
@@ -306,15 +310,8 @@ def _summarise(
     )
 
 
-def _by_size(states: dict[str, _JobState], tail_from: float) -> dict[str, SizeFigures]:
+def _by_size(waits: dict[str, list[float]], tail_from: float) -> dict[str, SizeFigures]:
     """Wait per gang size, and how the jobs waiting beyond the overall p95 split by size."""
-    waits: dict[str, list[float]] = {label: [] for label, _, _ in SIZE_CLASSES}
-    for state in states.values():
-        if state.done is None:
-            continue
-        job = state.job
-        label = next(name for name, low, high in SIZE_CLASSES if low <= job.gpus <= high)
-        waits[label].append(state.done - job.duration - job.submit)
     tail = {label: sum(1 for w in ws if w > tail_from) for label, ws in waits.items()}
     in_tail = max(1, sum(tail.values()))
     return {

@@ -32,12 +32,6 @@ class WebhookMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.in_flight = Gauge(
-            "kohort_webhook_requests_in_flight",
-            "Admission requests being answered.",
-            ["webhook"],
-            registry=r,
-        )
         self.patches = Counter(
             "kohort_webhook_patches_total",
             "Admitted objects that the mutating webhook changed, by kind.",

@@ -12,9 +12,10 @@ from typing import Any
 
 from controller.api import names
 from controller.workloads.base import Admission, Denied, queue_of
-from controller.workloads.edits import Editor
-from controller.workloads.registry import adapter_for
-from webhook import reviews
+from controller.workloads.edits import Editor, merge_operations
+from controller.workloads.registry import adapter_for, merged_defaults_for
+from webhook import new_job, reviews
+from webhook.pruned_reviews import PrunedRequest
 from webhook.settings import Settings
 
 
@@ -27,12 +28,21 @@ def mutate(
 ) -> dict[str, Any]:
     """The AdmissionReview response for `review`; BadReview when it cannot be answered.
 
+    `review` is a decoded AdmissionReview, or its request as `pruned_reviews` decodes it.
+
     `default_queue` is the LocalQueue implied for workloads without a queue label: the server
     passes `default` on the path that the webhook configuration routes opted-in namespaces to.
     `owned`: the caller gives the review away (the server, which has just decoded it), so the
     object is edited in place instead of copied; the response is the same.
     """
-    request = reviews.parse(review)
+    if type(review) is PrunedRequest:
+        if review.operation == "CREATE" and review.kind == "Job" and review.object is not None:
+            answer = new_job.answer(review.uid, review.object, settings, default_queue)
+            if answer is not None:
+                return answer
+        request = review.request()
+    else:
+        request = reviews.parse(review)
     adapter = adapter_for(request.group, request.version, request.kind)
     if adapter is None or request.operation not in ("CREATE", "UPDATE"):
         return reviews.allow(request.uid)
@@ -52,6 +62,17 @@ def mutate(
     if queue is None:
         return reviews.allow(request.uid)
     admission = Admission(queue, settings.placement, request.uid)
+    merged = merged_defaults_for(request.group, request.version, request.kind)
+    if old is None and merged is not None:
+        # The whole default is one merge: the patch comes straight from the object.
+        try:
+            values, warnings = merged.defaults(request.object, admission)
+            patch = merge_operations(request.object, values)
+        except Denied as denied:
+            return reviews.deny(request.uid, f"{request.subject}: {denied}")
+        except TypeError as err:
+            return reviews.deny(request.uid, f"{request.subject}: {err}", code=400)
+        return reviews.allow(request.uid, patch=patch, warnings=warnings)
     editor = Editor(request.object, in_place=owned)
     try:
         editor.merge(("metadata", "labels"), {names.QUEUE_LABEL: queue})

@@ -139,7 +139,7 @@ def allow(
 ) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     if patch:
-        encoded = orjson.dumps(list(patch))
+        encoded = orjson.dumps(patch if type(patch) is list else list(patch))
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(encoded).decode()
     if warnings:

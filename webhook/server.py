@@ -19,7 +19,7 @@ from cryptography import x509
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from certs.reload import CertificateReloader
-from webhook import reviews
+from webhook import pruned_reviews, reviews
 from webhook.metrics import WebhookMetrics
 from webhook.mutation import mutate
 from webhook.settings import Settings
@@ -37,6 +37,14 @@ VALIDATE_PATH = "/validate"
 VALIDATE_DEFAULT_QUEUE_PATH = "/validate-default-queue"
 
 Decision = Callable[[Any], dict[str, Any]]
+Decoder = Callable[[bytes], Any]
+
+
+def decode_for_mutation(body: bytes) -> Any:
+    """The request of a Job's or Pod's review, pruned to what mutation reads; else the whole
+    review."""
+    review = pruned_reviews.decode(body)
+    return orjson.loads(body) if review is None else review
 
 
 @dataclass
@@ -50,14 +58,34 @@ class Readiness:
 
 
 def _kind_of(review: Any) -> str:
+    if type(review) is pruned_reviews.PrunedRequest:
+        return review.kind
     try:
         return str(review["request"]["kind"]["kind"])
     except (KeyError, TypeError):
         return ""
 
 
+def _uid_of(review: Any) -> Any:
+    if type(review) is pruned_reviews.PrunedRequest:
+        return review.uid
+    return review.get("request", {}).get("uid") if isinstance(review, dict) else None
+
+
 def _bad_request(reason: str) -> web.Response:
     return web.Response(status=400, text=reason + "\n")
+
+
+async def _read(request: web.Request) -> bytes | web.Response:
+    """The request body, or the answer when it is over the limit."""
+    length = request.content_length
+    if length is not None and length > MAX_BODY:
+        return _too_large()
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return _too_large()
+    return _too_large() if len(body) > MAX_BODY else body
 
 
 def _too_large() -> web.Response:
@@ -78,9 +106,10 @@ class AdmissionApp:
     def build(self) -> web.Application:
         # The 3 MiB limit is checked here; aiohttp's own limit would answer 413 with HTML.
         app = web.Application(client_max_size=MAX_BODY + 1024)
-        app.router.add_post(MUTATE_PATH, self._handler("mutate", self._mutate))
+        app.router.add_post(MUTATE_PATH, self._handler("mutate", self._mutate, decode_for_mutation))
         app.router.add_post(
-            MUTATE_DEFAULT_QUEUE_PATH, self._handler("mutate-default-queue", self._mutate_default)
+            MUTATE_DEFAULT_QUEUE_PATH,
+            self._handler("mutate-default-queue", self._mutate_default, decode_for_mutation),
         )
         app.router.add_post(VALIDATE_PATH, self._handler("validate", self._validate))
         app.router.add_post(
@@ -103,19 +132,20 @@ class AdmissionApp:
     def _validate_default(self, review: Any) -> dict[str, Any]:
         return validate(review, self.settings, default_queue="default")
 
-    def _handler(self, webhook: str, decide: Decision) -> Callable[[web.Request], Any]:
+    def _handler(
+        self, webhook: str, decide: Decision, decode: Decoder = orjson.loads
+    ) -> Callable[[web.Request], Any]:
         metrics = self.metrics
         latency = metrics.latency.labels(webhook)
-        in_flight = metrics.in_flight.labels(webhook)
         by_code = {code: metrics.requests.labels(webhook, str(code)) for code in (200, 400)}
 
         async def handle(request: web.Request) -> web.Response:
             start = time.perf_counter()
-            in_flight.inc()
-            try:
-                response = await self._answer(request, webhook, decide)
-            finally:
-                in_flight.dec()
+            body = await _read(request)
+            if isinstance(body, web.Response):
+                response = body  # too large
+            else:
+                response = self._answer(webhook, decide, decode, body)
             latency.observe(time.perf_counter() - start)
             counter = by_code.get(response.status)
             if counter is None:
@@ -127,17 +157,9 @@ class AdmissionApp:
 
         return handle
 
-    async def _answer(self, request: web.Request, webhook: str, decide: Decision) -> web.Response:
-        if request.content_length is not None and request.content_length > MAX_BODY:
-            return _too_large()
+    def _answer(self, webhook: str, decide: Decision, decode: Decoder, body: bytes) -> web.Response:
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return _too_large()
-        if len(body) > MAX_BODY:
-            return _too_large()
-        try:
-            review = orjson.loads(body)
+            review = decode(body)
         except ValueError as err:
             return _bad_request(f"request body is not JSON: {err}")
         try:
@@ -146,15 +168,12 @@ class AdmissionApp:
             return _bad_request(f"not an AdmissionReview: {err}")
         except Exception:  # never a 500: deny and keep serving
             log.exception("admission decision failed", extra={"webhook": webhook})
-            uid = review.get("request", {}).get("uid") if isinstance(review, dict) else None
+            uid = _uid_of(review)
             if not isinstance(uid, str) or not uid:
                 return _bad_request("the request could not be decided")
             answer = reviews.deny(uid, "kohort's webhook could not decide this request", code=400)
         self._count(webhook, review, answer)
-        return web.Response(
-            body=orjson.dumps(answer),
-            content_type="application/json",
-        )
+        return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
     def _count(self, webhook: str, review: Any, answer: dict[str, Any]) -> None:
         response = answer["response"]

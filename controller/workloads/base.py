@@ -117,6 +117,16 @@ class WorkloadAdapter(Protocol):
         ...
 
 
+class MergedDefaults(Protocol):
+    """Kinds whose whole `default` is one merge: the webhook computes its patch without
+    editing (see edits.merge_operations)."""
+
+    def defaults(self, obj: JSONDict, admission: Admission) -> tuple[JSONDict, list[str]]:
+        """What a new object must hold, queue label included, to merge into it; warnings.
+        Raises Denied like `default`."""
+        ...
+
+
 class Releasable(Protocol):
     """Kinds whose own object carries the hold (Job: suspend; Pod: its scheduling gate)."""
 
@@ -127,7 +137,9 @@ class Releasable(Protocol):
 
 def object_name(obj: JSONDict, request_uid: str = "") -> str:
     """metadata.name, or generateName plus a suffix from the request uid before it is named."""
-    metadata = obj.get("metadata") or {}
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     name = metadata.get("name")
     if isinstance(name, str) and name:
         return name

@@ -158,7 +158,8 @@ class Editor:
             raise TypeError(f"{_pointer(at) or 'the object'} is not an object")
 
     def _merge(self, at: _Key, current: JSONDict, values: Mapping[str, Any]) -> None:
-        parent = None
+        # In place, `current` is the container to write to; copy on write finds its copy.
+        parent = current if self.in_place else None
         for key, value in values.items():
             old = current.get(key, _MISSING)
             if type(value) is dict and old is not _MISSING and old is not None:
@@ -172,7 +173,10 @@ class Editor:
                 parent = self._writable(at, create=False)
             if type(old) is dict or type(old) is list:
                 self._forget((*at, key))
-            parent[key] = _snapshot(value) if self.in_place else value
+            stored = value
+            if self.in_place and (type(value) is dict or type(value) is list):
+                stored = _snapshot(value)
+            parent[key] = stored
             op = "add" if old is _MISSING else "replace"
             self.operations.append({"op": op, "path": _pointer((*at, key)), "value": value})
 
@@ -217,6 +221,8 @@ class Editor:
 
     def _forget(self, at: _Key) -> None:
         """Drop the cached containers at `at` and under it: the value there was replaced."""
+        if self.in_place:
+            return  # nothing is cached: see _writable
         size = len(at)
         for cached in [p for p in self._writable_at if p[:size] == at and len(p) >= size]:
             del self._writable_at[cached]
@@ -225,15 +231,21 @@ class Editor:
         """The container at `at`, copied into `doc` first unless this editor made it.
 
         With `create`, missing objects on the way are added (and recorded as operations).
+        In place every container is the editor's own, so the path is walked without a cache.
         """
+        if self.in_place:
+            return self._walk(self.doc, (), at, create=create)
         found = self._writable_at.get(at)
         if found is not None:
             return found
         depth = len(at)
         while at[:depth] not in self._writable_at:
             depth -= 1
-        node = self._writable_at[at[:depth]]
-        for end in range(depth + 1, len(at) + 1):
+        return self._walk(self._writable_at[at[:depth]], at[:depth], at, create=create)
+
+    def _walk(self, node: Any, start: _Key, at: _Key, *, create: bool) -> Any:
+        """From `node` (the container at `start`) down to the container at `at`."""
+        for end in range(len(start) + 1, len(at) + 1):
             part = at[end - 1]
             if type(node) is dict and type(part) is str:
                 child = node.get(part)
@@ -246,16 +258,50 @@ class Editor:
                     raise TypeError(f"{_pointer(at[:end])} is missing")
                 child = {}
                 self.operations.append({"op": "add", "path": _pointer(at[:end]), "value": {}})
+            elif self.in_place:
+                if type(child) is not dict and type(child) is not list:
+                    raise TypeError(f"{_pointer(at[:end])} is not an object or a list")
+                node = child
+                continue
             elif type(child) is dict:
-                child = child if self.in_place else dict(child)
+                child = dict(child)
             elif type(child) is list:
-                child = child if self.in_place else list(child)
+                child = list(child)
             else:
                 raise TypeError(f"{_pointer(at[:end])} is not an object or a list")
             node[part] = child
-            self._writable_at[at[:end]] = child
+            if not self.in_place:
+                self._writable_at[at[:end]] = child
             node = child
         return node
+
+
+def merge_operations(doc: JSONDict, values: Mapping[str, Any]) -> list[JSONDict]:
+    """The operations `Editor(doc).merge((), values)` records, computed without editing.
+
+    For a caller that needs only the patch (the webhook answering a new object): nothing is
+    copied or written. Recorded values are `values`' own objects, not copies.
+    """
+    if type(doc) is not dict:
+        raise TypeError("the object is not an object")
+    operations: list[JSONDict] = []
+    _diff("", doc, values, operations)
+    return operations
+
+
+def _diff(at: str, current: JSONDict, values: Mapping[str, Any], out: list[JSONDict]) -> None:
+    # Editor._merge's rule, with JSON pointers built as it goes down.
+    for key, value in values.items():
+        old = current.get(key, _MISSING)
+        path = f"{at}/{escape(key)}"
+        if type(value) is dict and old is not _MISSING and old is not None:
+            if type(old) is not dict:
+                raise TypeError(f"{path} is not an object")
+            _diff(path, old, value, out)
+        elif old != value:
+            out.append(
+                {"op": "add" if old is _MISSING else "replace", "path": path, "value": value}
+            )
 
 
 _MISSING: Any = object()

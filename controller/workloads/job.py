@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from controller.api import names
 from controller.workloads.base import (
     Admission,
     Gang,
@@ -44,13 +45,20 @@ class JobAdapter:
         pods = PodSet("main", parallelism, template_requests(obj, TEMPLATE), TEMPLATE)
         return [Gang(self.gang_name(obj), size, (pods,))]
 
-    def default(self, editor: Editor, admission: Admission) -> list[str]:
-        self.sizes(editor.doc)  # rejects a spec that cannot form a gang
-        gang = self.gang_name(editor.doc, admission.request_uid)
-        template = lookup(editor.doc, TEMPLATE)
+    def defaults(self, obj: JSONDict, admission: Admission) -> tuple[JSONDict, list[str]]:
+        self.sizes(obj)  # rejects a spec that cannot form a gang
+        gang = self.gang_name(obj, admission.request_uid)
+        template = lookup(obj, TEMPLATE)
         fields, warnings = pod_template_fields(template, TEMPLATE, admission, gang=gang)
-        # One merge for the whole object: the webhook answers every new Job with it.
-        editor.merge((), {"spec": {"suspend": True, "template": fields}})
+        values = {
+            "metadata": {"labels": {names.QUEUE_LABEL: admission.queue}},
+            "spec": {"suspend": True, "template": fields},
+        }
+        return values, warnings
+
+    def default(self, editor: Editor, admission: Admission) -> list[str]:
+        values, warnings = self.defaults(editor.doc, admission)
+        editor.merge((), values)
         return warnings
 
     def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:

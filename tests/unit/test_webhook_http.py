@@ -19,7 +19,7 @@ from cryptography import x509
 from certs.authority import CertificateAuthority, KeyPair
 from certs.reload import server_context
 from controller.api import names
-from controller.workloads.testing import make_job
+from controller.workloads.testing import make_job, make_pod
 from webhook.reviews import patch_of
 from webhook.server import MAX_BODY, WebhookServer
 from webhook.settings import Settings
@@ -98,6 +98,14 @@ BAD_BODIES: dict[str, tuple[bytes, str]] = {
         "uid",
     ),
     "json array": (b"[]", "AdmissionReview"),
+    "a Pod nested 100,000 deep": (
+        json.dumps(make_review(make_pod()))
+        .replace(
+            '"restartPolicy"', '"deep": ' + "[" * 100_000 + "]" * 100_000 + ', "restartPolicy"'
+        )
+        .encode(),
+        "not JSON",
+    ),
 }
 
 

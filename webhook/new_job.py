@@ -67,8 +67,12 @@ def answer(
         template_labels, annotations = template_meta.labels, template_meta.annotations
     present_labels = template_labels if type(template_labels) is dict else {}
     present_annotations = annotations if type(annotations) is dict else {}
-    name = object_name({"metadata": {"name": meta.name, "generateName": meta.generateName}}, uid)
-    gang = present_labels.get(names.POD_GROUP_LABEL) or gang_name("job", name)
+    gang = present_labels.get(names.POD_GROUP_LABEL)
+    if not gang:
+        name = meta.name
+        if not name:  # only generateName: named like the general path names it
+            name = object_name({"metadata": {"generateName": meta.generateName}}, uid)
+        gang = gang_name("job", name)
     wanted_labels = {
         names.QUEUE_LABEL: queue,
         names.MANAGED_LABEL: names.MANAGED_VALUE,

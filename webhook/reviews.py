@@ -7,6 +7,7 @@ an admission.k8s.io/v1 AdmissionReview) raises BadReview, which the server turns
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -141,7 +142,7 @@ def allow(
     if patch:
         encoded = orjson.dumps(patch if type(patch) is list else list(patch))
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(encoded).decode()
+        response["patch"] = binascii.b2a_base64(encoded, newline=False).decode()
     if warnings:
         response["warnings"] = list(warnings)
     return _review(response)

@@ -76,18 +76,6 @@ def _bad_request(reason: str) -> web.Response:
     return web.Response(status=400, text=reason + "\n")
 
 
-async def _read(request: web.Request) -> bytes | web.Response:
-    """The request body, or the answer when it is over the limit."""
-    length = request.content_length
-    if length is not None and length > MAX_BODY:
-        return _too_large()
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return _too_large()
-    return _too_large() if len(body) > MAX_BODY else body
-
-
 def _too_large() -> web.Response:
     response = _bad_request(f"request body exceeds the {MAX_BODY // 2**20} MiB limit")
     response.force_close()  # the unread rest of the body must not be taken for a request
@@ -141,11 +129,16 @@ class AdmissionApp:
 
         async def handle(request: web.Request) -> web.Response:
             start = time.perf_counter()
-            body = await _read(request)
-            if isinstance(body, web.Response):
-                response = body  # too large
+            length = request.content_length
+            if length is not None and length > MAX_BODY:
+                response = _too_large()
             else:
-                response = self._answer(webhook, decide, decode, body)
+                try:
+                    body = await request.read()
+                except web.HTTPRequestEntityTooLarge:
+                    response = _too_large()
+                else:
+                    response = self._answer(webhook, decide, decode, body)
             latency.observe(time.perf_counter() - start)
             counter = by_code.get(response.status)
             if counter is None:
@@ -158,6 +151,8 @@ class AdmissionApp:
         return handle
 
     def _answer(self, webhook: str, decide: Decision, decode: Decoder, body: bytes) -> web.Response:
+        if len(body) > MAX_BODY:  # sent without a Content-Length
+            return _too_large()
         try:
             review = decode(body)
         except ValueError as err:

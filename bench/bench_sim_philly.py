@@ -67,13 +67,15 @@ def report(out: Path) -> None:
             continue
         print(f"\n== Philly Oct-Nov 2017, {compression:g}x compressed, {nodes} nodes ==")
         print(
-            f"{'policy':<18}{'alloc%':>7}{'p95 wait h':>11}{'mean wait h':>12}{'jain':>7}"
+            f"{'policy':<18}{'alloc%':>7}{'p95 wait h':>11}{'GPU p95 h':>10}{'mean wait h':>12}"
+            f"{'jain':>7}"
             f"{'fair p5':>8}{'partial':>8}{'idle GPU-h':>11}{'evict':>7}{'ev/recl':>8}"
             f"{'wasted GPU-h':>13}{'dec p50/p99 ms':>16}"
         )
         for policy, r in results.items():
             print(
                 f"{policy:<18}{100 * r['gpu_allocation_mean']:>7.1f}{hours(r['wait_p95']):>11.2f}"
+                f"{hours(r.get('wait_p95_by_gpu')):>10.2f}"
                 f"{hours(r['wait_mean']):>12.2f}{r['jain_mean']:>7.3f}"
                 f"{r['fair_ratio_p5'] or float('nan'):>8.3f}{r['partial_jobs']:>8d}"
                 f"{r['partial_gpu_hours']:>11.0f}{r['evictions']:>7d}"
@@ -111,9 +113,14 @@ def headline(ours: str, results: dict[str, dict[str, Any]]) -> None:
         if other in results:
             theirs = results[other]["wait_p95"]
             ratio = f"{k['wait_p95'] / theirs:.2f}" if theirs else "n/a (their p95 is 0)"
+            by_gpu = ""
+            if results[other].get("wait_p95_by_gpu") and k.get("wait_p95_by_gpu") is not None:
+                g_ours, g_theirs = k["wait_p95_by_gpu"], results[other]["wait_p95_by_gpu"]
+                by_gpu = f"; by GPU {hours(g_ours):.2f}h / {hours(g_theirs):.2f}h"
+                by_gpu += f" = {g_ours / g_theirs:.2f}"
             print(
                 f"  p95 wait {ours} / {other}: {hours(k['wait_p95']):.2f}h /"
-                f" {hours(theirs):.2f}h = {ratio}"
+                f" {hours(theirs):.2f}h = {ratio}{by_gpu}"
             )
     if "naive-reclaim" in results:
         n = results["naive-reclaim"]

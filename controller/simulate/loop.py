@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from controller.simulate.metrics import jain, max_min_fair, mean, percentile
+from controller.simulate.metrics import jain, max_min_fair, mean, percentile, weighted_percentile
 from controller.simulate.policies import Policy
 from controller.simulate.traces import Job
 
@@ -71,6 +71,8 @@ class Result:
     wait_mean: float
     wait_p95: float
     wait_p99: float
+    # The wait that 95% of the requested GPUs waited at most (each job weighs its GPUs).
+    wait_p95_by_gpu: float
     jct_mean: float
     jain_mean: float
     fair_ratio_worst: float
@@ -244,6 +246,8 @@ def _summarise(
     first_t, end_t = span
     waits: dict[str, list[float]] = {}
     waits_by_size: dict[str, list[float]] = {label: [] for label, _, _ in SIZE_CLASSES}
+    all_waits: list[float] = []
+    gpus: list[float] = []
     jcts: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
     never = 0
@@ -257,8 +261,9 @@ def _summarise(
         waits.setdefault(job.queue, []).append(wait)
         size = next(label for label, low, high in SIZE_CLASSES if low <= job.gpus <= high)
         waits_by_size[size].append(wait)
+        all_waits.append(wait)
+        gpus.append(max(job.gpus, 1))
         jcts.setdefault(job.queue, []).append(state.done - job.submit)
-    all_waits = [w for ws in waits.values() for w in ws]
     by_size = _by_size(waits_by_size, percentile(all_waits, 95))
     all_jcts = [j for js in jcts.values() for j in js]
     length = max(end_t - first_t, 1e-9)
@@ -290,6 +295,7 @@ def _summarise(
         wait_mean=mean(all_waits),
         wait_p95=percentile(all_waits, 95),
         wait_p99=percentile(all_waits, 99),
+        wait_p95_by_gpu=weighted_percentile(all_waits, gpus, 95),
         jct_mean=mean(all_jcts),
         jain_mean=mean(sampler.jain),
         fair_ratio_worst=min(sampler.worst_ratio, default=math.nan),

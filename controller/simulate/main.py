@@ -205,6 +205,7 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
         ("policy", "{:<14}", lambda r: r.policy),
         ("alloc%", "{:>7.1f}", lambda r: 100 * r.gpu_allocation_mean),
         ("wait p95 h", "{:>11.2f}", lambda r: r.wait_p95 / 3600),
+        ("by GPU p95 h", "{:>13.2f}", lambda r: r.wait_p95_by_gpu / 3600),
         ("wait mean h", "{:>12.2f}", lambda r: r.wait_mean / 3600),
         ("jct mean h", "{:>11.2f}", lambda r: r.jct_mean / 3600),
         ("jain", "{:>6.3f}", lambda r: r.jain_mean),

@@ -20,6 +20,24 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
+def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
+    """The smallest value at or below which q% (0..100) of the total weight lies; NaN for none.
+
+    With GPUs as weights: the wait that q% of the requested GPUs waited at most.
+    """
+    pairs = sorted((v, w) for v, w in zip(values, weights, strict=True) if w > 0)
+    total = sum(w for _, w in pairs)
+    if not pairs:
+        return math.nan
+    needed = total * q / 100.0
+    running = 0.0
+    for value, weight in pairs:
+        running += weight
+        if running >= needed:
+            return value
+    return pairs[-1][0]
+
+
 def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from controller.quota import Node
 from controller.simulate.loop import simulate
-from controller.simulate.metrics import jain, max_min_fair, percentile
+from controller.simulate.metrics import jain, max_min_fair, percentile, weighted_percentile
 from controller.simulate.openb import arrivals
 from controller.simulate.policies import POLICIES, make_policy
 from controller.simulate.traces import (
@@ -46,6 +48,16 @@ def test_max_min_fair_shares_give_leftovers_to_the_hungry() -> None:
 
 def test_percentile_interpolates() -> None:
     assert percentile([0.0, 10.0], 50) == 5.0
+
+
+def test_the_gpu_weighted_p95_is_the_wait_of_the_job_holding_that_share_of_gpus() -> None:
+    waits = [10.0, 20.0, 30.0, 40.0]
+    # Most GPUs were asked for by the job that waited longest: its wait is the p95 by GPU.
+    assert weighted_percentile(waits, [1, 1, 1, 97], 95) == 40.0
+    # One 97-GPU job that started at once outweighs three 1-GPU jobs that waited.
+    assert weighted_percentile(waits, [97, 1, 1, 1], 95) == 10.0
+    assert weighted_percentile(waits, [1, 1, 1, 1], 50) == 20.0
+    assert math.isnan(weighted_percentile([], [], 95))
 
 
 def tiny_trace() -> tuple[list[Job], list[Node]]:

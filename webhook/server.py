@@ -123,9 +123,7 @@ class AdmissionApp:
     def _handler(
         self, webhook: str, decide: Decision, decode: Decoder = orjson.loads
     ) -> Callable[[web.Request], Any]:
-        metrics = self.metrics
-        latency = metrics.latency.labels(webhook)
-        by_code = {code: metrics.requests.labels(webhook, str(code)) for code in (200, 400)}
+        answered = self.metrics.answered.path(webhook)
 
         async def handle(request: web.Request) -> web.Response:
             start = time.perf_counter()
@@ -139,13 +137,7 @@ class AdmissionApp:
                     response = _too_large()
                 else:
                     response = self._answer(webhook, decide, decode, body)
-            latency.observe(time.perf_counter() - start)
-            counter = by_code.get(response.status)
-            if counter is None:
-                counter = by_code[response.status] = metrics.requests.labels(
-                    webhook, str(response.status)
-                )
-            counter.inc()
+            answered.observe(time.perf_counter() - start, response.status)
             return response
 
         return handle

@@ -52,7 +52,7 @@ class AnsweredRequests(Collector):
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
-            "kohort_webhook_requests",
+            "kohort_webhook_requests_total",
             "Admission requests by webhook path and HTTP status code.",
             labels=["webhook", "code"],
         )

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.workloads.edits import Editor, pointer
+from controller.workloads.edits import Editor, merge_operations, pointer
 
 
 def test_label_keys_with_a_slash_are_escaped_in_json_pointers() -> None:
@@ -137,3 +137,20 @@ def test_recorded_merge_operations_replay_the_merge_on_the_original(
     again = Editor(copy.deepcopy(editor.doc))
     again.merge((), values)
     assert again.operations == []  # merging is idempotent
+
+
+@settings(max_examples=300, deadline=None)
+@given(original=JSON_OBJECTS, values=JSON_OBJECTS)
+def test_merge_operations_are_what_the_editor_records_without_editing(
+    original: dict[str, Any], values: dict[str, Any]
+) -> None:
+    before = copy.deepcopy(original)
+    editor = Editor(copy.deepcopy(original))
+    try:
+        editor.merge((), values)
+    except TypeError:
+        with pytest.raises(TypeError):
+            merge_operations(original, values)
+        return
+    assert merge_operations(original, values) == editor.operations
+    assert original == before

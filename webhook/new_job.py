@@ -24,7 +24,6 @@ from webhook import reviews
 from webhook.pruned_reviews import ObjectMeta, PodSpec, Workload
 from webhook.settings import Settings
 
-_QUEUE = escape(names.QUEUE_LABEL)
 _TEMPLATE_META = "/spec/template/metadata"
 
 
@@ -56,7 +55,7 @@ def answer(
         return reviews.allow(uid)
 
     ops: list[dict[str, Any]] = []
-    _merge_member(ops, "/metadata/labels", meta.labels, names.QUEUE_LABEL, _QUEUE, queue)
+    _merge_object(ops, "/metadata/labels", meta.labels, {names.QUEUE_LABEL: queue})
     if spec.suspend is not True:
         _set(ops, "/spec/suspend", spec.suspend, True)
 
@@ -114,14 +113,3 @@ def _merge_object(
         old = current.get(key, UNSET)
         if old != value:
             _set(ops, f"{path}/{escape(key)}", old, value)
-
-
-def _merge_member(
-    ops: list[dict[str, Any]], path: str, current: Any, key: str, escaped: str, value: str
-) -> None:
-    if type(current) is not dict:
-        _set(ops, path, current, {key: value})
-        return
-    old = current.get(key, UNSET)
-    if old != value:
-        _set(ops, f"{path}/{escaped}", old, value)

@@ -112,7 +112,7 @@ def parse(review: Any) -> Request:
         if value is not None and type(value) is not str:
             raise BadReview(f"{where} must be a string")
     group, version, kind_name, namespace, name = (t or "" for t in texts)
-    parsed = Request(
+    return Request(
         uid,
         group,
         version,
@@ -125,7 +125,6 @@ def parse(review: Any) -> Request:
         request.get("userInfo"),
         request.get("dryRun") is True,
     )
-    return parsed
 
 
 def _review(response: dict[str, Any]) -> dict[str, Any]:

@@ -128,23 +128,20 @@ class AdmissionApp:
         async def handle(request: web.Request) -> web.Response:
             start = time.perf_counter()
             length = request.content_length
-            if length is not None and length > MAX_BODY:
+            try:
+                body = None if length is not None and length > MAX_BODY else await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                body = None
+            if body is None or len(body) > MAX_BODY:  # declared, or found once read
                 response = _too_large()
             else:
-                try:
-                    body = await request.read()
-                except web.HTTPRequestEntityTooLarge:
-                    response = _too_large()
-                else:
-                    response = self._answer(webhook, decide, decode, body)
+                response = self._answer(webhook, decide, decode, body)
             answered.observe(time.perf_counter() - start, response.status)
             return response
 
         return handle
 
     def _answer(self, webhook: str, decide: Decision, decode: Decoder, body: bytes) -> web.Response:
-        if len(body) > MAX_BODY:  # sent without a Content-Length
-            return _too_large()
         try:
             review = decode(body)
         except ValueError as err:

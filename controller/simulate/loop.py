@@ -80,6 +80,8 @@ class Result:
     fair_ratio_mean: float
     partial_jobs: int
     partial_gpu_hours: float
+    # GPU-hours free while a 1-GPU job waited (it would have fitted on any free GPU).
+    idle_gpu_hours_while_1gpu_waits: float
     evictions: int
     reclaims: int
     evictions_per_reclaim: float
@@ -142,6 +144,8 @@ def simulate(
     running_gpus = 0
     alloc_area = 0.0
     partial_area = 0.0
+    idle_area = 0.0
+    waiting_1gpu = 0
     last_t = jobs[0].submit if jobs else 0.0
     first_t = last_t
     next_sample = first_t
@@ -158,6 +162,8 @@ def simulate(
         held = policy.partial_gpus()
         alloc_area += (running_gpus + held) * (now - last_t)
         partial_area += held * (now - last_t)
+        if waiting_1gpu:
+            idle_area += (total_gpus - running_gpus - held) * (now - last_t)
         while next_sample <= now:
             sampler.sample()
             series.append(((next_sample - first_t) / 3600.0, (running_gpus + held) / total_gpus))
@@ -177,6 +183,7 @@ def simulate(
                 policy.finish(job, now)
             else:
                 sampler.waiting[job.queue] = sampler.waiting.get(job.queue, 0) + job.gpus
+                waiting_1gpu += job.gpus == 1
                 policy.submit(job, now)
         tick = time.perf_counter()
         step = policy.step(now)
@@ -189,6 +196,7 @@ def simulate(
                 running_gpus -= job.gpus
                 sampler.running[job.queue] -= job.gpus
                 sampler.waiting[job.queue] = sampler.waiting.get(job.queue, 0) + job.gpus
+                waiting_1gpu += job.gpus == 1
             state.start = None
             state.version += 1
             state.evictions += 1
@@ -202,6 +210,7 @@ def simulate(
             running_gpus += job.gpus
             sampler.running[job.queue] = sampler.running.get(job.queue, 0) + job.gpus
             sampler.waiting[job.queue] -= job.gpus
+            waiting_1gpu -= job.gpus == 1
             seq += 1
             heapq.heappush(events, (now + job.duration, _FINISH, seq, name, state.version))
         if progress is not None and time.perf_counter() - started_wall >= report_at:
@@ -218,7 +227,7 @@ def simulate(
         sampler,
         total_gpus=total_gpus,
         span=(first_t, end_t),
-        areas=(alloc_area, partial_area),
+        areas=(alloc_area, partial_area, idle_area),
         series=series,
         latencies=latencies,
         evictions=evictions,
@@ -235,7 +244,7 @@ def _summarise(
     *,
     total_gpus: int,
     span: tuple[float, float],
-    areas: tuple[float, float],
+    areas: tuple[float, float, float],
     series: list[tuple[float, float]],
     latencies: list[float],
     evictions: int,
@@ -303,6 +312,7 @@ def _summarise(
         fair_ratio_mean=mean(sampler.worst_ratio),
         partial_jobs=policy.partial_jobs(),
         partial_gpu_hours=areas[1] / 3600,
+        idle_gpu_hours_while_1gpu_waits=areas[2] / 3600,
         evictions=evictions,
         reclaims=len(reclaims),
         evictions_per_reclaim=(sum(reclaims) / len(reclaims)) if reclaims else 0.0,

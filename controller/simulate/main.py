@@ -202,7 +202,7 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
         f" {setup['nodes']}; per GPU {setup['per_gpu']}"
     )
     columns: list[tuple[str, str, Callable[[Result], object]]] = [
-        ("policy", "{:<14}", lambda r: r.policy),
+        ("policy", "{:<22}", lambda r: r.policy),
         ("alloc%", "{:>7.1f}", lambda r: 100 * r.gpu_allocation_mean),
         ("wait p95 h", "{:>11.2f}", lambda r: r.wait_p95 / 3600),
         ("by GPU p95 h", "{:>13.2f}", lambda r: r.wait_p95_by_gpu / 3600),
@@ -213,6 +213,7 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
         ("fair p5", "{:>8.3f}", lambda r: r.fair_ratio_p5),
         ("partial", "{:>8d}", lambda r: r.partial_jobs),
         ("idle GPU-h", "{:>11.0f}", lambda r: r.partial_gpu_hours),
+        ("free GPU-h*", "{:>12.0f}", lambda r: r.idle_gpu_hours_while_1gpu_waits),
         ("evict", "{:>7d}", lambda r: r.evictions),
         ("ev/recl", "{:>8.1f}", lambda r: r.evictions_per_reclaim),
         ("wasted GPU-h", "{:>13.0f}", lambda r: r.wasted_gpu_hours),
@@ -227,6 +228,7 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
     print(header)
     for r in results:
         print("".join(fmt.format(get(r)) for _, fmt, get in columns))
+    print("idle GPU-h: held by partial placements; *free GPU-h: free while a 1-GPU job waited")
     print("\nwait by gang size: mean h / p95 h / share of the jobs beyond the overall p95")
     sizes = list(results[0].by_size) if results else []
     print(f"{'size':<10}" + "".join(f"{r.policy:>22}" for r in results))

@@ -10,15 +10,20 @@ which jobs started (every pod bound) and which were evicted.
   awareness, no minimum runtime, no starvation guard).
 - `quota-drf`: Kueue-like: quotas and DRS order, Kueue's classic reclaim, no placement check;
   admitted pods are then bound one by one by a kube-scheduler model (partial placements).
-- `gang-fifo`: Volcano-like: one FIFO over all jobs, no quotas, whole gangs placed at once
-  (spreading like Volcano's built-in node order).
+- `gang-fifo`: Volcano with its default actions: one FIFO over all jobs, no quotas. The enqueue
+  action admits a gang by an aggregate check only (its request + everything running + everything
+  already enqueued <= the cluster's capacity); allocate then places enqueued gangs whole, oldest
+  first, spreading like Volcano's built-in node order.
 - `gang-fifo-binpack`: the same, packing nodes (Volcano with its binpack plugin, which the
   configuration of Volcano's Helm chart enables).
+- `gang-fifo-no-enqueue`: Volcano without the enqueue action: allocate takes every pending gang,
+  oldest first, and places it whole if it fits, so no gang holds anything before it is placed.
 - `kube-default`: no gangs, no queues: pods bound one by one in arrival order, spreading.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +32,7 @@ from typing import Protocol
 from controller.quota import Config, Engine, Gang, Node, QueueSpec, Quota
 from controller.quota.placement import NodeIndex, Packing, PodShape
 from controller.quota.snapshot import GPU
+from controller.quota.state import GangInfo, gang_info
 from controller.simulate.traces import GPU_UNIT, Job
 
 
@@ -52,6 +58,15 @@ def _gang(job: Job, queue: str | None = None) -> Gang:
     return Gang(job.name, queue or job.queue, (job.pod_set(),), job.priority, job.submit)
 
 
+def _whole_cluster_queue(nodes: Sequence[Node]) -> QueueSpec:
+    """One queue named "all" whose quota is the whole cluster's allocatable capacity."""
+    capacity: dict[str, int] = {}
+    for node in nodes:
+        for r, v in node.allocatable.items():
+            capacity[r] = capacity.get(r, 0) + v
+    return QueueSpec("all", {r: Quota(v) for r, v in capacity.items()})
+
+
 class EnginePolicy:
     """Whole gangs through the decision core; admitted gangs start at once on their plan."""
 
@@ -67,11 +82,7 @@ class EnginePolicy:
         self.name = name
         self.single_queue = single_queue
         if single_queue:
-            capacity: dict[str, int] = {}
-            for node in nodes:
-                for r, v in node.allocatable.items():
-                    capacity[r] = capacity.get(r, 0) + v
-            queues = (QueueSpec("all", {r: Quota(v) for r, v in capacity.items()}),)
+            queues = (_whole_cluster_queue(nodes),)
         self.engine = Engine(queues, nodes, config)
 
     def submit(self, job: Job, now: float) -> None:
@@ -175,6 +186,96 @@ class PodBinder:
         return started
 
 
+class GangBinder:
+    """A model of Volcano's allocate action with the gang plugin: enqueued gangs, oldest first,
+    each bound whole if every pod fits, else skipped until capacity comes back."""
+
+    def __init__(self, nodes: Sequence[Node], packing: Packing) -> None:
+        self.index = NodeIndex(nodes)
+        self.packing = packing
+        # (-priority, submit, name) of the gangs not bound yet, in allocate's order.
+        self.waiting: list[tuple[int, float, str]] = []
+        self.gangs: dict[str, GangInfo] = {}
+        self.plans: dict[str, list[tuple[int, int, int]]] = {}
+        # Whether a gang arrived or capacity came back since the last bind.
+        self.changed = False
+
+    def add(self, job: Job) -> None:
+        self.gangs[job.name] = gang_info(_gang(job), self.index)
+        bisect.insort(self.waiting, (-job.priority, job.submit, job.name))
+        self.changed = True
+
+    def remove(self, name: str) -> None:
+        info = self.gangs.pop(name)
+        plan = self.plans.pop(name, None)
+        if plan is None:
+            self.waiting.remove((-info.gang.priority, info.gang.created, name))
+            return
+        shapes = {ps: shape for ps, shape, _ in info.shapes}
+        self.index.release((shapes[ps].request, node, n) for ps, node, n in plan)
+        self.changed = True
+
+    def bind(self) -> list[str]:
+        """Bind what fits, oldest first; return the gangs bound."""
+        if not self.changed:
+            return []
+        self.changed = False
+        bound: list[str] = []
+        unfit: set[object] = set()
+        still: list[tuple[int, float, str]] = []
+        for key in self.waiting:
+            info = self.gangs[key[2]]
+            if info.class_key not in unfit:
+                plan, failure = self.index.place(info.shapes, self.packing)
+                if failure is None:
+                    self.plans[info.name] = plan
+                    bound.append(info.name)
+                    continue
+                unfit.add(info.class_key)
+            still.append(key)
+        self.waiting = still
+        return bound
+
+
+class GangFifoPolicy:
+    """Volcano with its default actions (enqueue, allocate) and no queues of its own.
+
+    Enqueue: gangs oldest first; a gang is enqueued when its request plus everything running and
+    everything already enqueued fits within the cluster's capacity (the proportion plugin's check
+    for a queue without capability; the overcommit plugin's 1.2x is looser). No node is looked
+    at, so a gang that no node set can host stays enqueued and keeps its part of the capacity
+    from others while it waits. Allocate: see GangBinder. Volcano's default actions preempt
+    nothing.
+    """
+
+    def __init__(self, name: str, nodes: Sequence[Node], packing: Packing) -> None:
+        self.name = name
+        config = Config(placement=False, victims="classic", starvation_after=None)
+        self.engine = Engine((_whole_cluster_queue(nodes),), nodes, config)
+        self.binder = GangBinder(nodes, packing)
+        self.jobs: dict[str, Job] = {}
+
+    def submit(self, job: Job, now: float) -> None:
+        self.jobs[job.name] = job
+        self.engine.add_pending(_gang(job, "all"))
+
+    def finish(self, job: Job, now: float) -> None:
+        del self.jobs[job.name]
+        self.engine.finish(job.name)
+        self.binder.remove(job.name)
+
+    def step(self, now: float) -> Step:
+        for admission in self.engine.cycle(now).admissions:
+            self.binder.add(self.jobs[admission.gang])
+        return Step(self.binder.bind())
+
+    def partial_gpus(self) -> int:
+        return 0
+
+    def partial_jobs(self) -> int:
+        return 0
+
+
 class KubeDefaultPolicy:
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.name = "kube-default"
@@ -238,6 +339,7 @@ POLICIES = (
     "kube-default",
     "gang-fifo",
     "gang-fifo-binpack",
+    "gang-fifo-no-enqueue",
     "quota-drf",
     "naive-reclaim",
     "kohort",
@@ -264,14 +366,15 @@ def make_policy(
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes."""
 
-    def gang_fifo(node_order: Packing) -> Policy:
-        config = Config(packing=node_order, victims="classic", starvation_after=None)
+    def gang_fifo_no_enqueue() -> Policy:
+        config = Config(packing="spread", victims="classic", starvation_after=None)
         return EnginePolicy(name, queues, nodes, config, single_queue=True)
 
     factories: dict[str, Callable[[], Policy]] = {
         "kube-default": lambda: KubeDefaultPolicy(nodes),
-        "gang-fifo": lambda: gang_fifo("spread"),
-        "gang-fifo-binpack": lambda: gang_fifo("best-fit"),
+        "gang-fifo": lambda: GangFifoPolicy(name, nodes, "spread"),
+        "gang-fifo-binpack": lambda: GangFifoPolicy(name, nodes, "best-fit"),
+        "gang-fifo-no-enqueue": gang_fifo_no_enqueue,
         "quota-drf": lambda: QuotaDrfPolicy(queues, nodes),
         "naive-reclaim": lambda: EnginePolicy(
             name, queues, nodes, Config(packing=packing, victims="naive", starvation_after=None)

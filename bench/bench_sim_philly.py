@@ -6,7 +6,7 @@ Runs `kohort simulate philly --json` once per (compression, node list, policy) i
 subprocesses, keeps each JSON under --out, then prints one table per setting and the headline
 ratios of issues 4 and 7:
 - partial placements and the GPU-hours they held idle (kube-default, quota-drf; kohort must be 0);
-- p95 wait of kohort against quota-drf and gang-fifo;
+- p95 wait of kohort against quota-drf and gang-fifo (and gang-fifo without its enqueue stage);
 - wasted GPU-hours of kohort against the naive reclaim baseline (target <= 1/10), and p95 wait.
 A full run takes tens of minutes on two cores; --only-report re-prints from saved JSON.
 """
@@ -60,6 +60,10 @@ def hours(seconds: float | None) -> float:
     return float("nan") if seconds is None else seconds / 3600
 
 
+def _number(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
 def report(out: Path) -> None:
     for compression, nodes in SETTINGS:
         results = load(out, compression, nodes)
@@ -67,21 +71,26 @@ def report(out: Path) -> None:
             continue
         print(f"\n== Philly Oct-Nov 2017, {compression:g}x compressed, {nodes} nodes ==")
         print(
-            f"{'policy':<18}{'alloc%':>7}{'p95 wait h':>11}{'GPU p95 h':>10}{'mean wait h':>12}"
+            f"{'policy':<22}{'alloc%':>7}{'p95 wait h':>11}{'GPU p95 h':>10}{'mean wait h':>12}"
             f"{'jain':>7}"
-            f"{'fair p5':>8}{'partial':>8}{'idle GPU-h':>11}{'evict':>7}{'ev/recl':>8}"
+            f"{'fair p5':>8}{'partial':>8}{'idle GPU-h':>11}{'free GPU-h*':>12}"
+            f"{'evict':>7}{'ev/recl':>8}"
             f"{'wasted GPU-h':>13}{'dec p50/p99 ms':>16}"
         )
         for policy, r in results.items():
             print(
-                f"{policy:<18}{100 * r['gpu_allocation_mean']:>7.1f}{hours(r['wait_p95']):>11.2f}"
+                f"{policy:<22}{100 * r['gpu_allocation_mean']:>7.1f}{hours(r['wait_p95']):>11.2f}"
                 f"{hours(r.get('wait_p95_by_gpu')):>10.2f}"
                 f"{hours(r['wait_mean']):>12.2f}{r['jain_mean']:>7.3f}"
-                f"{r['fair_ratio_p5'] or float('nan'):>8.3f}{r['partial_jobs']:>8d}"
-                f"{r['partial_gpu_hours']:>11.0f}{r['evictions']:>7d}"
+                f"{_number(r['fair_ratio_p5']):>8.3f}{r['partial_jobs']:>8d}"
+                f"{r['partial_gpu_hours']:>11.0f}"
+                f"{_number(r.get('idle_gpu_hours_while_1gpu_waits')):>12.0f}{r['evictions']:>7d}"
                 f"{r['evictions_per_reclaim']:>8.2f}{r['wasted_gpu_hours']:>13.0f}"
                 f"{r['decision_ms_p50']:>8.2f}/{r['decision_ms_p99']:.1f}"
             )
+        print(
+            "  idle GPU-h: held by partial placements; *free GPU-h: free while a 1-GPU job waited"
+        )
         by_size(results)
         for ours in ("kohort", "kohort-spread"):
             if ours in results:
@@ -97,7 +106,7 @@ def by_size(results: dict[str, dict[str, Any]]) -> None:
             f"{f['share_of_tail']:.0%}"
             for size, f in r.get("by_size", {}).items()
         ]
-        print(f"  {policy:<18}" + "   ".join(cells))
+        print(f"  {policy:<22}" + "   ".join(cells))
 
 
 def headline(ours: str, results: dict[str, dict[str, Any]]) -> None:
@@ -109,7 +118,13 @@ def headline(ours: str, results: dict[str, dict[str, Any]]) -> None:
                 f"  {other}: {o['partial_jobs']} partial placements held"
                 f" {o['partial_gpu_hours']:.0f} GPU-h idle; {ours}: {k['partial_jobs']}"
             )
-    for other in ("quota-drf", "gang-fifo", "gang-fifo-binpack", "naive-reclaim"):
+    for other in (
+        "quota-drf",
+        "gang-fifo",
+        "gang-fifo-binpack",
+        "gang-fifo-no-enqueue",
+        "naive-reclaim",
+    ):
         if other in results:
             theirs = results[other]["wait_p95"]
             ratio = f"{k['wait_p95'] / theirs:.2f}" if theirs else "n/a (their p95 is 0)"

@@ -7,11 +7,13 @@ up; without a gang scheduler the same pods start partially.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
+from hack.localcluster import Taint
 from tests.conftest import TestNodes
 from tests.support import eventually, holds_for, pod_spec
 
@@ -191,3 +193,102 @@ async def test_volcano_packs_a_second_gang_onto_the_half_full_node_like_kohorts_
         )
         placed.append(bound.spec.node_name)
     assert placed[0] == placed[1]
+
+
+QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
+
+
+async def test_volcano_alone_keeps_a_fitting_pod_out_while_an_enqueued_gang_cannot_be_placed(
+    api: client.ApiClient, namespace: str, test_nodes: TestNodes
+) -> None:
+    # The baseline the simulator's gang-fifo models. Volcano's enqueue checks a queue's
+    # capability in aggregate, not node by node: an 8-GPU group is enqueued onto two nodes with
+    # 4 free GPUs each, cannot be placed, and keeps its 8 GPUs of the queue's 16 from a 1-GPU
+    # group that either node could host. kohort admits no gang onto nodes that cannot host it.
+    nodes = test_nodes("frag", 2, cpu="16", gpus=8)
+    # GPUs that no pod here may use: the cluster has more than the queue's capability, so the
+    # capability is what binds.
+    test_nodes("spare", 1, cpu="16", gpus=8, taints=(Taint("test", "blocked"),))
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    queue = f"q-{namespace}"[:63]
+    await custom.create_cluster_custom_object(
+        QUEUES[0], QUEUES[1], QUEUES[2],
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": queue},
+            "spec": {"weight": 1, "reclaimable": False, "capability": {"nvidia.com/gpu": "16"}},
+        },
+    )  # fmt: skip
+    try:
+        await eventually(
+            lambda: custom.get_cluster_custom_object(*QUEUES, queue),
+            lambda q: q.get("status", {}).get("state") == "Open",
+            what=f"Volcano queue {queue} Open",
+        )
+
+        async def submit(name: str, gpus: int, node: str | None = None) -> None:
+            group = {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": name},
+                "spec": {
+                    "minMember": 1,
+                    "queue": queue,
+                    "minResources": {"cpu": "1", "nvidia.com/gpu": str(gpus)},
+                },
+            }
+            await custom.create_namespaced_custom_object(
+                *PODGROUPS[:2], namespace, PODGROUPS[2], group
+            )
+            spec = pod_spec(
+                namespace, {"cpu": "1", "nvidia.com/gpu": str(gpus)}, schedulerName="volcano"
+            )
+            if node is not None:
+                spec["nodeSelector"]["kubernetes.io/hostname"] = node
+            pod: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "annotations": {"scheduling.k8s.io/group-name": name}},
+                "spec": spec,
+            }
+            await core.create_namespaced_pod(namespace, pod)
+
+        async def node_of(name: str) -> str | None:
+            pod = await core.read_namespaced_pod(name, namespace)
+            node: str | None = pod.spec.node_name
+            return node
+
+        await submit("half-1", 4, nodes[0])
+        await submit("half-2", 4, nodes[1])
+
+        async def placed_on(name: str, node: str) -> None:
+            await eventually(lambda: node_of(name), lambda b: b == node, what=f"{name} on {node}")
+
+        await placed_on("half-1", nodes[0])
+        await placed_on("half-2", nodes[1])
+
+        await submit("whole", 8)
+        await eventually(
+            lambda: podgroup(api, namespace, "whole"),
+            lambda pg: pg.get("status", {}).get("phase") == "Inqueue",
+            what="the 8-GPU group enqueued",
+        )
+        await submit("small", 1)
+        await holds_for(
+            lambda: node_of("small"), lambda b: b is None, 6, what="the 1-GPU pod stays unbound"
+        )
+        small = await podgroup(api, namespace, "small")
+        assert small.get("status", {}).get("phase", "Pending") == "Pending"
+        assert await node_of("whole") is None
+
+        await core.delete_namespaced_pod("half-1", namespace, grace_period_seconds=0)
+        await placed_on("whole", nodes[0])
+        await placed_on("small", nodes[1])
+    finally:
+        for name in ("half-1", "half-2", "whole", "small"):
+            with contextlib.suppress(client.ApiException):
+                await custom.delete_namespaced_custom_object(
+                    *PODGROUPS[:2], namespace, PODGROUPS[2], name
+                )
+        await custom.delete_cluster_custom_object(*QUEUES, queue)

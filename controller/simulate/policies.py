@@ -199,6 +199,9 @@ class GangBinder:
         self.plans: dict[str, list[tuple[int, int, int]]] = {}
         # Whether a gang arrived or capacity came back since the last bind.
         self.changed = False
+        # Gangs are bound whole: never partly.
+        self.held = 0
+        self.partial_seen = 0
 
     def add(self, job: Job) -> None:
         self.gangs[job.name] = gang_info(_gang(job), self.index)
@@ -237,45 +240,6 @@ class GangBinder:
         return bound
 
 
-class GangFifoPolicy:
-    """Volcano with its default actions (enqueue, allocate) and no queues of its own.
-
-    Enqueue: gangs oldest first; a gang is enqueued when its request plus everything running and
-    everything already enqueued fits within the cluster's capacity (the proportion plugin's check
-    for a queue without capability; the overcommit plugin's 1.2x is looser). No node is looked
-    at, so a gang that no node set can host stays enqueued and keeps its part of the capacity
-    from others while it waits. Allocate: see GangBinder. Volcano's default actions preempt
-    nothing.
-    """
-
-    def __init__(self, name: str, nodes: Sequence[Node], packing: Packing) -> None:
-        self.name = name
-        config = Config(placement=False, victims="classic", starvation_after=None)
-        self.engine = Engine((_whole_cluster_queue(nodes),), nodes, config)
-        self.binder = GangBinder(nodes, packing)
-        self.jobs: dict[str, Job] = {}
-
-    def submit(self, job: Job, now: float) -> None:
-        self.jobs[job.name] = job
-        self.engine.add_pending(_gang(job, "all"))
-
-    def finish(self, job: Job, now: float) -> None:
-        del self.jobs[job.name]
-        self.engine.finish(job.name)
-        self.binder.remove(job.name)
-
-    def step(self, now: float) -> Step:
-        for admission in self.engine.cycle(now).admissions:
-            self.binder.add(self.jobs[admission.gang])
-        return Step(self.binder.bind())
-
-    def partial_gpus(self) -> int:
-        return 0
-
-    def partial_jobs(self) -> int:
-        return 0
-
-
 class KubeDefaultPolicy:
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.name = "kube-default"
@@ -297,20 +261,50 @@ class KubeDefaultPolicy:
         return self.binder.partial_seen
 
 
-class QuotaDrfPolicy:
-    """Kueue-like admission by quota, then the kube-scheduler model binds the pods."""
+class Binder(Protocol):
+    """Binds admitted jobs to nodes (PodBinder, GangBinder)."""
 
-    def __init__(self, queues: Sequence[QueueSpec], nodes: Sequence[Node]) -> None:
-        self.name = "quota-drf"
+    held: int  # GPUs bound to jobs that have not started
+    partial_seen: int  # jobs that were ever partly bound
+
+    def add(self, job: Job) -> None: ...
+    def remove(self, name: str) -> None: ...
+    def bind(self) -> list[str]: ...
+
+
+class AdmitThenBindPolicy:
+    """Admission by the decision core without a placement check, then a binder places what was
+    admitted; a gang that is admitted but cannot be placed keeps its quota while it waits.
+
+    - quota-drf (Kueue-like): the queues' quotas, pods bound one by one (PodBinder).
+    - gang-fifo (Volcano's default actions): one queue whose quota is the cluster's capacity,
+      which is the enqueue action's aggregate check (the proportion plugin's check for a queue
+      without capability; the overcommit plugin's 1.2x is looser); gangs bound whole by the
+      allocate action (GangBinder). Such a queue never preempts, nor do Volcano's defaults.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        queues: Sequence[QueueSpec],
+        nodes: Sequence[Node],
+        binder: Binder,
+        *,
+        single_queue: bool = False,
+    ) -> None:
+        self.name = name
+        self.single_queue = single_queue
+        if single_queue:
+            queues = (_whole_cluster_queue(nodes),)
         self.engine = Engine(
             queues, nodes, Config(placement=False, victims="classic", starvation_after=None)
         )
-        self.binder = PodBinder(nodes)
+        self.binder = binder
         self.jobs: dict[str, Job] = {}
 
     def submit(self, job: Job, now: float) -> None:
         self.jobs[job.name] = job
-        self.engine.add_pending(_gang(job))
+        self.engine.add_pending(_gang(job, "all" if self.single_queue else None))
 
     def finish(self, job: Job, now: float) -> None:
         self.engine.finish(job.name)
@@ -366,16 +360,20 @@ def make_policy(
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes."""
 
+    def gang_fifo(node_order: Packing) -> Policy:
+        binder = GangBinder(nodes, node_order)
+        return AdmitThenBindPolicy(name, queues, nodes, binder, single_queue=True)
+
     def gang_fifo_no_enqueue() -> Policy:
         config = Config(packing="spread", victims="classic", starvation_after=None)
         return EnginePolicy(name, queues, nodes, config, single_queue=True)
 
     factories: dict[str, Callable[[], Policy]] = {
         "kube-default": lambda: KubeDefaultPolicy(nodes),
-        "gang-fifo": lambda: GangFifoPolicy(name, nodes, "spread"),
-        "gang-fifo-binpack": lambda: GangFifoPolicy(name, nodes, "best-fit"),
+        "gang-fifo": lambda: gang_fifo("spread"),
+        "gang-fifo-binpack": lambda: gang_fifo("best-fit"),
         "gang-fifo-no-enqueue": gang_fifo_no_enqueue,
-        "quota-drf": lambda: QuotaDrfPolicy(queues, nodes),
+        "quota-drf": lambda: AdmitThenBindPolicy(name, queues, nodes, PodBinder(nodes)),
         "naive-reclaim": lambda: EnginePolicy(
             name, queues, nodes, Config(packing=packing, victims="naive", starvation_after=None)
         ),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -94,9 +95,7 @@ class EnginePolicy:
     def step(self, now: float) -> Step:
         decisions = self.engine.cycle(now)
         step = Step([a.gang for a in decisions.admissions], [e.gang for e in decisions.evictions])
-        per_preemptor: dict[str, int] = {}
-        for e in decisions.evictions:
-            per_preemptor[e.preemptor] = per_preemptor.get(e.preemptor, 0) + 1
+        per_preemptor = Counter(e.preemptor for e in decisions.evictions)
         step.reclaims = sorted(per_preemptor.values())
         admitted = {a.gang for a in decisions.admissions}
         missing = sorted(set(per_preemptor) - admitted)
@@ -272,7 +271,7 @@ class Binder(Protocol):
     def bind(self) -> list[str]: ...
 
 
-class AdmitThenBindPolicy:
+class AdmitThenBindPolicy(EnginePolicy):
     """Admission by the decision core without a placement check, then a binder places what was
     admitted; a gang that is admitted but cannot be placed keeps its quota while it waits.
 
@@ -292,22 +291,17 @@ class AdmitThenBindPolicy:
         *,
         single_queue: bool = False,
     ) -> None:
-        self.name = name
-        self.single_queue = single_queue
-        if single_queue:
-            queues = (_whole_cluster_queue(nodes),)
-        self.engine = Engine(
-            queues, nodes, Config(placement=False, victims="classic", starvation_after=None)
-        )
+        config = Config(placement=False, victims="classic", starvation_after=None)
+        super().__init__(name, queues, nodes, config, single_queue=single_queue)
         self.binder = binder
         self.jobs: dict[str, Job] = {}
 
     def submit(self, job: Job, now: float) -> None:
         self.jobs[job.name] = job
-        self.engine.add_pending(_gang(job, "all" if self.single_queue else None))
+        super().submit(job, now)
 
     def finish(self, job: Job, now: float) -> None:
-        self.engine.finish(job.name)
+        super().finish(job, now)
         self.binder.remove(job.name)
 
     def step(self, now: float) -> Step:
@@ -317,9 +311,7 @@ class AdmitThenBindPolicy:
             self.binder.remove(name)
         for a in decisions.admissions:
             self.binder.add(self.jobs[a.gang])
-        per_preemptor: dict[str, int] = {}
-        for e in decisions.evictions:
-            per_preemptor[e.preemptor] = per_preemptor.get(e.preemptor, 0) + 1
+        per_preemptor = Counter(e.preemptor for e in decisions.evictions)
         return Step(self.binder.bind(), evicted, sorted(per_preemptor.values()))
 
     def partial_gpus(self) -> int:

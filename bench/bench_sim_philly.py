@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from controller.simulate.main import COLUMN_NOTE
 from controller.simulate.policies import POLICIES
 
 SETTINGS = [(c, n) for c in (4.0, 8.0) for n in ("homogeneous", "mixed")]
@@ -88,9 +89,7 @@ def report(out: Path) -> None:
                 f"{r['evictions_per_reclaim']:>8.2f}{r['wasted_gpu_hours']:>13.0f}"
                 f"{r['decision_ms_p50']:>8.2f}/{r['decision_ms_p99']:.1f}"
             )
-        print(
-            "  idle GPU-h: held by partial placements; *free GPU-h: free while a 1-GPU job waited"
-        )
+        print(f"  {COLUMN_NOTE}")
         by_size(results)
         for ours in ("kohort", "kohort-spread"):
             if ours in results:

@@ -196,6 +196,10 @@ def _jsonable(result: Result) -> dict[str, Any]:
     return data
 
 
+# What the two GPU-hour columns of the table count.
+COLUMN_NOTE = "idle GPU-h: held by partial placements; *free GPU-h: free while a 1-GPU job waited"
+
+
 def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
     print(
         f"{setup['trace']}, {setup['jobs']} jobs, {setup['compression']:g}x compressed,"
@@ -228,7 +232,7 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
     print(header)
     for r in results:
         print("".join(fmt.format(get(r)) for _, fmt, get in columns))
-    print("idle GPU-h: held by partial placements; *free GPU-h: free while a 1-GPU job waited")
+    print(COLUMN_NOTE)
     print("\nwait by gang size: mean h / p95 h / share of the jobs beyond the overall p95")
     sizes = list(results[0].by_size) if results else []
     print(f"{'size':<10}" + "".join(f"{r.policy:>22}" for r in results))

@@ -156,42 +156,68 @@ def _node_taints(cluster: Any, name: str) -> list[dict[str, str]]:
     return taints
 
 
+async def create_gpu_group(
+    api: client.ApiClient,
+    namespace: str,
+    name: str,
+    gpus: int,
+    *,
+    queue: str | None = None,
+    node: str | None = None,
+) -> None:
+    """A PodGroup of one pod of `gpus` GPUs (and one CPU), scheduled by Volcano."""
+    spec: dict[str, Any] = {
+        "minMember": 1,
+        "minResources": {"cpu": "1", "nvidia.com/gpu": str(gpus)},
+    }
+    if queue is not None:
+        spec["queue"] = queue
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    await client.CustomObjectsApi(api).create_namespaced_custom_object(
+        *PODGROUPS[:2], namespace, PODGROUPS[2], group
+    )
+    pod_fields = pod_spec(
+        namespace, {"cpu": "1", "nvidia.com/gpu": str(gpus)}, schedulerName="volcano"
+    )
+    if node is not None:
+        pod_fields["nodeSelector"]["kubernetes.io/hostname"] = node
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {"scheduling.k8s.io/group-name": name}},
+        "spec": pod_fields,
+    }
+    await client.CoreV1Api(api).create_namespaced_pod(namespace, pod)
+
+
+async def node_of(api: client.ApiClient, namespace: str, pod: str) -> str | None:
+    node: str | None = (
+        await client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
+    ).spec.node_name
+    return node
+
+
 async def test_volcano_packs_a_second_gang_onto_the_half_full_node_like_kohorts_plan(
     api: client.ApiClient, namespace: str, test_nodes: TestNodes
 ) -> None:
     # kohort plans with best fit; the local Volcano is set to pack GPUs the same way, so two
     # 4-GPU pods share a node and the other node stays free for an 8-GPU pod.
     test_nodes("pack", 2, cpu="16", gpus=8)
-    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    placed: list[str] = []
+    placed: list[str | None] = []
     for group in ("first", "second"):
-        podgroup_obj = {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": group},
-            "spec": {"minMember": 1},
-        }
-        await custom.create_namespaced_custom_object(
-            *PODGROUPS[:2], namespace, PODGROUPS[2], podgroup_obj
+        await create_gpu_group(api, namespace, group, 4)
+        placed.append(
+            await eventually(
+                lambda g=group: node_of(api, namespace, g),
+                lambda node: node is not None,
+                what=f"pod {group} bound",
+            )
         )
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": group,
-                "annotations": {"scheduling.k8s.io/group-name": group},
-            },
-            "spec": pod_spec(
-                namespace, {"cpu": "1", "nvidia.com/gpu": "4"}, schedulerName="volcano"
-            ),
-        }
-        await core.create_namespaced_pod(namespace, pod)
-        bound = await eventually(
-            lambda g=group: core.read_namespaced_pod(g, namespace),
-            lambda p: bool(p.spec.node_name),
-            what=f"pod {group} bound",
-        )
-        placed.append(bound.spec.node_name)
     assert placed[0] == placed[1]
 
 
@@ -227,60 +253,33 @@ async def test_volcano_alone_keeps_a_fitting_pod_out_while_an_enqueued_gang_cann
             what=f"Volcano queue {queue} Open",
         )
 
-        async def submit(name: str, gpus: int, node: str | None = None) -> None:
-            group = {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
-                "kind": "PodGroup",
-                "metadata": {"name": name},
-                "spec": {
-                    "minMember": 1,
-                    "queue": queue,
-                    "minResources": {"cpu": "1", "nvidia.com/gpu": str(gpus)},
-                },
-            }
-            await custom.create_namespaced_custom_object(
-                *PODGROUPS[:2], namespace, PODGROUPS[2], group
-            )
-            spec = pod_spec(
-                namespace, {"cpu": "1", "nvidia.com/gpu": str(gpus)}, schedulerName="volcano"
-            )
-            if node is not None:
-                spec["nodeSelector"]["kubernetes.io/hostname"] = node
-            pod: dict[str, Any] = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "annotations": {"scheduling.k8s.io/group-name": name}},
-                "spec": spec,
-            }
-            await core.create_namespaced_pod(namespace, pod)
-
-        async def node_of(name: str) -> str | None:
-            pod = await core.read_namespaced_pod(name, namespace)
-            node: str | None = pod.spec.node_name
-            return node
-
-        await submit("half-1", 4, nodes[0])
-        await submit("half-2", 4, nodes[1])
+        await create_gpu_group(api, namespace, "half-1", 4, queue=queue, node=nodes[0])
+        await create_gpu_group(api, namespace, "half-2", 4, queue=queue, node=nodes[1])
 
         async def placed_on(name: str, node: str) -> None:
-            await eventually(lambda: node_of(name), lambda b: b == node, what=f"{name} on {node}")
+            await eventually(
+                lambda: node_of(api, namespace, name), lambda b: b == node, what=f"{name} on {node}"
+            )
 
         await placed_on("half-1", nodes[0])
         await placed_on("half-2", nodes[1])
 
-        await submit("whole", 8)
+        await create_gpu_group(api, namespace, "whole", 8, queue=queue)
         await eventually(
             lambda: podgroup(api, namespace, "whole"),
             lambda pg: pg.get("status", {}).get("phase") == "Inqueue",
             what="the 8-GPU group enqueued",
         )
-        await submit("small", 1)
+        await create_gpu_group(api, namespace, "small", 1, queue=queue)
         await holds_for(
-            lambda: node_of("small"), lambda b: b is None, 6, what="the 1-GPU pod stays unbound"
+            lambda: node_of(api, namespace, "small"),
+            lambda b: b is None,
+            6,
+            what="the 1-GPU pod stays unbound",
         )
         small = await podgroup(api, namespace, "small")
         assert small.get("status", {}).get("phase", "Pending") == "Pending"
-        assert await node_of("whole") is None
+        assert await node_of(api, namespace, "whole") is None
 
         await core.delete_namespaced_pod("half-1", namespace, grace_period_seconds=0)
         await placed_on("whole", nodes[0])

@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP) testenv
 	$(BIN)/kohort dev demo
 
-# The whole test suite: lint, types, unit tests, then tests on the real local control plane.
+# The whole test suite: lint, types, layers, unit tests, then tests on the real control plane.
 test: $(STAMP) testenv lint
 	$(PYTEST) $(PYTEST_ARGS)
 
@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 testenv:
 	bash hack/build-testenv.sh

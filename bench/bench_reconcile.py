@@ -1,7 +1,8 @@
 """Reconcile-pass speed: the real controller (cache, writers, reconciler) on an in-memory API.
 
     PYTHONPATH=. .venv/bin/python bench/bench_reconcile.py [--pending 1500 10000]
-        [--max-passes 50] [--changes 20] [--starvation-after 3600] [--profile [N]]
+        [--max-passes 50] [--changes 20] [--starvation-after 3600] [--latency MS]
+        [--profile [N]]
 
 For each size, a world of 30 ClusterQueues in 5 cohorts of 6 (cpu: nominal 20, borrowingLimit
 100), one namespace with a LocalQueue per ClusterQueue, kwok-like Nodes (32 cpu each, enough that
@@ -14,12 +15,17 @@ and `reconcile_once` is called directly. Prints, per size:
 - pass 1 (cold: every Job new): wall time, admissions, API writes by kind, writes per admission;
 - the passes until one admits and evicts nothing ("settle");
 - a steady-state pass with nothing changed;
-- "one change" passes: the oldest admitted Job completes (written to the API and put into the
-  Job informer's store, as its watch event would), then one pass runs.
+- "one change" passes: the oldest admitted Job completes (written to the API, whose watch tells
+  the controller's informers), then one pass runs.
 Times are wall seconds of `reconcile_once`. They include the time spent inside the in-memory
-API ("fake API": it keeps objects as JSON text and parses every answer, as a client would) and
-in the garbage collector ("GC", from gc.callbacks). Write counts are the calls the controller
-made, by verb and plural[/subresource]; Events are writes too.
+API ("fake API": controller.cluster.memory, which keeps objects as JSON text, parses every
+answer and sends every change to the watches, our own writes included) and in the garbage
+collector ("GC", from gc.callbacks). Write counts are the calls the controller made, by verb
+and plural[/subresource]; Events are writes too. `--latency` adds that many milliseconds to
+every request, as a round trip to a real API server would.
+
+The figures before the controller kept one engine and typed state (commit f4820cd, this bench
+with its own in-memory API whose watches delivered nothing) are in docs/controller.md.
 """
 
 from __future__ import annotations
@@ -30,31 +36,30 @@ import contextlib
 import cProfile
 import gc
 import io
-import json
 import math
 import os
 import platform
 import pstats
 import statistics
 import time
-import uuid
-from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import jsonpatch
-from controller.cluster.view import format_time, is_true
-
 from controller import quota
-from controller.cluster import clients
+from controller.api import kinds
+from controller.api.common import format_time
 from controller.cluster.cache import Cache
-from controller.cluster.clients import MERGE_PATCH, ApiError, Client, JSONDict, Kind
+from controller.cluster.clients import ApiError, JSONDict
+from controller.cluster.memory import MemoryApi
 from controller.cluster.testing import cluster_queue, local_queue
-from controller.cluster.writers import PodGroupSettings, Writers
+from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
-from controller.reconciler import Reconciler, Settings
-from controller.workloads.base import Admission
+from controller.reconciler import Reconciler
+from controller.settings import Settings
+from controller.state.cluster import ClusterState
+from controller.state.objects import PodGroupSettings
+from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.testing import make_job
@@ -65,200 +70,23 @@ NOMINAL_CPU = 20
 BORROWING_CPU = 100
 NODE_CPU = 32
 
-Key = tuple[str, str]
 
+class TimedApi(MemoryApi):
+    """The in-memory API server, timing itself and optionally slowed to a network round trip."""
 
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
+    def __init__(self, latency: float) -> None:
+        super().__init__()
+        self.latency = latency
+        self.seconds = 0.0
 
-
-def _load(text: str) -> JSONDict:
-    obj: JSONDict = json.loads(text)
-    return obj
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: dicts merge recursively, None deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
-def _matches(obj: JSONDict, selector: str | None) -> bool:
-    """Equality-based label selectors only (`a=b,c=d`)."""
-    if not selector:
-        return True
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    for term in selector.split(","):
-        name, _, value = term.partition("=")
-        if labels.get(name.strip()) != value.strip().lstrip("="):
-            return False
-    return True
-
-
-class MemoryApi(Client):
-    """An API server in memory for the verbs the controller uses; every write is counted.
-
-    Objects are kept serialised, as etcd keeps them: every answer is a fresh parse, shared with
-    nothing, and the store adds nothing for the garbage collector to walk. No ApiClient behind
-    it: `request` (and so `replace`) is not served. Watches never deliver anything (they wait
-    forever), so the informers stay synced on what they listed.
-    """
-
-    def __init__(self) -> None:
-        self.objects: dict[Kind, dict[Key, str]] = defaultdict(dict)
-        self.version = 0
-        self.writes: Counter[tuple[str, str]] = Counter()
-        self.seconds = 0.0  # time spent in here: part of every timed pass
-        self._forever = asyncio.Event()
-
-    @contextlib.contextmanager
-    def _timed(self) -> Iterator[None]:
+    async def fetch(self, method: str, path: str, **kwargs: Any) -> bytes:
+        if self.latency:
+            await asyncio.sleep(self.latency)
         start = time.perf_counter()
         try:
-            yield
+            return await super().fetch(method, path, **kwargs)
         finally:
             self.seconds += time.perf_counter() - start
-
-    def _key(self, kind: Kind, name: str, namespace: str | None) -> Key:
-        return ((namespace or "") if kind.namespaced else "", name)
-
-    def _store(self, kind: Kind, key: Key, obj: JSONDict) -> JSONDict:
-        self.version += 1
-        obj["metadata"]["resourceVersion"] = str(self.version)
-        self.objects[kind][key] = _dump(obj)
-        return obj
-
-    def items(self, kind: Kind) -> list[JSONDict]:
-        return [_load(text) for text in self.objects[kind].values()]
-
-    def add(self, kind: Kind, obj: JSONDict, namespace: str | None = None) -> JSONDict:
-        """Store a new object as the API server would (no write counted: setup uses this)."""
-        stored = _load(_dump(obj))
-        meta = stored.setdefault("metadata", {})
-        if kind.namespaced:
-            meta["namespace"] = namespace or meta.get("namespace") or "default"
-        else:
-            meta.pop("namespace", None)
-        key = self._key(kind, str(meta["name"]), meta.get("namespace"))
-        if key in self.objects[kind]:
-            raise ApiError(409, "POST", kind.path(key[0]), '{"reason": "AlreadyExists"}')
-        meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", format_time(time.time()))
-        return self._store(kind, key, stored)
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Any = None,
-        body: Any = None,
-        content_type: str = "application/json",
-    ) -> JSONDict:
-        raise ApiError(501, method, path, "not served by MemoryApi")
-
-    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> JSONDict:
-        with self._timed():
-            found = self.objects[kind].get(self._key(kind, name, namespace))
-            if found is None:
-                raise ApiError(404, "GET", kind.path(namespace, name), '{"reason": "NotFound"}')
-            return _load(found)
-
-    async def list(
-        self,
-        kind: Kind,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        limit: int = 500,
-    ) -> tuple[list[JSONDict], str]:
-        with self._timed():
-            items = [
-                obj
-                for (ns, _), text in self.objects[kind].items()
-                if not namespace or ns == namespace
-                if _matches(obj := _load(text), label_selector)
-            ]
-            return items, str(self.version)
-
-    async def watch(
-        self,
-        kind: Kind,
-        resource_version: str,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        timeout_seconds: int = 300,
-    ) -> AsyncIterator[tuple[str, JSONDict]]:
-        await self._forever.wait()  # never set: nothing changes behind the informers' backs
-        yield "BOOKMARK", {}
-
-    async def create(self, kind: Kind, obj: JSONDict, namespace: str | None = None) -> JSONDict:
-        with self._timed():
-            self.writes["create", kind.plural] += 1
-            return self.add(kind, obj, namespace)
-
-    async def patch(
-        self,
-        kind: Kind,
-        name: str,
-        patch: Any,
-        namespace: str | None = None,
-        *,
-        content_type: str = MERGE_PATCH,
-        subresource: str | None = None,
-    ) -> JSONDict:
-        with self._timed():
-            self.writes["patch", kind.plural + (f"/{subresource}" if subresource else "")] += 1
-            key = self._key(kind, name, namespace)
-            text = self.objects[kind].get(key)
-            if text is None:
-                raise ApiError(404, "PATCH", kind.path(namespace, name), '{"reason": "NotFound"}')
-            current = _load(text)
-            if isinstance(patch, list):  # JSON patch (ungating pods)
-                try:
-                    patched: JSONDict = jsonpatch.apply_patch(current, patch, in_place=True)
-                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as err:
-                    raise ApiError(422, "PATCH", kind.path(namespace, name), str(err)) from err
-            else:
-                body = _load(_dump(patch))
-                # /status changes only the status; the main resource ignores status changes.
-                if subresource == "status":
-                    body = {"status": body["status"]} if "status" in body else {}
-                else:
-                    body.pop("status", None)
-                patched = merge_patch(current, body)
-            return self._store(kind, key, patched)
-
-    async def delete(
-        self,
-        kind: Kind,
-        name: str,
-        namespace: str | None = None,
-        *,
-        propagation: str = "Background",
-        uid: str | None = None,
-    ) -> bool:
-        with self._timed():
-            self.writes["delete", kind.plural] += 1
-            key = self._key(kind, name, namespace)
-            text = self.objects[kind].get(key)
-            if text is None:
-                return False
-            if uid and _load(text)["metadata"].get("uid") != uid:
-                raise ApiError(409, "DELETE", kind.path(namespace, name), '{"reason": "Conflict"}')
-            del self.objects[kind][key]
-            return True
-
-    async def close(self) -> None:
-        return None
 
 
 # -- the world ------------------------------------------------------------------------------------
@@ -270,7 +98,7 @@ def held_job(name: str, namespace: str, created: str) -> JSONDict:
         name, namespace=namespace, queue="lq", parallelism=1, completions=1, cpu="1", memory=None
     )
     editor = Editor(job)
-    JobAdapter().default(editor, Admission("lq"))
+    JobAdapter().default(editor, Mutation("lq"))
     doc = editor.doc
     doc["metadata"]["creationTimestamp"] = created
     return doc
@@ -300,8 +128,8 @@ def fill(api: MemoryApi, pending: int) -> int:
     queues = COHORTS * QUEUES_PER_COHORT
     for i in range(queues):
         cq = f"cq-{i:02d}"
-        api.add(
-            clients.CLUSTER_QUEUES,
+        api.put(
+            kinds.CLUSTER_QUEUES,
             cluster_queue(
                 cq,
                 {"cpu": str(NOMINAL_CPU)},
@@ -310,15 +138,15 @@ def fill(api: MemoryApi, pending: int) -> int:
             ),
         )
         namespace = f"team-{i:02d}"
-        api.add(clients.NAMESPACES, {"metadata": {"name": namespace}})
-        api.add(clients.LOCAL_QUEUES, local_queue(namespace, "lq", cq), namespace)
+        api.put(kinds.NAMESPACES, {"metadata": {"name": namespace}})
+        api.put(kinds.LOCAL_QUEUES, local_queue(namespace, "lq", cq))
     nodes = math.ceil(queues * NOMINAL_CPU / NODE_CPU) + 3
     for n in range(nodes):
-        api.add(clients.NODES, kwok_node(f"kwok-node-{n:03d}"))
+        api.put(kinds.NODES, kwok_node(f"kwok-node-{n:03d}"))
     first = int(time.time()) - pending - 60  # a second apart, all in the past
     for j in range(pending):
         namespace = f"team-{j % queues:02d}"
-        api.add(clients.JOBS, held_job(f"job-{j:05d}", namespace, format_time(first + j)))
+        api.put(kinds.JOBS, held_job(f"job-{j:05d}", namespace, format_time(first + j)))
     return nodes
 
 
@@ -354,7 +182,7 @@ class Pass:
         return sum(self.writes.values())
 
 
-async def timed_pass(reconciler: Reconciler, api: MemoryApi, gc_clock: GcClock) -> Pass:
+async def timed_pass(reconciler: Reconciler, api: TimedApi, gc_clock: GcClock) -> Pass:
     writes, fake, collecting = api.writes.copy(), api.seconds, gc_clock.seconds
     start = time.perf_counter()
     stats = await reconciler.reconcile_once()
@@ -383,15 +211,17 @@ def per_admission(writes: int, admitted: int) -> str:
     return f"{writes / admitted:.1f}" if admitted else "n/a"
 
 
-async def finish_one(api: MemoryApi, cache: Cache) -> bool:
-    """Complete the oldest admitted Job (names follow creation order), in the API and in the Job
-    informer's store; False when none is left."""
-    for job in sorted(api.items(clients.JOBS), key=lambda j: str(j["metadata"]["name"])):
-        if job["spec"].get("suspend") is not False or is_true(job, "Complete"):
+async def finish_one(api: MemoryApi) -> bool:
+    """Complete the oldest admitted Job (names follow creation order), as the Job controller
+    would; its watch event reaches the informers. False when none is left."""
+    for job in sorted(api.all(kinds.JOBS), key=lambda j: str(j["metadata"]["name"])):
+        conditions = (job.get("status") or {}).get("conditions") or []
+        if job["spec"].get("suspend") is not False or any(
+            c["type"] == "Complete" for c in conditions
+        ):
             continue
-        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
         stamp = format_time(time.time())
-        status = {
+        job["status"] = {
             "conditions": [
                 {
                     "type": "Complete",
@@ -403,10 +233,8 @@ async def finish_one(api: MemoryApi, cache: Cache) -> bool:
             "succeeded": 1,
             "completionTime": stamp,
         }
-        patched = await api.patch(
-            clients.JOBS, name, {"status": status}, namespace, subresource="status"
-        )
-        cache.informers[clients.JOBS].put(patched)  # what the watch event would do
+        api.put(kinds.JOBS, job)
+        await api.settle()
         return True
     return False
 
@@ -422,28 +250,22 @@ class Result:
 
 
 async def run_size(pending: int, args: argparse.Namespace, gc_clock: GcClock) -> Result:
-    api = MemoryApi()
+    api = TimedApi(args.latency / 1000)
     nodes = fill(api, pending)
     starvation = args.starvation_after if args.starvation_after > 0 else None
     settings = Settings(pods_ready_timeout=None, core=quota.Config(starvation_after=starvation))
     podgroups = PodGroupSettings()
     # As controller.main.start wires them, without leader election and the run loop.
-    metrics = ControllerMetrics()
-    reconciler_box: list[Reconciler] = []
-
-    def on_change(kind: Kind, event: str, obj: JSONDict) -> None:
-        if reconciler_box:
-            reconciler_box[0].notify(kind, event, obj)
-
-    cache = Cache(api, podgroup_kind=podgroups.kind, on_change=on_change)
-    writers = Writers(api, cache.stores, podgroups, identity="bench")
-    reconciler = Reconciler(cache, writers, settings, metrics)
-    reconciler_box.append(reconciler)
+    state = ClusterState(settings, podgroups)
+    cache = Cache(api, podgroup_kind=podgroups.kind)
+    writers = Writers(api, cache.informers, identity="bench")
+    reconciler = Reconciler(state, writers, settings, ControllerMetrics())
+    cache.listen(reconciler.notify)
     start = time.perf_counter()
     cache.start()
     await cache.wait_synced()
     with contextlib.suppress(ApiError):
-        await writers.ensure_volcano_queue()
+        await writers.ensure_volcano_queue(podgroups.volcano_queue)
     print(
         f"\n== {pending:,} held Jobs, {COHORTS * QUEUES_PER_COHORT} ClusterQueues in {COHORTS}"
         f" cohorts, {nodes} nodes of {NODE_CPU} cpu; cache synced in"
@@ -497,7 +319,7 @@ async def run_size(pending: int, args: argparse.Namespace, gc_clock: GcClock) ->
 
         changes: list[Pass] = []
         for _ in range(args.changes):
-            if not await finish_one(api, cache):
+            if not await finish_one(api):
                 break
             changes.append(await timed_pass(reconciler, api, gc_clock))
         if changes:
@@ -514,7 +336,7 @@ async def run_size(pending: int, args: argparse.Namespace, gc_clock: GcClock) ->
                 f" ({per_admission(total, admitted)} per admission)"
             )
             print(f"  writes: {by_kind(writes)}")
-        left = sum(1 for j in api.items(clients.JOBS) if j["spec"].get("suspend"))
+        left = sum(1 for j in api.all(kinds.JOBS) if j["spec"].get("suspend"))
         print(f"  at the end: {left:,} Jobs still held (pending)")
         return Result(pending, cold, settle, settled, steady, changes)
     finally:
@@ -570,6 +392,13 @@ def main() -> None:
         default=quota.Config().starvation_after,
         metavar="SECONDS",
         help="the core's starvation guard, as the controller's flag (default %(default)s; 0: off)",
+    )
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="milliseconds added to every API request (a round trip; default 0)",
     )
     parser.add_argument(
         "--profile",

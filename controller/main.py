@@ -22,9 +22,12 @@ from controller import quota
 from controller.cluster import clients
 from controller.cluster.cache import Cache
 from controller.cluster.election import LeaderElector
-from controller.cluster.writers import PodGroupSettings, Writers
+from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
-from controller.reconciler import Reconciler, Settings
+from controller.reconciler import Reconciler
+from controller.settings import Settings
+from controller.state.cluster import ClusterState
+from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Backend
 from kohort.service import run_until_signalled
 
@@ -179,21 +182,11 @@ async def start(
     """Start informers, (optionally) leader election and the reconcile loop on `api`."""
     identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     metrics = ControllerMetrics()
-    reconciler_box: list[Reconciler] = []
-
-    def on_change(kind: clients.Kind, event: str, obj: clients.JSONDict) -> None:
-        if reconciler_box:
-            reconciler_box[0].notify(kind, event, obj)
-
-    cache = Cache(
-        api,
-        podgroup_kind=podgroups.kind,
-        on_change=on_change,
-        namespace_selector=namespace_selector,
-    )
-    writers = Writers(api, cache.stores, podgroups, identity=identity)
-    reconciler = Reconciler(cache, writers, settings, metrics)
-    reconciler_box.append(reconciler)
+    state = ClusterState(settings, podgroups, namespace_filter=bool(namespace_selector))
+    cache = Cache(api, podgroup_kind=podgroups.kind, namespace_selector=namespace_selector)
+    writers = Writers(api, cache.informers, identity=identity)
+    reconciler = Reconciler(state, writers, settings, metrics)
+    cache.listen(reconciler.notify)
     elector = None
     tasks: list[asyncio.Task[None]] = []
     if elector_args is not None:
@@ -208,9 +201,11 @@ async def start(
         metrics.leader.set(1)
     cache.start()
     controller = Controller(api, cache, writers, reconciler, metrics, elector, tasks)
-    with contextlib.suppress(clients.ApiError, OSError):
-        await writers.ensure_volcano_queue()
-    tasks.append(asyncio.create_task(reconciler.run(controller.is_leader), name="reconciler"))
+    if podgroups.backend is Backend.VOLCANO:
+        with contextlib.suppress(clients.ApiError, OSError):
+            await writers.ensure_volcano_queue(podgroups.volcano_queue)
+    loop = reconciler.run(controller.is_leader, cache.synced)
+    tasks.append(asyncio.create_task(loop, name="reconciler"))
     return controller
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from controller.state.objects import QueueFigures
 
 WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)
 
@@ -60,3 +64,14 @@ class ControllerMetrics:
         self.leader = Gauge(
             "kohort_leader", "1 while this replica holds the leader Lease", registry=r
         )
+
+    def admitted(self, queue: str, waited: float) -> None:
+        self.admissions.labels(queue).inc()
+        self.admission_wait.labels(queue).observe(max(0.0, waited))
+
+    def report_queue(self, name: str, figures: QueueFigures) -> None:
+        self.pending.labels(name, "active").set(figures.pending - figures.inadmissible)
+        self.pending.labels(name, "inadmissible").set(figures.inadmissible)
+        self.admitted_active.labels(name).set(figures.admitted)
+        share = figures.weighted_share
+        self.weighted_share.labels(name).set(share if math.isfinite(share) else -1)

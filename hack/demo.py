@@ -19,12 +19,12 @@ from typing import Any
 from certs.authority import CertificateAuthority
 from certs.reload import server_context
 from controller import main as controller_main
-from controller.api import names
+from controller.api import kinds, names
 from controller.api.quantity import parse_quantity
 from controller.cluster import clients
 from controller.cluster.testing import cluster_queue, gang_job, local_queue
-from controller.cluster.writers import PodGroupSettings
-from controller.reconciler import Settings as ControllerSettings
+from controller.settings import Settings as ControllerSettings
+from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Placement
 from hack.localcluster import LocalCluster
 from hack.rest import ApiError, RestClient
@@ -193,7 +193,7 @@ def _gpus(amounts: dict[str, Any] | None) -> int:
 async def queues_table(api: clients.Client) -> str:
     rows = []
     for team in TEAMS:
-        cq = await api.get(clients.CLUSTER_QUEUES, team)
+        cq = await api.get(kinds.CLUSTER_QUEUES, team)
         spec, status = cq["spec"], cq.get("status") or {}
         nominal = sum(
             _gpus({GPU: r["nominalQuota"]})
@@ -245,11 +245,11 @@ def _state(wl: dict[str, Any]) -> tuple[str, str]:
 async def workloads_table(api: clients.Client) -> str:
     rows = []
     for team in TEAMS:
-        items, _ = await api.list(clients.WORKLOADS, team)
+        items, _ = await api.list(kinds.WORKLOADS, team)
         for wl in sorted(items, key=lambda w: w["metadata"]["creationTimestamp"]):
             gpus = sum(_gpus(ps.get("requests")) * ps["count"] for ps in wl["spec"]["podSets"])
             pods, _ = await api.list(
-                clients.PODS,
+                kinds.PODS,
                 team,
                 label_selector=f"{names.POD_GROUP_LABEL}={wl['metadata']['name']}",
             )
@@ -272,7 +272,7 @@ async def workloads_table(api: clients.Client) -> str:
 async def pods_table(api: clients.Client) -> str:
     rows = []
     for team in TEAMS:
-        items, _ = await api.list(clients.PODS, team)
+        items, _ = await api.list(kinds.PODS, team)
         for pod in sorted(items, key=lambda p: p["metadata"]["name"]):
             if pod["metadata"].get("deletionTimestamp"):
                 continue
@@ -289,7 +289,7 @@ async def pods_table(api: clients.Client) -> str:
 
 
 async def _events_table(api: clients.Client, namespace: str, kind: str, name: str) -> str:
-    items, _ = await api.list(clients.EVENTS, namespace)
+    items, _ = await api.list(kinds.EVENTS, namespace)
     rows = [
         [
             e.get("type", ""),
@@ -326,7 +326,7 @@ async def _until(what: str, probe: Any, within: float = 120.0) -> None:
 
 
 async def _running(api: clients.Client, team: str, gang: str, count: int) -> bool:
-    pods, _ = await api.list(clients.PODS, team, label_selector=f"{names.POD_GROUP_LABEL}={gang}")
+    pods, _ = await api.list(kinds.PODS, team, label_selector=f"{names.POD_GROUP_LABEL}={gang}")
     live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     return (
         sum(1 for p in live if p.get("status", {}).get("phase") == "Running") == count == len(live)
@@ -335,7 +335,7 @@ async def _running(api: clients.Client, team: str, gang: str, count: int) -> boo
 
 async def _reason(api: clients.Client, team: str, gang: str, prefix: str) -> bool:
     try:
-        wl = await api.get(clients.WORKLOADS, gang, team)
+        wl = await api.get(kinds.WORKLOADS, gang, team)
     except clients.ApiError:
         return False
     return str((wl.get("status") or {}).get("pendingReason") or "").startswith(prefix)
@@ -367,10 +367,10 @@ async def _story(cluster: LocalCluster) -> None:
             " lends what it does not use"
         )
 
-        await api.create(clients.JOBS, _job("warmup", "team-b", 1, 8), "team-b")
-        await api.create(clients.JOBS, _job("pretrain", "team-a", 2, 4), "team-a")
+        await api.create(kinds.JOBS, _job("warmup", "team-b", 1, 8), "team-b")
+        await api.create(kinds.JOBS, _job("pretrain", "team-a", 2, 4), "team-a")
         await _until("pretrain running", lambda: _running(api, "team-a", "job-pretrain", 2))
-        await api.create(clients.JOBS, _job("sweep", "team-a", 2, 4), "team-a")
+        await api.create(kinds.JOBS, _job("sweep", "team-a", 2, 4), "team-a")
         await _until("sweep running", lambda: _running(api, "team-a", "job-sweep", 2))
         await _until("warmup running", lambda: _running(api, "team-b", "job-warmup", 1))
         await _show(
@@ -378,13 +378,13 @@ async def _story(cluster: LocalCluster) -> None:
             "1. team-a runs two 8-GPU gangs: one on its own quota, one on team-b's idle GPUs",
         )
 
-        await api.create(clients.JOBS, _job("eval", "team-a", 1, 4), "team-a")
+        await api.create(kinds.JOBS, _job("eval", "team-a", 1, 4), "team-a")
         await _until("eval waiting", lambda: _reason(api, "team-a", "job-eval", "Waiting"))
         await _show(api, "2. the cluster is full: team-a's next gang waits, holding no GPU")
         print("\n$ kubectl describe job eval -n team-a   # Events")
         print(await _events_table(api, "team-a", "Job", "eval"))
 
-        await api.create(clients.JOBS, _job("finetune", "team-b", 2, 4), "team-b")
+        await api.create(kinds.JOBS, _job("finetune", "team-b", 2, 4), "team-b")
         await _until("finetune running", lambda: _running(api, "team-b", "job-finetune", 2))
         await _show(
             api,
@@ -392,8 +392,8 @@ async def _story(cluster: LocalCluster) -> None:
             " and requeued; team-b's gang starts",
         )
 
-        await api.delete(clients.JOBS, "warmup", "team-b")
-        await api.delete(clients.JOBS, "finetune", "team-b")
+        await api.delete(kinds.JOBS, "warmup", "team-b")
+        await api.delete(kinds.JOBS, "finetune", "team-b")
         await _until("sweep running again", lambda: _running(api, "team-a", "job-sweep", 2))
         await _until("eval running", lambda: _running(api, "team-a", "job-eval", 1))
         await _show(

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api import names
-from controller.workloads.base import Admission, Denied, queue_of
+from controller.api.kinds import JOBS
+from controller.workloads.base import Denied, Mutation, queue_of
 from controller.workloads.edits import Editor, merge_operations
 from controller.workloads.registry import adapter_for, merged_defaults_for
 from webhook import new_job, reviews
@@ -36,7 +37,7 @@ def mutate(
     object is edited in place instead of copied; the response is the same.
     """
     if type(review) is PrunedRequest:
-        if review.operation == "CREATE" and review.kind == "Job" and review.object is not None:
+        if review.operation == "CREATE" and review.kind == JOBS.kind and review.object is not None:
             answer = new_job.answer(review.uid, review.object, settings, default_queue)
             if answer is not None:
                 return answer
@@ -61,12 +62,12 @@ def mutate(
         return reviews.allow(request.uid)
     if queue is None:
         return reviews.allow(request.uid)
-    admission = Admission(queue, settings.placement, request.uid)
+    mutation = Mutation(queue, settings.placement, request.uid)
     merged = merged_defaults_for(request.group, request.version, request.kind)
     if old is None and merged is not None:
         # The whole default is one merge: the patch comes straight from the object.
         try:
-            values, warnings = merged.defaults(request.object, admission)
+            values, warnings = merged.defaults(request.object, mutation)
             patch = merge_operations(request.object, values)
         except Denied as denied:
             return reviews.deny(request.uid, f"{request.subject}: {denied}")
@@ -77,9 +78,9 @@ def mutate(
     try:
         editor.merge(("metadata", "labels"), {names.QUEUE_LABEL: queue})
         if old is None:
-            warnings = adapter.default(editor, admission)
+            warnings = adapter.default(editor, mutation)
         else:
-            warnings = adapter.keep_defaults(editor, old, admission)
+            warnings = adapter.keep_defaults(editor, old, mutation)
     except Denied as denied:
         return reviews.deny(request.uid, f"{request.subject}: {denied}")
     except TypeError as err:  # a field of the wrong JSON type where an object or list belongs

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from controller.api import kinds
 from webhook import reviews
 
 # Every member defaults to UNSET, so a member absent from the body stays absent and an explicit
@@ -99,7 +100,7 @@ class Review(Struct):
 
 
 _REVIEW = msgspec.json.Decoder(Review)
-PRUNED_KINDS = frozenset({("batch", "v1", "Job"), ("", "v1", "Pod")})
+PRUNED_KINDS = frozenset((k.group, k.version, k.kind) for k in (kinds.JOBS, kinds.PODS))
 _OPERATIONS: dict[str, reviews.Operation] = {"CREATE": "CREATE", "UPDATE": "UPDATE"}
 
 

@@ -14,7 +14,8 @@ import base64
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from controller.api import names
+from controller.api import kinds, names
+from controller.workloads.registry import ADAPTERS
 from webhook.server import (
     MUTATE_DEFAULT_QUEUE_PATH,
     MUTATE_PATH,
@@ -26,13 +27,15 @@ ClientConfig = Callable[[str], dict[str, Any]]
 SYSTEM_NAMESPACES = ("kube-system", "kube-node-lease", "kube-public")
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
+# The workload kinds kohort manages (pods are routed on CREATE only).
 WORKLOADS: list[tuple[str, str, str]] = [
-    ("batch", "v1", "jobs"),
-    ("apps", "v1", "statefulsets"),
-    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    (k.group, k.version, k.plural) for k in ADAPTERS if k != kinds.PODS
 ]
-PODS: list[tuple[str, str, str]] = [("", "v1", "pods")]
-QUOTA_RESOURCES = ["clusterqueues", "localqueues", "resourceflavors", "workloads"]
+PODS: list[tuple[str, str, str]] = [(kinds.PODS.group, kinds.PODS.version, kinds.PODS.plural)]
+QUOTA_RESOURCES = [
+    k.plural
+    for k in (kinds.CLUSTER_QUEUES, kinds.LOCAL_QUEUES, kinds.RESOURCE_FLAVORS, kinds.WORKLOADS)
+]
 
 
 def url_client(base_url: str, ca_pem: bytes) -> ClientConfig:

@@ -5,17 +5,21 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from controller.api import kinds
 from webhook.reviews import API_VERSION, KIND
 
 _GROUP_VERSIONS = {
-    "Job": ("batch", "v1", "jobs"),
-    "StatefulSet": ("apps", "v1", "statefulsets"),
-    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
-    "Pod": ("", "v1", "pods"),
-    "ClusterQueue": ("kohort.dev", "v1alpha1", "clusterqueues"),
-    "LocalQueue": ("kohort.dev", "v1alpha1", "localqueues"),
-    "ResourceFlavor": ("kohort.dev", "v1alpha1", "resourceflavors"),
-    "Workload": ("kohort.dev", "v1alpha1", "workloads"),
+    k.kind: (k.group, k.version, k.plural)
+    for k in (
+        kinds.JOBS,
+        kinds.STATEFULSETS,
+        kinds.LEADERWORKERSETS,
+        kinds.PODS,
+        kinds.CLUSTER_QUEUES,
+        kinds.LOCAL_QUEUES,
+        kinds.RESOURCE_FLAVORS,
+        kinds.WORKLOADS,
+    )
 }
 
 

@@ -18,15 +18,13 @@ from pydantic import ValidationError
 
 from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, names
 from controller.api.common import Resource
-from controller.workloads.base import Denied, Hold, WorkloadAdapter, has_gate, labels, queue_of
-from controller.workloads.edits import lookup
-from controller.workloads.pod import owned_by_job
+from controller.workloads.base import Denied, WorkloadAdapter, labels, queue_of
 from controller.workloads.registry import adapter_for
 from webhook import reviews
 from webhook.settings import Settings
 
 MODELS: Mapping[str, type[Resource]] = {
-    model.kind_name: model for model in (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
+    model.KIND.kind: model for model in (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
 }
 
 
@@ -95,20 +93,7 @@ def creation_problem(
     """Why a new workload may not be created as it is (it is managed but not held)."""
     if queue_of(obj, default_queue) is None:
         return None
-    gangs = adapter.gangs(obj)
-    if adapter.hold is Hold.SUSPEND or owned_by_job(obj):
-        if adapter.hold is Hold.SUSPEND and lookup(obj, ["spec", "suspend"]) is not True:
-            return "a workload in a kohort queue must be created with spec.suspend: true"
-        return None
-    for gang in gangs:
-        for pod_set in gang.pod_sets:
-            if not has_gate(obj, pod_set.template_path):
-                where = ".".join(pod_set.template_path) or "the pod"
-                return (
-                    f"{where} must carry the {names.ADMISSION_GATE} scheduling gate "
-                    "(is kohort's mutating webhook registered?)"
-                )
-    return None
+    return adapter.unheld(obj)
 
 
 def update_problem(

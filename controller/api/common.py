@@ -6,12 +6,14 @@ adds. Every field is snake_case in Python and camelCase on the wire.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, parse_quantity
 
 
@@ -50,6 +52,15 @@ class Lenient(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
 
 
+class OwnerReference(Lenient):
+    api_version: str
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
 class ObjectMeta(Lenient):
     name: str = ""
     namespace: str | None = None
@@ -59,14 +70,14 @@ class ObjectMeta(Lenient):
     resource_version: str | None = None
     generation: int | None = None
     creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    owner_references: list[OwnerReference] = Field(default_factory=list)
 
 
 class Resource(Lenient):
-    """A top-level object. Subclasses pin kind, plural and scope as class attributes."""
+    """A top-level object. Subclasses pin where they live in the API as `KIND`."""
 
-    kind_name: ClassVar[str]
-    plural: ClassVar[str]
-    namespaced: ClassVar[bool]
+    KIND: ClassVar[Kind]
 
     api_version: Literal["kohort.dev/v1alpha1"] = "kohort.dev/v1alpha1"
     kind: str
@@ -108,3 +119,19 @@ def duplicates(names: Iterable[str]) -> list[str]:
             repeated.append(name)
         seen.add(name)
     return repeated
+
+
+def parse_time(text: object) -> float | None:
+    """An RFC 3339 timestamp as the API server writes it, in seconds; None when absent or bad."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def format_time(seconds: float) -> str:
+    """Seconds as an RFC 3339 timestamp in UTC, to the second, as the API server writes them."""
+    stamp = dt.datetime.fromtimestamp(seconds, dt.UTC).replace(microsecond=0)
+    return stamp.isoformat().replace("+00:00", "Z")

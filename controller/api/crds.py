@@ -125,7 +125,7 @@ def crd(resource: type[ClusterQueue | LocalQueue | ResourceFlavor | Workload]) -
     spec_model = resource.model_fields["spec"].annotation
     assert isinstance(spec_model, type) and issubclass(spec_model, BaseModel)
     spec_schema = model_schema(spec_model)
-    spec_schema.setdefault("description", f"Desired state of the {resource.kind_name}.")
+    spec_schema.setdefault("description", f"Desired state of the {resource.KIND.kind}.")
     root: Schema = {
         "type": "object",
         "properties": {
@@ -138,21 +138,21 @@ def crd(resource: type[ClusterQueue | LocalQueue | ResourceFlavor | Workload]) -
     }
     if resource.model_fields["spec"].is_required():
         root["required"] = ["spec"]
-    kind = resource.kind_name
+    kind = resource.KIND.kind
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{resource.plural}.{GROUP}"},
+        "metadata": {"name": f"{resource.KIND.plural}.{GROUP}"},
         "spec": {
             "group": GROUP,
             "names": {
                 "kind": kind,
                 "listKind": f"{kind}List",
-                "plural": resource.plural,
+                "plural": resource.KIND.plural,
                 "singular": kind.lower(),
                 "shortNames": SHORT_NAMES[kind],
             },
-            "scope": "Namespaced" if resource.namespaced else "Cluster",
+            "scope": "Namespaced" if resource.KIND.namespaced else "Cluster",
             "versions": [
                 {
                     "name": VERSION,

@@ -10,6 +10,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from controller.api import kinds
 from controller.api.common import (
     Condition,
     Lenient,
@@ -22,6 +23,7 @@ from controller.api.common import (
     Toleration,
     duplicates,
 )
+from controller.api.kinds import Kind
 from controller.api.quantity import parse_quantity
 
 
@@ -161,9 +163,7 @@ class ClusterQueueStatus(Lenient):
 
 
 class ClusterQueue(Resource):
-    kind_name: ClassVar[str] = "ClusterQueue"
-    plural: ClassVar[str] = "clusterqueues"
-    namespaced: ClassVar[bool] = False
+    KIND: ClassVar[Kind] = kinds.CLUSTER_QUEUES
 
     kind: Literal["ClusterQueue"] = "ClusterQueue"
     spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
@@ -181,9 +181,7 @@ class LocalQueueStatus(Lenient):
 
 
 class LocalQueue(Resource):
-    kind_name: ClassVar[str] = "LocalQueue"
-    plural: ClassVar[str] = "localqueues"
-    namespaced: ClassVar[bool] = True
+    KIND: ClassVar[Kind] = kinds.LOCAL_QUEUES
 
     kind: Literal["LocalQueue"] = "LocalQueue"
     spec: LocalQueueSpec
@@ -199,9 +197,7 @@ class ResourceFlavorSpec(Spec):
 
 
 class ResourceFlavor(Resource):
-    kind_name: ClassVar[str] = "ResourceFlavor"
-    plural: ClassVar[str] = "resourceflavors"
-    namespaced: ClassVar[bool] = False
+    KIND: ClassVar[Kind] = kinds.RESOURCE_FLAVORS
 
     kind: Literal["ResourceFlavor"] = "ResourceFlavor"
     spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)

@@ -10,6 +10,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from controller.api import kinds
 from controller.api.common import (
     Condition,
     Lenient,
@@ -20,6 +21,7 @@ from controller.api.common import (
     Toleration,
     duplicates,
 )
+from controller.api.kinds import Kind
 from controller.api.quantity import parse_quantity
 
 
@@ -66,23 +68,22 @@ class Admission(Lenient):
     admitted_at: str | None = None
 
 
+class RequeueState(Lenient):
+    """How often the gang was evicted, and when it may be admitted again (backoff)."""
+
+    count: int = 0
+    requeue_at: str | None = None
+
+
 class WorkloadStatus(Lenient):
     conditions: list[Condition] = Field(default_factory=list)
     admission: Admission | None = None
     pending_reason: str | None = None
-
-
-# Condition types the controller sets on a Workload.
-CONDITION_QUOTA_RESERVED: Literal["QuotaReserved"] = "QuotaReserved"
-CONDITION_ADMITTED: Literal["Admitted"] = "Admitted"
-CONDITION_EVICTED: Literal["Evicted"] = "Evicted"
-CONDITION_FINISHED: Literal["Finished"] = "Finished"
+    requeue_state: RequeueState | None = None
 
 
 class Workload(Resource):
-    kind_name: ClassVar[str] = "Workload"
-    plural: ClassVar[str] = "workloads"
-    namespaced: ClassVar[bool] = True
+    KIND: ClassVar[Kind] = kinds.WORKLOADS
 
     kind: Literal["Workload"] = "Workload"
     spec: WorkloadSpec

@@ -1,19 +1,50 @@
-"""The informers the controller needs, started together, read together as one ClusterView."""
+"""The informers the controller needs, each decoding its kind into a typed object.
+
+Rule: which kinds are watched follows from the workload registry (one informer per managed
+kind) plus the kinds every gang needs (pods, nodes, queues, Workloads, PodGroups).
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from controller.cluster import clients
-from controller.cluster.clients import Client, JSONDict, Kind
+from controller.api import kinds, kube
+from controller.api.kinds import Kind
+from controller.api.queues import ClusterQueue, LocalQueue
+from controller.api.workload import Workload
+from controller.cluster.clients import Client, decoder
 from controller.cluster.informers import Informer
-from controller.cluster.view import ClusterView, build_view
+from controller.workloads.base import WorkloadAdapter
+from controller.workloads.registry import ADAPTERS
+
+Listener = Callable[[Kind, Any, Any], None]
 
 # Kinds the cluster may not serve (their CRDs are optional).
 OPTIONAL = frozenset(
-    {clients.LEADERWORKERSETS, clients.COSCHEDULING_PODGROUPS, clients.VOLCANO_PODGROUPS}
+    {kinds.LEADERWORKERSETS, kinds.COSCHEDULING_PODGROUPS, kinds.VOLCANO_PODGROUPS}
 )
+
+
+def models(
+    adapters: Mapping[Kind, WorkloadAdapter], podgroup_kind: Kind | None, namespaces: bool
+) -> dict[Kind, type[Any]]:
+    """Each watched kind and the type its objects are decoded into."""
+    watched: dict[Kind, type[Any]] = {
+        kinds.CLUSTER_QUEUES: ClusterQueue,
+        kinds.LOCAL_QUEUES: LocalQueue,
+        kinds.WORKLOADS: Workload,
+        kinds.PODS: kube.Pod,
+        kinds.NODES: kube.Node,
+        kinds.PRIORITY_CLASSES: kube.PriorityClass,
+    }
+    watched.update((kind, adapter.model) for kind, adapter in adapters.items())
+    if podgroup_kind is not None:
+        watched[podgroup_kind] = kube.PodGroup
+    if namespaces:
+        watched[kinds.NAMESPACES] = kube.Namespace
+    return watched
 
 
 class Cache:
@@ -22,40 +53,26 @@ class Cache:
         api: Client,
         *,
         podgroup_kind: Kind | None,
-        on_change: Callable[[Kind, str, JSONDict], None] | None = None,
+        on_change: Listener | None = None,
         namespace_selector: str | None = None,
+        adapters: Mapping[Kind, WorkloadAdapter] = ADAPTERS,
     ) -> None:
-        kinds = [
-            clients.CLUSTER_QUEUES,
-            clients.LOCAL_QUEUES,
-            clients.WORKLOADS,
-            clients.JOBS,
-            clients.STATEFULSETS,
-            clients.LEADERWORKERSETS,
-            clients.PODS,
-            clients.NODES,
-            clients.PRIORITY_CLASSES,
-        ]
-        if podgroup_kind is not None:
-            kinds.append(podgroup_kind)
-        if namespace_selector:
-            kinds.append(clients.NAMESPACES)
-        self.namespace_selector = namespace_selector
-        self.podgroup_kind = podgroup_kind
-        self.informers: dict[Kind, Informer] = {
+        self.informers: dict[Kind, Informer[Any]] = {
             kind: Informer(
                 api,
                 kind,
+                decoder(model),
                 listener=on_change,
                 optional=kind in OPTIONAL,
-                label_selector=namespace_selector if kind == clients.NAMESPACES else None,
+                label_selector=namespace_selector if kind == kinds.NAMESPACES else None,
             )
-            for kind in kinds
+            for kind, model in models(adapters, podgroup_kind, bool(namespace_selector)).items()
         }
 
-    @property
-    def stores(self) -> Mapping[Kind, Informer]:
-        return self.informers
+    def listen(self, listener: Listener) -> None:
+        """Call `listener` with every change of every kind (set before `start`)."""
+        for informer in self.informers.values():
+            informer.listener = listener
 
     def start(self) -> None:
         for informer in self.informers.values():
@@ -69,27 +86,3 @@ class Cache:
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
-
-    def _items(self, kind: Kind) -> list[JSONDict]:
-        informer = self.informers.get(kind)
-        return list(informer.items()) if informer is not None else []
-
-    def view(self) -> ClusterView:
-        namespaces = None
-        if self.namespace_selector:
-            namespaces = frozenset(
-                str(ns["metadata"]["name"]) for ns in self._items(clients.NAMESPACES)
-            )
-        return build_view(
-            namespaces=namespaces,
-            jobs=self._items(clients.JOBS),
-            statefulsets=self._items(clients.STATEFULSETS),
-            leaderworkersets=self._items(clients.LEADERWORKERSETS),
-            pods=self._items(clients.PODS),
-            workloads=self._items(clients.WORKLOADS),
-            cluster_queues=self._items(clients.CLUSTER_QUEUES),
-            local_queues=self._items(clients.LOCAL_QUEUES),
-            nodes=self._items(clients.NODES),
-            podgroups=self._items(self.podgroup_kind) if self.podgroup_kind else [],
-            priority_classes=self._items(clients.PRIORITY_CLASSES),
-        )

@@ -1,71 +1,91 @@
-"""The one module that imports kubernetes-asyncio: connect, and typed-by-kind JSON requests.
+"""The one module that imports kubernetes-asyncio: connect, and JSON requests by `Kind`.
 
-Objects travel as plain JSON dicts (the workload adapters and the cache read them as the API
-server sends them); `Kind` says where a resource lives. Errors surface as `ApiError` with the
-HTTP status, so callers can tell 404, 409 and 410 apart.
+Every verb takes a `decode` function from the response's bytes to the object the caller wants:
+`decoder(model)` gives one for a typed view or one of our API models (the controller's cache
+holds those); the plain verbs (`get`, `list`, ...) decode to dicts, for tools and tests. Errors
+surface as `ApiError` with the HTTP status, so callers can tell 404, 409 and 410 apart.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+import msgspec
+import pydantic
 from kubernetes_asyncio import client, config
 
+from controller.api.kinds import Kind
+
 JSONDict = dict[str, Any]
+M = TypeVar("M")
+Decode = Callable[[bytes], M]
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+def decoder(model: type[M]) -> Decode[M]:
+    """Bytes to `model`: a msgspec view (`controller.api.kube`) or a pydantic API model."""
+    if isinstance(model, type) and issubclass(model, msgspec.Struct):
+        return msgspec.json.Decoder(model).decode
+    if isinstance(model, type) and issubclass(model, pydantic.BaseModel):
+        return model.model_validate_json
+    raise TypeError(f"no decoder for {model!r}")
+
+
+def _as_dict(data: bytes) -> JSONDict:
+    found = json.loads(data) if data else {}
+    return found if isinstance(found, dict) else {}
+
+
+def plain(body: Any) -> Any:
+    """A request body as JSON-ready builtins (views and models by their wire names)."""
+    if isinstance(body, msgspec.Struct):
+        return msgspec.to_builtins(body)
+    if isinstance(body, pydantic.BaseModel):
+        return body.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return body
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    # `continue` is a Python keyword.
+    token: str | None = msgspec.field(default=None, name="continue")
+
+
+class _Page(msgspec.Struct):
+    items: list[msgspec.Raw] = []
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+
+
+class _Event(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+class _Status(msgspec.Struct):
+    code: int = 500
+
+
+class _Meta(msgspec.Struct):
+    resourceVersion: str = ""
+
+
+class _Versioned(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
-    """Where a resource lives in the API: group/version/plural and its scope."""
+class WatchEvent(Generic[M]):
+    """One watch event: its type, the resourceVersion it carries, and the object (none for a
+    BOOKMARK, which only moves the version on)."""
 
-    group: str
+    type: str
     version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        return f"{base}/{name}" if name else base
-
-
-NODES = Kind("", "v1", "nodes", "Node", namespaced=False)
-PODS = Kind("", "v1", "pods", "Pod")
-EVENTS = Kind("", "v1", "events", "Event")
-NAMESPACES = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
-JOBS = Kind("batch", "v1", "jobs", "Job")
-STATEFULSETS = Kind("apps", "v1", "statefulsets", "StatefulSet")
-LEADERWORKERSETS = Kind("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
-LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease")
-PRIORITY_CLASSES = Kind(
-    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
-)
-VOLCANO_PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
-VOLCANO_QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False)
-COSCHEDULING_PODGROUPS = Kind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
-CLUSTER_QUEUES = Kind("kohort.dev", "v1alpha1", "clusterqueues", "ClusterQueue", namespaced=False)
-LOCAL_QUEUES = Kind("kohort.dev", "v1alpha1", "localqueues", "LocalQueue")
-RESOURCE_FLAVORS = Kind(
-    "kohort.dev", "v1alpha1", "resourceflavors", "ResourceFlavor", namespaced=False
-)
-WORKLOADS = Kind("kohort.dev", "v1alpha1", "workloads", "Workload")
-CRDS = Kind(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
-)
+    object: M | None
 
 
 class ApiError(Exception):
@@ -103,21 +123,20 @@ class Client:
         request_timeout: Any = None,
     ) -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        response = await self.api.call_api(
+        return await self.api.call_api(
             path,
             method,
             query_params=list((query or {}).items()),
             header_params=headers,
-            body=body,
+            body=plain(body),
             auth_settings=["BearerToken"],
             _preload_content=False,
             _request_timeout=request_timeout
             if request_timeout is not None
             else self.request_timeout,
         )
-        return response
 
-    async def request(
+    async def fetch(
         self,
         method: str,
         path: str,
@@ -125,53 +144,56 @@ class Client:
         query: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-    ) -> JSONDict:
+    ) -> bytes:
+        """The response body of one request; ApiError unless the status is 2xx."""
         response = await self._send(method, path, query=query, body=body, content_type=content_type)
         async with response:
-            text = await response.text()
+            data: bytes = await response.read()
             if not 200 <= response.status <= 299:
-                raise ApiError(response.status, method, path, text)
-        result: JSONDict = json.loads(text) if text else {}
-        return result
+                raise ApiError(response.status, method, path, data.decode(errors="replace"))
+        return data
 
-    # -- verbs ------------------------------------------------------------------------------
+    # -- typed verbs --------------------------------------------------------------------------
 
-    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> JSONDict:
-        return await self.request("GET", kind.path(namespace, name))
+    async def read(
+        self, decode: Decode[M], kind: Kind, name: str, namespace: str | None = None
+    ) -> M:
+        return decode(await self.fetch("GET", kind.path(namespace, name)))
 
-    async def list(
+    async def read_all(
         self,
+        decode: Decode[M],
         kind: Kind,
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
         limit: int = 500,
-    ) -> tuple[list[JSONDict], str]:
+    ) -> tuple[list[M], str]:
         """Every object (following continue tokens), and the list's resourceVersion."""
-        items: list[JSONDict] = []
+        items: list[M] = []
         query: dict[str, str] = {"limit": str(limit)}
         if label_selector:
             query["labelSelector"] = label_selector
         while True:
-            page = await self.request("GET", kind.path(namespace), query=query)
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                return items, str(meta.get("resourceVersion", ""))
-            query["continue"] = token
+            data = await self.fetch("GET", kind.path(namespace), query=query)
+            page = msgspec.json.decode(data, type=_Page)
+            items.extend(decode(bytes(raw)) for raw in page.items)
+            if not page.metadata.token:
+                return items, page.metadata.resourceVersion
+            query["continue"] = page.metadata.token
 
-    async def watch(
+    async def follow(
         self,
+        decode: Decode[M],
         kind: Kind,
         resource_version: str,
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
-    ) -> AsyncIterator[tuple[str, JSONDict]]:
-        """(type, object) events from `resource_version` on, bookmarks included, until the
-        server ends the watch. An expired version raises ApiError(410)."""
+    ) -> AsyncIterator[WatchEvent[M]]:
+        """Events from `resource_version` on, bookmarks included, until the server ends the
+        watch. An expired version raises ApiError(410)."""
         query = {
             "watch": "true",
             "resourceVersion": resource_version,
@@ -193,20 +215,61 @@ class Client:
                     return
                 if not line.strip():
                     continue
-                event = json.loads(line)
-                kind_of_event = str(event.get("type", ""))
-                obj = event.get("object") or {}
-                if kind_of_event == "ERROR":
-                    raise ApiError(int(obj.get("code", 500)), "WATCH", path, json.dumps(obj))
-                yield kind_of_event, obj
+                event = msgspec.json.decode(line, type=_Event)
+                raw = bytes(event.object)
+                if event.type == "ERROR":
+                    code = msgspec.json.decode(raw, type=_Status).code
+                    raise ApiError(code, "WATCH", path, raw.decode(errors="replace"))
+                version = msgspec.json.decode(raw, type=_Versioned).metadata.resourceVersion
+                obj = None if event.type == "BOOKMARK" else decode(raw)
+                yield WatchEvent(event.type, version, obj)
 
-    async def create(self, kind: Kind, obj: JSONDict, namespace: str | None = None) -> JSONDict:
-        return await self.request("POST", kind.path(namespace), body=obj)
+    async def make(
+        self, decode: Decode[M], kind: Kind, obj: Any, namespace: str | None = None
+    ) -> M:
+        return decode(await self.fetch("POST", kind.path(namespace), body=obj))
+
+    async def change(
+        self,
+        decode: Decode[M],
+        kind: Kind,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        content_type: str = MERGE_PATCH,
+        subresource: str | None = None,
+    ) -> M:
+        path = kind.path(namespace, name)
+        if subresource:
+            path += f"/{subresource}"
+        return decode(await self.fetch("PATCH", path, body=patch, content_type=content_type))
+
+    # -- plain verbs: objects as dicts --------------------------------------------------------
+
+    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> JSONDict:
+        return await self.read(_as_dict, kind, name, namespace)
+
+    async def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        limit: int = 500,
+    ) -> tuple[list[JSONDict], str]:
+        """Every object (following continue tokens), and the list's resourceVersion."""
+        return await self.read_all(
+            _as_dict, kind, namespace, label_selector=label_selector, limit=limit
+        )
+
+    async def create(self, kind: Kind, obj: Any, namespace: str | None = None) -> JSONDict:
+        return await self.make(_as_dict, kind, obj, namespace)
 
     async def replace(
         self, kind: Kind, name: str, obj: JSONDict, namespace: str | None = None
     ) -> JSONDict:
-        return await self.request("PUT", kind.path(namespace, name), body=obj)
+        return _as_dict(await self.fetch("PUT", kind.path(namespace, name), body=obj))
 
     async def patch(
         self,
@@ -218,10 +281,15 @@ class Client:
         content_type: str = MERGE_PATCH,
         subresource: str | None = None,
     ) -> JSONDict:
-        path = kind.path(namespace, name)
-        if subresource:
-            path += f"/{subresource}"
-        return await self.request("PATCH", path, body=patch, content_type=content_type)
+        return await self.change(
+            _as_dict,
+            kind,
+            name,
+            patch,
+            namespace,
+            content_type=content_type,
+            subresource=subresource,
+        )
 
     async def delete(
         self,
@@ -237,7 +305,7 @@ class Client:
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            await self.request("DELETE", kind.path(namespace, name), body=body)
+            await self.fetch("DELETE", kind.path(namespace, name), body=body)
         except ApiError as err:
             if err.status == 404:
                 return False
@@ -256,7 +324,3 @@ async def connect(kubeconfig: str | None = None, *, qps_timeout: float = 30.0) -
         except config.ConfigException:
             await config.load_kube_config(client_configuration=configuration)
     return Client(client.ApiClient(configuration), request_timeout=qps_timeout)
-
-
-def is_api_error(err: BaseException, *statuses: int) -> bool:
-    return isinstance(err, ApiError) and (not statuses or err.status in statuses)

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from controller.cluster import clients
+from controller.api import kinds
 from controller.cluster.clients import ApiError, Client, JSONDict
 
 log = logging.getLogger("kohort.election")
@@ -89,7 +89,7 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         try:
-            lease = await self.api.get(clients.LEASES, self.name, self.namespace)
+            lease = await self.api.get(kinds.LEASES, self.name, self.namespace)
         except ApiError as err:
             if err.status != 404:
                 raise
@@ -100,7 +100,7 @@ class LeaderElector:
                 "spec": self._spec(0, None),
             }
             try:
-                await self.api.create(clients.LEASES, body, self.namespace)
+                await self.api.create(kinds.LEASES, body, self.namespace)
             except ApiError as create_err:
                 if create_err.status == 409:
                     return False
@@ -123,7 +123,7 @@ class LeaderElector:
             new_spec = self._spec(transitions + 1, None)
         lease["spec"] = new_spec
         try:
-            await self.api.replace(clients.LEASES, self.name, lease, self.namespace)
+            await self.api.replace(kinds.LEASES, self.name, lease, self.namespace)
         except ApiError as err:
             if err.status == 409:
                 return False
@@ -137,11 +137,11 @@ class LeaderElector:
         if not self.is_leader():
             return
         try:
-            lease = await self.api.get(clients.LEASES, self.name, self.namespace)
+            lease = await self.api.get(kinds.LEASES, self.name, self.namespace)
             if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
                 lease["spec"]["holderIdentity"] = ""
                 lease["spec"]["leaseDurationSeconds"] = 1
-                await self.api.replace(clients.LEASES, self.name, lease, self.namespace)
+                await self.api.replace(kinds.LEASES, self.name, lease, self.namespace)
         except ApiError as err:
             log.warning("lease %s/%s not released: %s", self.namespace, self.name, err)
         self._renewed_at = None

@@ -1,8 +1,9 @@
 """Informers of our own: list, then watch with bookmarks; relist on 410 Gone; jittered backoff.
 
-Rule: a store only moves forward. Writers put the objects the API server returns into the store
-at once (`Informer.put`), and a watch event older than what the store holds is ignored, so the
-reconciler never decides on a state older than its own last write.
+Rule: a store holds typed objects and only moves forward. Writers put the objects the API
+server returns into the store at once (`Informer.put`), and a watch event older than what the
+store holds is ignored, so the controller never decides on a state older than its own last
+write. Every change, from the watch or from a write, reaches the listener as (old, new).
 """
 
 from __future__ import annotations
@@ -11,43 +12,58 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
-from controller.cluster.clients import ApiError, Client, JSONDict, Kind
+import msgspec
+import pydantic
+
+from controller.api.kinds import Kind
+from controller.cluster.clients import ApiError, Client, Decode
 
 log = logging.getLogger("kohort.informers")
 
 Key = tuple[str, str]  # (namespace or "", name)
-Listener = Callable[[Kind, str, JSONDict], None]
 
 
-def key_of(obj: JSONDict) -> Key:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+class _Meta(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def resource_version(self) -> str | None: ...
 
 
-def _version(obj: JSONDict) -> int | None:
-    text = (obj.get("metadata") or {}).get("resourceVersion")
+class Object(Protocol):
+    """What every cached object has: a view (controller.api.kube) or one of our API models."""
+
+    @property
+    def metadata(self) -> _Meta: ...
+
+
+T = TypeVar("T", bound=Object)
+# (kind, old, new): new is None when the object was deleted, old None when it is new.
+Listener = Callable[[Kind, T | None, T | None], None]
+
+
+def key_of(obj: Object) -> Key:
+    return (obj.metadata.namespace or "", obj.metadata.name)
+
+
+def _version(obj: Object) -> int | None:
     try:
-        return int(text) if text is not None else None
-    except (TypeError, ValueError):
+        return int(obj.metadata.resource_version or "")
+    except ValueError:
         return None
 
 
-def newer_or_same(new: JSONDict, old: JSONDict) -> bool:
-    """Whether `new` is not older than `old` (resourceVersions compare as integers on etcd)."""
+def _newer(new: Object, old: Object) -> bool:
+    """Whether `new` is a later state than `old` (resourceVersions compare as integers on
+    etcd; without versions, always)."""
     a, b = _version(new), _version(old)
-    if a is None or b is None:
-        return True
-    return a >= b
-
-
-def _trim(obj: JSONDict) -> JSONDict:
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
-    return obj
+    return a is None or b is None or a > b
 
 
 @dataclass
@@ -68,22 +84,24 @@ class Backoff:
         self.failures = 0
 
 
-class Informer:
+class Informer(Generic[T]):
     """The current objects of one kind, kept up to date from the API server."""
 
     def __init__(
         self,
         api: Client,
         kind: Kind,
+        decode: Decode[T],
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
-        listener: Listener | None = None,
+        listener: Listener[T] | None = None,
         optional: bool = False,
         watch_timeout: int = 300,
     ) -> None:
         self.api = api
         self.kind = kind
+        self.decode = self._tolerant(decode)
         self.namespace = namespace
         self.label_selector = label_selector
         self.listener = listener
@@ -91,32 +109,59 @@ class Informer:
         # informer counts as synced and empty, and looks again every 10 seconds.
         self.optional = optional
         self.watch_timeout = watch_timeout
-        self.store: dict[Key, JSONDict] = {}
+        self.store: dict[Key, T] = {}
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.relists = 0
+        # Objects the server holds that do not decode (a broken custom resource): skipped.
+        self.undecodable = 0
         self.backoff = Backoff()
         self._task: asyncio.Task[None] | None = None
 
+    def _tolerant(self, decode: Decode[T]) -> Decode[T | None]:
+        def tolerant(data: bytes) -> T | None:
+            try:
+                return decode(data)
+            except (msgspec.ValidationError, pydantic.ValidationError, ValueError) as err:
+                self.undecodable += 1
+                log.warning(
+                    "%s: skipping an object that does not decode: %s", self.kind.plural, err
+                )
+                return None
+
+        return tolerant
+
     # -- reading ----------------------------------------------------------------------------
 
-    def get(self, namespace: str, name: str) -> JSONDict | None:
+    def get(self, namespace: str, name: str) -> T | None:
         return self.store.get((namespace, name))
 
-    def items(self) -> Iterator[JSONDict]:
-        return iter(list(self.store.values()))
+    def items(self) -> list[T]:
+        return list(self.store.values())
 
     # -- writing through ----------------------------------------------------------------------
 
-    def put(self, obj: JSONDict) -> None:
+    def put(self, obj: T) -> None:
         """Take an object the API server returned for our own write."""
-        key = key_of(obj)
-        old = self.store.get(key)
-        if old is None or newer_or_same(obj, old):
-            self.store[key] = _trim(obj)
+        self._apply(obj)
 
     def forget(self, namespace: str, name: str) -> None:
-        self.store.pop((namespace, name), None)
+        old = self.store.pop((namespace, name), None)
+        if old is not None:
+            self._notify(old, None)
+
+    def _apply(self, obj: T) -> bool:
+        key = key_of(obj)
+        old = self.store.get(key)
+        if old is not None and not _newer(obj, old):
+            return False
+        self.store[key] = obj
+        self._notify(old, obj)
+        return True
+
+    def _notify(self, old: T | None, new: T | None) -> None:
+        if self.listener is not None:
+            self.listener(self.kind, old, new)
 
     # -- running ------------------------------------------------------------------------------
 
@@ -145,7 +190,8 @@ class Informer:
                     log.info("%s: resourceVersion expired, relisting", self.kind.plural)
                     continue
                 if err.status == 404 and self.optional:
-                    self.store.clear()
+                    for key in list(self.store):
+                        self.forget(*key)
                     self.synced.set()
                     await asyncio.sleep(10)
                     continue
@@ -164,47 +210,36 @@ class Informer:
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
-        items, version = await self.api.list(
-            self.kind, self.namespace, label_selector=self.label_selector
+        items, version = await self.api.read_all(
+            self.decode, self.kind, self.namespace, label_selector=self.label_selector
         )
-        fresh = {key_of(obj): _trim(obj) for obj in items}
-        old = self.store
-        # Keep our own writes that are newer than the list (they raced with it).
-        for key, obj in old.items():
-            if key in fresh and not newer_or_same(fresh[key], obj):
-                fresh[key] = obj
-        self.store = fresh
+        fresh = {key_of(obj): obj for obj in items if obj is not None}
+        for key in self.store.keys() - fresh.keys():
+            self.forget(*key)
+        for obj in fresh.values():
+            # Our own writes newer than the list (they raced with it) are kept.
+            self._apply(obj)
         self.resource_version = version
         self.relists += 1
         self.synced.set()
-        if self.listener is not None:
-            for key in old.keys() - fresh.keys():
-                self.listener(self.kind, "DELETED", old[key])
-            for obj in fresh.values():
-                self.listener(self.kind, "SYNC", obj)
 
     async def _watch(self) -> None:
         timeout = int(self.watch_timeout * random.uniform(0.8, 1.0))
-        async for event, obj in self.api.watch(
+        async for event in self.api.follow(
+            self.decode,
             self.kind,
             self.resource_version,
             namespace=self.namespace,
             label_selector=self.label_selector,
             timeout_seconds=timeout,
         ):
-            version = (obj.get("metadata") or {}).get("resourceVersion")
-            if version:
-                self.resource_version = str(version)
-            if event == "BOOKMARK":
+            if event.version:
+                self.resource_version = event.version
+            obj = event.object
+            if obj is None:  # a bookmark, or an object that does not decode
                 continue
-            key = key_of(obj)
-            if event == "DELETED":
-                self.store.pop(key, None)
+            if event.type == "DELETED":
+                self.forget(*key_of(obj))
             else:
-                old = self.store.get(key)
-                if old is not None and not newer_or_same(obj, old):
-                    continue
-                self.store[key] = _trim(obj)
+                self._apply(obj)
             self.backoff.reset()
-            if self.listener is not None:
-                self.listener(self.kind, event, obj)

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from controller.api import names
-from controller.cluster import clients
+from controller.api import kinds, names
+from controller.api.conditions import WorkloadCondition
 from controller.cluster.clients import ApiError, Client, JSONDict
-from controller.cluster.view import is_true
 from controller.workloads.edits import lookup
 
 GPU = "nvidia.com/gpu"
@@ -162,24 +161,24 @@ class Probe:
         self.api = api
         self.namespace = namespace
 
-    async def create(self, kind: clients.Kind, obj: JSONDict) -> JSONDict:
+    async def create(self, kind: kinds.Kind, obj: JSONDict) -> JSONDict:
         return await self.api.create(kind, obj, self.namespace if kind.namespaced else None)
 
     async def workload(self, name: str) -> JSONDict | None:
         try:
-            return await self.api.get(clients.WORKLOADS, name, self.namespace)
+            return await self.api.get(kinds.WORKLOADS, name, self.namespace)
         except ApiError as err:
             if err.status == 404:
                 return None
             raise
 
     async def workloads(self) -> list[JSONDict]:
-        items, _ = await self.api.list(clients.WORKLOADS, self.namespace)
+        items, _ = await self.api.list(kinds.WORKLOADS, self.namespace)
         return items
 
     async def podgroup(self, name: str) -> JSONDict | None:
         try:
-            return await self.api.get(clients.VOLCANO_PODGROUPS, name, self.namespace)
+            return await self.api.get(kinds.VOLCANO_PODGROUPS, name, self.namespace)
         except ApiError as err:
             if err.status == 404:
                 return None
@@ -187,7 +186,7 @@ class Probe:
 
     async def pods(self, gang: str | None = None) -> list[JSONDict]:
         selector = f"{names.POD_GROUP_LABEL}={gang}" if gang else None
-        items, _ = await self.api.list(clients.PODS, self.namespace, label_selector=selector)
+        items, _ = await self.api.list(kinds.PODS, self.namespace, label_selector=selector)
         return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
     async def bound(self, gang: str | None = None) -> list[str]:
@@ -210,7 +209,7 @@ class Probe:
         return total
 
     async def events(self, kind: str, name: str) -> list[JSONDict]:
-        items, _ = await self.api.list(clients.EVENTS, self.namespace)
+        items, _ = await self.api.list(kinds.EVENTS, self.namespace)
         return [
             e
             for e in items
@@ -222,11 +221,20 @@ class Probe:
         return [f"{e.get('reason')}: {e.get('message')}" for e in await self.events(kind, name)]
 
     async def cluster_queue(self, name: str) -> JSONDict:
-        return await self.api.get(clients.CLUSTER_QUEUES, name)
+        return await self.api.get(kinds.CLUSTER_QUEUES, name)
+
+
+def condition(obj: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any] | None:
+    """The condition of type `kind` of an object as the API server sends it."""
+    for cond in lookup(obj, ["status", "conditions"]) or []:
+        if isinstance(cond, Mapping) and cond.get("type") == kind:
+            return cond
+    return None
 
 
 def reserved(workload: Mapping[str, Any] | None) -> bool:
-    return workload is not None and is_true(workload, "QuotaReserved")
+    found = condition(workload, WorkloadCondition.QUOTA_RESERVED)
+    return found is not None and found.get("status") == "True"
 
 
 def pending_reason(workload: Mapping[str, Any] | None) -> str:

@@ -7,14 +7,22 @@ the benchmarks all call `decide` (or keep an `Engine` and feed it changes).
 from __future__ import annotations
 
 from controller.quota.engine import Config, Engine
-from controller.quota.snapshot import (
+from controller.quota.outcomes import (
     Admission,
-    AdmittedGang,
     Decisions,
     Eviction,
+    EvictionCause,
+    NoFit,
+    Pending,
+    PendingCause,
+    PlacementShortfall,
+    PodPlacement,
+    QuotaShortfall,
+)
+from controller.quota.snapshot import (
+    AdmittedGang,
     Gang,
     Node,
-    PodPlacement,
     PodSet,
     QueueSpec,
     Quota,
@@ -31,13 +39,7 @@ def decide(snapshot: Snapshot, now: float, config: Config | None = None) -> Deci
         engine.add_admitted(admitted)
     for gang in sorted(snapshot.pending, key=lambda g: g.name):
         engine.add_pending(gang)
-    decisions = engine.cycle(now)
-    return Decisions(
-        decisions.admissions,
-        decisions.evictions,
-        engine.pending_reasons(),
-        decisions.reservations,
-    )
+    return engine.cycle(now)
 
 
 __all__ = [
@@ -47,12 +49,18 @@ __all__ = [
     "Decisions",
     "Engine",
     "Eviction",
+    "EvictionCause",
     "Gang",
+    "NoFit",
     "Node",
+    "Pending",
+    "PendingCause",
+    "PlacementShortfall",
     "PodPlacement",
     "PodSet",
     "QueueSpec",
     "Quota",
+    "QuotaShortfall",
     "Snapshot",
     "Taint",
     "Toleration",

@@ -16,12 +16,22 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from controller.quota import preemption
-from controller.quota.placement import NodeIndex, Packing, PodShape
+from controller.quota.outcomes import (
+    NOT_CONSIDERED,
+    Admission,
+    Decisions,
+    Eviction,
+    EvictionCause,
+    Pending,
+    PendingCause,
+    PodPlacement,
+)
+from controller.quota.placement import NodeIndex, Packing, PlaceFailure, PodShape
 from controller.quota.preemption import Candidate, Shortfall
 from controller.quota.quota import (
     add_usage,
@@ -32,16 +42,7 @@ from controller.quota.quota import (
     share,
     within_nominal,
 )
-from controller.quota.snapshot import (
-    Admission,
-    AdmittedGang,
-    Decisions,
-    Eviction,
-    Gang,
-    Node,
-    PodPlacement,
-    QueueSpec,
-)
+from controller.quota.snapshot import AdmittedGang, Gang, Node, QueueSpec
 from controller.quota.state import GangInfo, QueueRuntime, RunningGang, gang_info
 
 QueueKey = tuple[int, float, int, float, str, str]
@@ -93,75 +94,173 @@ class _Log:
     reservations: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
+Plan = list[tuple[int, int, int]]  # (pod set index, node index, pod count)
+
+
 class Engine:
+    """The decision state of one cluster, kept across cycles and changed only by its methods.
+
+    The controller and the simulator both keep one Engine alive and feed it what changed:
+    gangs arriving and leaving, admitted gangs finishing or moving, nodes and queues changing.
+    What it remembers between cycles (classes that did not fit, nodes held for a starving
+    gang, when a fruitless victim search may run again) is part of the policy they measure.
+    """
+
     def __init__(
         self, queues: Iterable[QueueSpec], nodes: Iterable[Node], config: Config | None = None
     ) -> None:
         self.config = config or Config()
-        self.index = NodeIndex(nodes)
-        self.queues: dict[str, QueueRuntime] = {
-            name: QueueRuntime(state) for name, state in build_cohorts(queues).items()
-        }
-        self._members: dict[str, list[QueueRuntime]] = {}
-        for runtime in self.queues.values():
-            if runtime.state.cohort is not None:
-                self._members.setdefault(runtime.state.cohort.name, []).append(runtime)
-        self.pending: dict[str, tuple[QueueRuntime | None, GangInfo]] = {}
-        self.running: dict[str, tuple[QueueRuntime, RunningGang]] = {}
         self._strategy = preemption.STRATEGIES[self.config.victims]
         self._floor_guard = self.config.victims == "placement-aware"
-        self._unknown_queue: dict[str, str] = {}
-        self._last_reservations: dict[str, tuple[str, ...]] = {}
+        self.pending: dict[str, tuple[QueueRuntime | None, GangInfo]] = {}
+        self.running: dict[str, tuple[QueueRuntime | None, RunningGang]] = {}
+        self._nodes = {n.name: n for n in nodes}
+        self.index = NodeIndex(self._nodes.values())
+        self.queues: dict[str, QueueRuntime] = {}
+        self._members: dict[str, list[QueueRuntime]] = {}
+        self._build_queues(queues)
         # Gang -> the nodes held for it: `_holding` in this round of cycles, `_held` in the
         # last one. A gang keeps its nodes from round to round, so they drain.
-        self._held: dict[str, list[int]] = {}
-        self._holding: dict[str, list[int]] = {}
+        self._held: dict[str, tuple[str, ...]] = {}
+        self._holding: dict[str, tuple[str, ...]] = {}
+        self._last_reservations: dict[str, tuple[str, ...]] = {}
         # Whether capacity was given back since the last cycle; if not, what did not fit then
         # still does not fit, and the cycle only looks at classes it has not judged yet.
         self._freed = True
+        # When time alone may change an outcome (a gang old enough to evict, a victim old
+        # enough to be taken, a gang starving): the first cycle from then judges everything.
+        self._recheck_at = math.inf
         # Gang -> when a victim search for it last found nothing; searched again only after
         # PREEMPTION_RETRY seconds (a full search is the most expensive step of a cycle).
         self._no_victims_at: dict[str, float] = {}
         self._now = 0.0
         # Gangs admitted in the running cycle: never victims in the same cycle.
         self._admitted_now: set[str] = set()
+        # Pending gangs whose reason has not been reported since they arrived.
+        self._fresh: set[str] = set()
 
-    # -- state changes from outside ---------------------------------------------------------
+    # -- the cluster's shape ------------------------------------------------------------------
+
+    def _build_queues(self, specs: Iterable[QueueSpec]) -> None:
+        self.queues = {name: QueueRuntime(state) for name, state in build_cohorts(specs).items()}
+        self._members = {}
+        for runtime in self.queues.values():
+            if runtime.state.cohort is not None:
+                self._members.setdefault(runtime.state.cohort.name, []).append(runtime)
+
+    def set_queues(self, specs: Iterable[QueueSpec]) -> None:
+        """Queues were added, removed or changed: rebuild quota state, keeping every gang."""
+        pending, running = self._gangs()
+        self._build_queues(specs)
+        self._rebuild(pending, running)
+
+    def set_nodes(self, nodes: Iterable[Node]) -> None:
+        """Nodes were added, removed or changed: rebuild the node index, keeping every gang."""
+        pending, running = self._gangs()
+        self._nodes = {n.name: n for n in nodes}
+        self._build_queues([queue.state.spec for queue in self.queues.values()])
+        self._rebuild(pending, running)
+
+    def _gangs(self) -> tuple[list[Gang], list[AdmittedGang]]:
+        pending = [info.gang for _, info in self.pending.values()]
+        running = [
+            AdmittedGang(r.info.gang, r.admitted_at, self._placement_of(r))
+            for _, r in self.running.values()
+        ]
+        return pending, running
+
+    def _rebuild(self, pending: list[Gang], running: list[AdmittedGang]) -> None:
+        """Put every gang back on fresh queues and nodes; then judge everything again."""
+        self.index = NodeIndex(self._nodes.values())
+        self.pending.clear()
+        self.running.clear()
+        for gang in pending:
+            self.add_pending(gang)
+        for admitted in running:
+            self.add_admitted(admitted)
+        self._freed = True
+
+    def set_node_used(self, name: str, used: Mapping[str, int]) -> None:
+        """What pods outside admitted gangs use on node `name` now."""
+        node = self._nodes.get(name)
+        i = self.index.by_name.get(name)
+        if node is None or i is None or dict(node.used) == dict(used):
+            return
+        before, after = self.index.vector(node.used), self.index.vector(used)
+        self._nodes[name] = replace(node, used=dict(used))
+        self.index.take(i, tuple(a - b for a, b in zip(after, before, strict=True)))
+        if any(a < b for a, b in zip(after, before, strict=True)):
+            self._freed = True
+
+    # -- gangs --------------------------------------------------------------------------------
 
     def add_pending(self, gang: Gang) -> None:
         info = gang_info(gang, self.index)
         queue = self.queues.get(gang.queue)
         self.pending[gang.name] = (queue, info)
-        if queue is None:
-            self._unknown_queue[gang.name] = f"queue {gang.queue!r} does not exist"
-        else:
+        self._fresh.add(gang.name)
+        if queue is not None:
             queue.add_pending(info)
 
     def remove_pending(self, name: str) -> None:
         self._no_victims_at.pop(name, None)
+        self._fresh.discard(name)
         queue, info = self.pending.pop(name)
-        self._unknown_queue.pop(name, None)
         if queue is not None:
             queue.remove_pending(info)
+            if queue.state.spec.strategy == "StrictFIFO":
+                self._freed = True  # the gangs it held up may go now
 
     def add_admitted(self, admitted: AdmittedGang) -> None:
         """Take an already admitted gang into account (quota and the nodes it runs on)."""
         queue = self.queues.get(admitted.gang.queue)
         info = gang_info(admitted.gang, self.index)
-        sets = {ps.name: i for i, ps in enumerate(admitted.gang.pod_sets)}
-        plan = [
-            (sets[p.pod_set], self.index.by_name[p.node], p.count)
-            for p in admitted.placement
-            if p.pod_set in sets and p.node in self.index.by_name
-        ]
+        plan = self._plan_of(info, admitted.placement)
         for ps, node, n in plan:
             self.index.take(node, info.shapes[ps][1].request, n)
-        if queue is None:
-            return
         running = self._running(info, admitted.admitted_at, plan)
-        add_usage(queue.state, info.total, +1)
-        queue.running[info.name] = running
         self.running[info.name] = (queue, running)
+        if queue is not None:
+            add_usage(queue.state, info.total, +1)
+            queue.running[info.name] = running
+
+    def move(self, name: str, placement: Iterable[PodPlacement]) -> None:
+        """An admitted gang's pods are on other nodes than planned (where they were bound)."""
+        queue, running = self.running[name]
+        plan = self._plan_of(running.info, placement)
+        if sorted(plan) == sorted(running.plan):
+            return
+        self.index.release(running.on_nodes())
+        for ps, node, n in plan:
+            self.index.take(node, running.info.shapes[ps][1].request, n)
+        moved = self._running(running.info, running.admitted_at, plan)
+        self.running[name] = (queue, moved)
+        if queue is not None:
+            queue.running[name] = moved
+        self._freed = True
+
+    def finish(self, name: str) -> None:
+        """An admitted gang ended (or lost its admission): give back its quota and nodes."""
+        self._freed = True
+        queue, running = self.running.pop(name)
+        if queue is not None:
+            del queue.running[name]
+            add_usage(queue.state, running.info.total, -1)
+        self.index.release(running.on_nodes())
+
+    def _plan_of(self, info: GangInfo, placement: Iterable[PodPlacement]) -> Plan:
+        sets = {ps.name: i for i, ps in enumerate(info.gang.pod_sets)}
+        return [
+            (sets[p.pod_set], self.index.by_name[p.node], p.count)
+            for p in placement
+            if p.pod_set in sets and p.node in self.index.by_name
+        ]
+
+    def _placement_of(self, running: RunningGang) -> tuple[PodPlacement, ...]:
+        sets = running.info.gang.pod_sets
+        return tuple(
+            PodPlacement(sets[ps].name, self.index.names[node], n) for ps, node, n in running.plan
+        )
 
     def _dominant(self, info: GangInfo) -> float:
         """The gang's largest fraction of any resource of the whole cluster."""
@@ -171,19 +270,9 @@ class Engine:
             default=0.0,
         )
 
-    def _running(
-        self, info: GangInfo, admitted_at: float, plan: list[tuple[int, int, int]]
-    ) -> RunningGang:
+    def _running(self, info: GangInfo, admitted_at: float, plan: Plan) -> RunningGang:
         nodes = tuple(sorted({node for _, node, _ in plan}))
         return RunningGang(info, admitted_at, plan, self._dominant(info), nodes)
-
-    def finish(self, name: str) -> None:
-        """An admitted gang ended: give back its quota and nodes."""
-        self._freed = True
-        queue, running = self.running.pop(name)
-        del queue.running[name]
-        add_usage(queue.state, running.info.total, -1)
-        self.index.release(running.on_nodes())
 
     # -- the cycle ----------------------------------------------------------------------------
 
@@ -191,12 +280,14 @@ class Engine:
         log = _Log()
         self._now = now
         self._admitted_now.clear()
-        if self._freed:
+        reserved_before = self._last_reservations
+        if self._freed or now >= self._recheck_at:
             self.index.unreserve_all()
             self._held, self._holding = self._holding, {}
             for queue in self.queues.values():
                 queue.blocked.clear()
             self._last_reservations = {}
+            self._recheck_at = math.inf
             self._guard_starving(now, log)
         self._freed = False
         heap = [k for q in self.queues.values() if (k := self._queue_key(q)) is not None]
@@ -212,24 +303,55 @@ class Engine:
             key = self._queue_key(queue)
             if key is not None:
                 heapq.heappush(heap, key)
-        self._last_reservations.update(log.reservations)
-        return Decisions(tuple(log.admissions), tuple(log.evictions), {}, log.reservations)
+        self._last_reservations = {**self._last_reservations, **log.reservations}
+        pending = self._changed_reasons(reserved_before)
+        return Decisions(tuple(log.admissions), tuple(log.evictions), pending, log.reservations)
 
-    def pending_reasons(self) -> dict[str, str]:
+    def _class_reason(self, name: str) -> Pending:
+        queue, info = self.pending[name]
+        if queue is None:
+            return Pending(PendingCause.UNKNOWN_QUEUE, queue=info.gang.queue)
+        return queue.blocked.get(info.class_key, NOT_CONSIDERED)
+
+    def reason(self, name: str) -> Pending:
+        """Why pending gang `name` waits, as of the last cycle."""
+        held = self._last_reservations.get(name)
+        why = self._class_reason(name)
+        return why.holding(held) if held else why
+
+    def pending_reasons(self) -> dict[str, Pending]:
         """Every pending gang -> why it is still pending after the last cycle."""
-        reasons = dict(self._unknown_queue)
-        reserved = {g: nodes for g, nodes in self._last_reservations.items()}
+        return {name: self.reason(name) for name in self.pending}
+
+    def _changed_reasons(
+        self, reserved_before: Mapping[str, tuple[str, ...]]
+    ) -> dict[str, Pending]:
+        """Pending gangs whose reason differs from the one reported after the last cycle.
+
+        A class's members share its reason, so only classes whose reason changed, gangs new
+        since the last report, and gangs gaining or losing held nodes are looked at.
+        """
+        changed: set[str] = set()
         for queue in self.queues.values():
             for key, cls in queue.classes.items():
-                why = queue.blocked.get(key, "not considered yet: the cycle ended before it")
-                for _, name, _ in cls.gangs:
-                    reasons[name] = why
-        for name, nodes in reserved.items():
-            if name in reasons:
-                reasons[name] += (
-                    f"; holding nodes {', '.join(nodes)} free for it (starvation guard)"
-                )
-        return reasons
+                why = queue.blocked.get(key, NOT_CONSIDERED)
+                if queue.reported.get(key) != why:
+                    queue.reported[key] = why
+                    changed.update(name for _, name, _ in cls.gangs)
+        changed.update(self._fresh)
+        self._fresh.clear()
+        reserved = self._last_reservations
+        changed.update(
+            name
+            for name in reserved_before.keys() | reserved.keys()
+            if reserved_before.get(name) != reserved.get(name)
+        )
+        return {name: self.reason(name) for name in sorted(changed) if name in self.pending}
+
+    def _recheck_by(self, when: float) -> None:
+        """Judge everything again at `when`: time alone may change an outcome then."""
+        if when > self._now:
+            self._recheck_at = min(self._recheck_at, when)
 
     def _queue_key(self, queue: QueueRuntime) -> QueueKey | None:
         """Queue order: heads waiting beyond `oldest_first_after` first, oldest first; then the
@@ -244,29 +366,44 @@ class Engine:
         share_after = share(queue.state, info.total)
         return (1, share_after, -gang.priority, gang.created, gang.name, queue.name)
 
-    def _block(self, queue: QueueRuntime, info: GangInfo, reason: str) -> None:
+    def _block(self, queue: QueueRuntime, info: GangInfo, reason: Pending) -> None:
         if queue.state.spec.strategy == "StrictFIFO":
+            behind = Pending(PendingCause.STRICT_FIFO, behind=info.name, blocker=reason)
             for key in queue.classes:
-                queue.blocked.setdefault(key, f"StrictFIFO: waiting behind {info.name} ({reason})")
+                queue.blocked.setdefault(key, behind)
         queue.blocked[info.class_key] = reason
 
-    def _try(self, queue: QueueRuntime, info: GangInfo, now: float, log: _Log) -> str | None:
+    def _may_preempt(self, queue: QueueRuntime) -> bool:
+        spec = queue.state.spec
+        return spec.within_queue != "Never" or (
+            spec.reclaim_within_cohort != "Never" and queue.state.cohort is not None
+        )
+
+    def _try(self, queue: QueueRuntime, info: GangInfo, now: float, log: _Log) -> Pending | None:
         """Admit `info` (evicting victims if that makes it fit); None if admitted, else why not."""
-        reason = quota_shortfall(queue.state, info.total)
-        if reason is None:
+        short = quota_shortfall(queue.state, info.total)
+        reason = Pending(PendingCause.QUOTA, quota=short)
+        if short is None:
             plan, failure = self._place(info)
             if failure is None:
-                self._admit(queue, info, plan, now, log, "quota and placement fit")
+                self._admit(queue, info, plan, now, log, evicted=0)
                 return None
-            reason = f"quota ok; {failure}"
+            reason = Pending(PendingCause.NO_NODE_FITS, placement=failure.why)
         if now - info.gang.created < self.config.evict_after:
-            if self.config.drain and self._reclaimer(queue, info) and reason.startswith("quota ok"):
+            if self._may_preempt(queue):
+                self._recheck_by(info.gang.created + self.config.evict_after)
+            if (
+                self.config.drain
+                and self._reclaimer(queue, info)
+                and reason.cause is PendingCause.NO_NODE_FITS
+            ):
                 nodes = self._reserve_for(info)
                 if nodes:
                     log.reservations[info.name] = nodes
             return reason
         last = self._no_victims_at.get(info.name)
         if last is not None and now - last < PREEMPTION_RETRY:
+            self._recheck_by(last + PREEMPTION_RETRY)
             return reason
         victims = self._choose_victims(queue, info, now)
         if victims is None:
@@ -278,51 +415,49 @@ class Engine:
         plan, failure = self._place(info)
         if failure is not None or quota_shortfall(queue.state, info.total) is not None:
             raise AssertionError(f"victims chosen for {info.name} do not make it fit")
-        self._admit(queue, info, plan, now, log, f"after evicting {len(victims)} gang(s)")
+        self._admit(queue, info, plan, now, log, evicted=len(victims))
         return None
 
-    def _place(self, info: GangInfo) -> tuple[list[tuple[int, int, int]], str | None]:
+    def _place(self, info: GangInfo) -> tuple[Plan, PlaceFailure | None]:
         if not self.config.placement:
             return [], None
-        plan, failure = self.index.place(info.shapes, self.config.packing)
-        return plan, None if failure is None else failure.reason
+        return self.index.place(info.shapes, self.config.packing)
 
     def _admit(
         self,
         queue: QueueRuntime,
         info: GangInfo,
-        plan: list[tuple[int, int, int]],
+        plan: Plan,
         now: float,
         log: _Log,
-        why: str,
+        *,
+        evicted: int,
     ) -> None:
         queue.remove_pending(info)
         del self.pending[info.name]
+        self._fresh.discard(info.name)
         self._no_victims_at.pop(info.name, None)
         running = self._running(info, now, plan)
         self._admitted_now.add(info.name)
         add_usage(queue.state, info.total, +1)
         queue.running[info.name] = running
         self.running[info.name] = (queue, running)
-        sets = info.gang.pod_sets
-        placement = tuple(
-            PodPlacement(sets[ps].name, self.index.names[node], n) for ps, node, n in plan
-        )
-        nodes = len({node for _, node, _ in plan})
-        where = f"; {sum(n for _, _, n in plan)} pods on {nodes} node(s)" if plan else ""
-        lent = "borrowing" if borrowing(queue.state) else "within nominal quota"
         log.admissions.append(
-            Admission(info.name, queue.name, placement, f"admitted {why} ({lent}){where}")
+            Admission(
+                info.name,
+                queue.name,
+                self._placement_of(running),
+                evicted=evicted,
+                borrowing=borrowing(queue.state),
+            )
         )
 
     def _evict(self, victim: RunningGang, preemptor: GangInfo, by: QueueRuntime, log: _Log) -> None:
         queue, _ = self.running[victim.name]
+        assert queue is not None
         self.finish(victim.name)
-        if queue is by:
-            why = f"preempted by higher-priority gang {preemptor.name} of the same queue"
-        else:
-            why = f"reclaimed: queue {by.name} takes back lent quota for gang {preemptor.name}"
-        log.evictions.append(Eviction(victim.name, queue.name, preemptor.name, why))
+        cause = EvictionCause.PREEMPTED if queue is by else EvictionCause.RECLAIMED
+        log.evictions.append(Eviction(victim.name, queue.name, preemptor.name, cause, by.name))
 
     # -- preemption -----------------------------------------------------------------------------
 
@@ -335,7 +470,10 @@ class Engine:
         )
 
     def _candidates(self, queue: QueueRuntime, info: GangInfo, now: float) -> list[Candidate]:
-        """Admitted gangs that may be evicted for `info`, before any choice among them."""
+        """Admitted gangs that may be evicted for `info`, before any choice among them.
+
+        A gang too young to be a victim now makes the engine look again once it is old enough.
+        """
         spec = queue.state.spec
         prio = info.gang.priority
         # (queue, victims are in another queue, victims are taken for fair sharing)
@@ -354,12 +492,15 @@ class Engine:
         lower_only = spec.reclaim_within_cohort == "LowerPriority"
         out: list[Candidate] = []
         for pool, other, fair in pools:
-            young = now - pool.state.spec.min_runtime
+            min_runtime = pool.state.spec.min_runtime
             for running in pool.running.values():
                 gang_prio = running.info.gang.priority
-                if running.admitted_at > young or running.name in self._admitted_now:
+                if running.name in self._admitted_now:
                     continue
                 if (not other or lower_only) and gang_prio >= prio:
+                    continue
+                if running.admitted_at > now - min_runtime:
+                    self._recheck_by(running.admitted_at + min_runtime)
                     continue
                 lost = max(0.0, now - running.admitted_at) * running.dominant
                 out.append(Candidate(running, pool.name, other, lost, running.nodes, fair))
@@ -388,9 +529,10 @@ class Engine:
         for queue in self.queues.values():
             for cls in queue.classes.values():
                 head = cls.head()
-                if head is None or now - head.gang.created < limit:
+                if head is None or quota_shortfall(queue.state, head.total) is not None:
                     continue
-                if quota_shortfall(queue.state, head.total) is not None:
+                if now - head.gang.created < limit:
+                    self._recheck_by(head.gang.created + limit)
                     continue
                 key = (head.gang.created, head.name, queue, head)
                 if oldest is None or key[:2] < oldest[:2]:
@@ -413,12 +555,14 @@ class Engine:
         reservation wandering to whichever nodes happen to be emptiest.
         """
         index = self.index
-        kept = self._held.get(info.name)
-        if kept is not None and not any(i in index.reserved for i in kept):
+        last = self._held.get(info.name)
+        kept = [index.by_name[n] for n in last or () if n in index.by_name]
+        if last is not None and not any(i in index.reserved for i in kept):
             for node in kept:
                 index.reserve(node)
-            self._holding[info.name] = kept
-            return tuple(sorted(index.names[i] for i in kept))
+            names = tuple(sorted(index.names[i] for i in kept))
+            self._holding[info.name] = names
+            return names
         held: list[int] = []
         for _, shape, count in info.shapes:
             for _ in range(count):
@@ -430,8 +574,9 @@ class Engine:
                     break
                 index.reserve(best[1])
                 held.append(best[1])
-        self._holding[info.name] = held
-        return tuple(sorted(index.names[i] for i in held))
+        names = tuple(sorted(index.names[i] for i in held))
+        self._holding[info.name] = names
+        return names
 
 
 class _Trial:
@@ -445,11 +590,13 @@ class _Trial:
 
     def remove(self, victim: RunningGang) -> None:
         owner, _ = self.engine.running[victim.name]
+        assert owner is not None
         add_usage(owner.state, victim.info.total, -1)
         self.engine.index.release(victim.on_nodes())
 
     def restore(self, victim: RunningGang) -> None:
         owner, _ = self.engine.running[victim.name]
+        assert owner is not None
         add_usage(owner.state, victim.info.total, +1)
         for request, node, n in victim.on_nodes():
             self.engine.index.take(node, request, n)

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from controller.api.quantity import format_amount
+from controller.quota.outcomes import NoFit, PlacementShortfall
 from controller.quota.snapshot import Node, PodSet, Taint, Toleration
 
 Packing = Literal["best-fit", "spread", "first-fit"]
@@ -62,7 +62,7 @@ class PodShape:
 class PlaceFailure:
     pod_set: int
     shape: PodShape
-    reason: str
+    why: PlacementShortfall
 
 
 @dataclass(slots=True)
@@ -226,30 +226,32 @@ class NodeIndex:
         for request, node, count in plan:
             self.give(node, request, count)
 
-    def explain(self, shape: PodShape, count: int, placed: int) -> str:
-        """Why `count` pods of `shape` do not fit, in the user's units."""
-        if shape.unknown:
-            return f"placement: no node offers {', '.join(shape.unknown)}"
+    def explain(self, shape: PodShape, count: int, placed: int) -> PlacementShortfall:
+        """Why `count` pods of `shape` do not fit when `placed` of them did."""
         primary = next((k for k, q in enumerate(shape.request) if q > 0), 0)
         name = self.order[primary] if self.order else "resources"
-        need = format_amount(name, shape.request[primary]) if self.order else "0"
-        pods = f"{count} pod{'s' if count != 1 else ''} x {need} {name}"
+        need = shape.request[primary] if self.order else 0
+        short = PlacementShortfall(NoFit.UNKNOWN_RESOURCE, count, name, need)
+        if shape.unknown:
+            return replace(short, resources=shape.unknown)
         if not self.eligible(shape):
-            return f"placement: needs {pods}; no node matches its node selector and tolerations"
+            return replace(short, kind=NoFit.NO_MATCHING_NODE)
         top = self.largest_free(shape)
         if top is None:
-            return f"placement: needs {pods}; every matching node is reserved"
+            return replace(short, kind=NoFit.ALL_RESERVED)
         if not _fits(top, shape.request) and top[primary] < shape.request[primary]:
-            where = "node" if not shape.selector else "node matching its node selector"
-            return (
-                f"placement: needs {pods}, largest free {where} has"
-                f" {format_amount(name, top[primary])}"
+            return replace(
+                short,
+                kind=NoFit.TOO_SMALL,
+                largest_free=top[primary],
+                has_selector=bool(shape.selector),
             )
         if placed == 0:
-            short = [self.order[k] for k, q in enumerate(shape.request) if q > 0 and top[k] < q]
-            what = ", ".join(short) if short else "resources"
-            return f"placement: needs {pods}; no node has enough free {what}"
-        return f"placement: needs {pods}; only {placed} fit on free nodes"
+            missing = [self.order[k] for k, q in enumerate(shape.request) if q > 0 and top[k] < q]
+            return replace(
+                short, kind=NoFit.NOT_ENOUGH_FREE, resources=tuple(missing) or ("resources",)
+            )
+        return replace(short, kind=NoFit.ONLY_SOME_FIT, placed=placed)
 
 
 def _fits(free: Vector, request: Vector) -> bool:

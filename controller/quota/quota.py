@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from controller.api.quantity import format_amount
+from controller.quota.outcomes import QuotaShortfall
 from controller.quota.snapshot import QueueSpec, Quota
 
 NO_QUOTA = Quota(nominal=0, borrowing_limit=0)
@@ -107,8 +107,8 @@ def available(queue: QueueState, resource: str) -> int:
     return max(0, floor - used) + from_pool
 
 
-def quota_shortfall(queue: QueueState, request: Mapping[str, int]) -> str | None:
-    """None if `request` fits the queue's quota now, else a sentence saying what is missing.
+def quota_shortfall(queue: QueueState, request: Mapping[str, int]) -> QuotaShortfall | None:
+    """None if `request` fits the queue's quota now, else the first resource that is short.
 
     Extended resources (GPUs) are named before cpu and memory when several are short.
     """
@@ -117,14 +117,13 @@ def quota_shortfall(queue: QueueState, request: Mapping[str, int]) -> str | None
         free = available(queue, resource)
         if need > free:
             quota = queue.quota(resource)
-            limit = "" if quota.borrowing_limit is None else ", borrowing limit "
-            if quota.borrowing_limit is not None:
-                limit += format_amount(resource, quota.borrowing_limit)
-            return (
-                f"quota: needs {format_amount(resource, need)} {resource}, queue can take"
-                f" {format_amount(resource, max(free, 0))} more (nominal"
-                f" {format_amount(resource, quota.nominal)}{limit}, using"
-                f" {format_amount(resource, queue.usage.get(resource, 0))})"
+            return QuotaShortfall(
+                resource=resource,
+                need=need,
+                free=free,
+                nominal=quota.nominal,
+                borrowing_limit=quota.borrowing_limit,
+                used=queue.usage.get(resource, 0),
             )
     return None
 

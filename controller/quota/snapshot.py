@@ -1,4 +1,4 @@
-"""What the decision core reads (a Snapshot) and what it returns (Decisions).
+"""What the decision core reads: queues, nodes, pending and admitted gangs (a Snapshot).
 
 Rule: plain frozen dataclasses, quantities in integer milli-units, times in seconds as floats;
 nothing here knows about Kubernetes objects or the clock.
@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+
+from controller.quota.outcomes import PodPlacement
 
 ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
 WithinQueuePolicy = Literal["Never", "LowerPriority"]
@@ -90,13 +92,6 @@ class Gang:
 
 
 @dataclass(frozen=True, slots=True)
-class PodPlacement:
-    pod_set: str
-    node: str
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
 class AdmittedGang:
     """A gang holding quota since `admitted_at`, with its pods on `placement` (may be empty)."""
 
@@ -122,29 +117,3 @@ class Snapshot:
     nodes: tuple[Node, ...]
     pending: tuple[Gang, ...] = ()
     admitted: tuple[AdmittedGang, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    gang: str
-    queue: str
-    placement: tuple[PodPlacement, ...]
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Eviction:
-    gang: str
-    queue: str
-    preemptor: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Decisions:
-    admissions: tuple[Admission, ...] = ()
-    evictions: tuple[Eviction, ...] = ()
-    # Every gang left pending -> why, in words a user can act on.
-    pending: Mapping[str, str] = field(default_factory=dict)
-    # Starving gang -> the nodes held free for it this cycle.
-    reservations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from controller.quota.outcomes import Pending
 from controller.quota.placement import NodeIndex, PodShape, Vector
 from controller.quota.quota import QueueState
 from controller.quota.snapshot import Gang
@@ -94,8 +95,10 @@ class QueueRuntime:
     state: QueueState
     classes: dict[ClassKey, GangClass] = field(default_factory=dict)
     running: dict[str, RunningGang] = field(default_factory=dict)
-    # Classes that did not fit this cycle -> why; reset at the start of every cycle.
-    blocked: dict[ClassKey, str] = field(default_factory=dict)
+    # Classes that did not fit -> why; judged again once capacity comes back.
+    blocked: dict[ClassKey, Pending] = field(default_factory=dict)
+    # Class -> the reason last reported for its gangs.
+    reported: dict[ClassKey, Pending] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -113,6 +116,7 @@ class QueueRuntime:
             cls.remove(info)
             if not cls.gangs:
                 del self.classes[info.class_key]
+                self.reported.pop(info.class_key, None)
 
     def head(self) -> GangInfo | None:
         """The first pending gang in queue order among classes not blocked this cycle."""

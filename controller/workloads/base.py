@@ -1,4 +1,10 @@
-"""The interface every workload kind implements, and the pod-template edits they share."""
+"""The interface every workload kind implements, and the pieces the kinds share.
+
+An adapter has two sides. The webhook side works on the raw object of an admission request
+(JSON as the API server sends it) and records its edits as a JSON Patch. The controller side
+works on the typed view the controller caches (`controller.api.kube`): which gangs the object
+runs as, whether it has finished, and what to write to release or hold a gang.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,13 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from controller.api import names
+import msgspec
+
+from controller.api import kube, names
+from controller.api.kinds import Kind
+from controller.quota.snapshot import PodSet, Toleration
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
 from controller.workloads.requests import Requests, pod_requests
 
@@ -35,13 +45,6 @@ DEFAULT_SCHEDULER_NAMES: Mapping[Backend, str | None] = {
 }
 
 
-class Hold(enum.StrEnum):
-    """How a workload waits for admission."""
-
-    SUSPEND = "suspend"  # spec.suspend on the workload; pods do not exist yet
-    SCHEDULING_GATE = "scheduling-gate"  # pods exist but carry the kohort.dev/admission gate
-
-
 @dataclass(frozen=True)
 class Placement:
     """The gang backend and the schedulerName that goes with it."""
@@ -55,27 +58,53 @@ class Placement:
 
 
 @dataclass(frozen=True)
-class PodSet:
-    """`count` pods made from the pod template found at `template_path` in the workload."""
+class GangShape:
+    """A gang an object runs as: its Workload and PodGroup are both called `name`."""
 
     name: str
-    count: int
-    requests: Requests  # per pod, milli-units
-    template_path: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Gang:
-    """The unit of admission: its PodGroup and Workload are both called `name`."""
-
-    name: str
+    # Pods that must run at once for the gang to start.
     min_member: int
     pod_sets: tuple[PodSet, ...]
+    # The PriorityClasses its pod templates name, in pod-set order (the gang's priority is the
+    # highest of them).
+    priority_classes: tuple[str, ...] = ()
+
+
+class Finished(enum.StrEnum):
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class PatchType(enum.StrEnum):
+    MERGE = "application/merge-patch+json"
+    JSON = "application/json-patch+json"
 
 
 @dataclass(frozen=True)
-class Admission:
-    """What one admission request tells the adapter besides the object itself."""
+class Patch:
+    """Patch one object; `expected` is 404/409/422-tolerant (the object changed or is gone)."""
+
+    kind: Kind
+    namespace: str
+    name: str
+    body: Any
+    type: PatchType = PatchType.MERGE
+    expected: bool = False
+
+
+@dataclass(frozen=True)
+class Delete:
+    kind: Kind
+    namespace: str
+    name: str
+
+
+Write = Patch | Delete
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """What one webhook request tells the adapter besides the object itself."""
 
     queue: str
     placement: Placement = field(default_factory=Placement)
@@ -87,25 +116,42 @@ class Denied(Exception):
     """The object cannot be managed as sent; the message tells the user why."""
 
 
-class WorkloadAdapter(Protocol):
-    """One workload kind (Kueue's GenericJob, as functions over plain dicts)."""
+@runtime_checkable
+class MergedDefaults(Protocol):
+    """Kinds whose whole `default` is one merge: the webhook computes its patch without
+    editing (see edits.merge_operations)."""
 
-    group: ClassVar[str]
-    version: ClassVar[str]
-    kind: ClassVar[str]
-    hold: ClassVar[Hold]
-
-    def gangs(self, obj: JSONDict) -> list[Gang]:
-        """The gangs the workload runs as, with their pod sets; raises Denied on a bad spec."""
+    def defaults(self, obj: JSONDict, mutation: Mutation) -> tuple[JSONDict, list[str]]:
+        """What a new object must hold, queue label included, to merge into it; warnings.
+        Raises Denied like `default`."""
         ...
 
-    def default(self, editor: Editor, admission: Admission) -> list[str]:
+
+class WorkloadAdapter(Protocol):
+    """One workload kind (Kueue's GenericJob). Adding a kind is one module plus one line in
+    `registry.ADAPTERS`."""
+
+    KIND: ClassVar[Kind]
+
+    @property
+    def model(self) -> type[kube.View]:
+        """The typed view the controller caches for this kind."""
+        ...
+
+    # -- webhook side: the raw object of an admission request --------------------------------
+
+    def default(self, editor: Editor, mutation: Mutation) -> list[str]:
         """Add the gang fields and the hold to a new object; returns warnings for the user."""
         ...
 
-    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
+    def keep_defaults(self, editor: Editor, old: JSONDict, mutation: Mutation) -> list[str]:
         """On UPDATE, put back gang fields the update dropped (server-side apply drops fields
         missing from the user's manifest); never touches the hold itself."""
+        ...
+
+    def unheld(self, obj: JSONDict) -> str | None:
+        """Why a new object in a queue is not held as it must be, or None; raises Denied when
+        it cannot be managed at all."""
         ...
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
@@ -116,23 +162,23 @@ class WorkloadAdapter(Protocol):
         """Whether the queue label may still change (the workload has not started)."""
         ...
 
+    # -- controller side: the typed view --------------------------------------------------------
 
-class MergedDefaults(Protocol):
-    """Kinds whose whole `default` is one merge: the webhook computes its patch without
-    editing (see edits.merge_operations)."""
-
-    def defaults(self, obj: JSONDict, admission: Admission) -> tuple[JSONDict, list[str]]:
-        """What a new object must hold, queue label included, to merge into it; warnings.
-        Raises Denied like `default`."""
+    def gangs(self, obj: Any) -> list[GangShape]:
+        """The gangs the object runs as; none when kohort does not manage it."""
         ...
 
+    def finished(self, obj: Any) -> Finished | None:
+        """Whether the workload is done (its quota can be given back)."""
+        ...
 
-class Releasable(Protocol):
-    """Kinds whose own object carries the hold (Job: suspend; Pod: its scheduling gate)."""
+    def release(self, obj: Any, pods: Sequence[kube.Pod]) -> list[Write]:
+        """The writes that let an admitted gang's pods be scheduled; none when they may be."""
+        ...
 
-    def is_held(self, obj: JSONDict) -> bool: ...
-    def release(self, editor: Editor) -> None: ...
-    def evict(self, editor: Editor) -> None: ...
+    def hold(self, obj: Any, pods: Sequence[kube.Pod]) -> list[Write]:
+        """The writes that take a release back (on eviction too); none when it is held."""
+        ...
 
 
 def object_name(obj: JSONDict, request_uid: str = "") -> str:
@@ -166,7 +212,11 @@ def labels(obj: Any) -> Mapping[str, Any]:
 
 def queue_of(obj: JSONDict, default_queue: str | None = None) -> str | None:
     """The LocalQueue a workload goes to, or None when kohort leaves it alone."""
-    object_labels = labels(obj)
+    return queue_in(labels(obj), default_queue)
+
+
+def queue_in(object_labels: Mapping[str, Any], default_queue: str | None = None) -> str | None:
+    """The LocalQueue named by an object's labels (or implied), or None when opted out."""
     if object_labels.get(names.OPT_OUT_LABEL) == "true":
         return None
     queue = object_labels.get(names.QUEUE_LABEL)
@@ -186,13 +236,17 @@ def non_negative_int(obj: JSONDict, path: Sequence[str], default: int | None) ->
 
 
 def template_requests(obj: JSONDict, template_path: Sequence[str]) -> Requests:
+    """Per-pod requests of the pod template at `template_path` of a raw object."""
+    where = ".".join([*template_path, "spec"])
     spec = lookup(obj, [*template_path, "spec"])
     if not isinstance(spec, Mapping):
-        raise Denied(f"{'.'.join(template_path)}.spec is missing")
+        raise Denied(f"{where} is missing")
     try:
-        return pod_requests(spec)
+        return pod_requests(msgspec.convert(spec, kube.PodSpec))
+    except msgspec.ValidationError as err:
+        raise Denied(f"{where}: {err}") from err
     except ValueError as err:
-        raise Denied(f"{'.'.join(template_path)}.spec: {err}") from err
+        raise Denied(f"{where}: {err}") from err
 
 
 def has_gate(obj: Any, template_path: Path = ()) -> bool:
@@ -200,14 +254,17 @@ def has_gate(obj: Any, template_path: Path = ()) -> bool:
     return isinstance(spec, dict) and _gated(spec)
 
 
-def remove_gate(editor: Editor, template_path: Path = ()) -> None:
-    gates = editor.get([*template_path, "spec", "schedulingGates"])
-    if not isinstance(gates, list):
-        return
-    for index in reversed(range(len(gates))):
-        gate = gates[index]
-        if isinstance(gate, Mapping) and gate.get("name") == names.ADMISSION_GATE:
-            editor.remove([*template_path, "spec", "schedulingGates", index])
+def gate_problem(obj: JSONDict, template_paths: Sequence[Path]) -> str | None:
+    """Why a new object's templates (or the pod itself) do not all carry the admission gate."""
+    for path in template_paths:
+        template_requests(obj, [str(p) for p in path])
+        if not has_gate(obj, path):
+            where = ".".join(str(p) for p in path) or "the pod"
+            return (
+                f"{where} must carry the {names.ADMISSION_GATE} scheduling gate "
+                "(is kohort's mutating webhook registered?)"
+            )
+    return None
 
 
 def pod_group_of(obj: JSONDict, template_path: Path) -> str | None:
@@ -219,7 +276,7 @@ def pod_group_of(obj: JSONDict, template_path: Path) -> str | None:
 def decorate_pod_template(
     editor: Editor,
     template_path: Path,
-    admission: Admission,
+    mutation: Mutation,
     *,
     gang: str | None,
     gate: bool,
@@ -230,7 +287,7 @@ def decorate_pod_template(
     is kept, and a schedulerName chosen by the user is kept with a warning.
     """
     template = editor.get(template_path)
-    fields, warnings = pod_template_fields(template, template_path, admission, gang=gang)
+    fields, warnings = pod_template_fields(template, template_path, mutation, gang=gang)
     editor.merge(template_path, fields)
     if gate and not _gated(_member(template, "spec")):
         editor.append((*template_path, "spec", "schedulingGates"), {"name": names.ADMISSION_GATE})
@@ -238,7 +295,7 @@ def decorate_pod_template(
 
 
 def pod_template_fields(
-    template: Any, template_path: Path, admission: Admission, *, gang: str | None
+    template: Any, template_path: Path, mutation: Mutation, *, gang: str | None
 ) -> tuple[JSONDict, list[str]]:
     """What `decorate_pod_template` merges into the template (without the gate), and warnings.
 
@@ -248,12 +305,12 @@ def pod_template_fields(
     spec = _member(template, "spec")
     labels = _member(metadata, "labels")
     annotations = _member(metadata, "annotations")
-    wanted_labels = {names.QUEUE_LABEL: admission.queue, names.MANAGED_LABEL: names.MANAGED_VALUE}
+    wanted_labels = {names.QUEUE_LABEL: mutation.queue, names.MANAGED_LABEL: names.MANAGED_VALUE}
     wanted_metadata: JSONDict = {"labels": wanted_labels}
     if gang is not None:
         gang = pod_group_of(template, ()) or gang  # an existing name is kept
         wanted_labels[names.POD_GROUP_LABEL] = gang
-        backend = admission.placement.backend
+        backend = mutation.placement.backend
         # A group the user already named for the scheduler is kept.
         volcano_key = names.VOLCANO_GROUP_ANNOTATION
         if backend is Backend.VOLCANO and annotations.get(volcano_key) is None:
@@ -263,7 +320,7 @@ def pod_template_fields(
             wanted_labels[cosched_key] = gang
     fields: JSONDict = {"metadata": wanted_metadata}
     warnings: list[str] = []
-    wanted = admission.placement.scheduler_name
+    wanted = mutation.placement.scheduler_name
     current = spec.get("schedulerName")
     if wanted is not None:
         if current in (None, "", DEFAULT_SCHEDULER):
@@ -291,3 +348,77 @@ def _gated(spec: Mapping[str, Any]) -> bool:
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+# -- the controller side: typed views ----------------------------------------------------------
+
+
+def pod_set(name: str, count: int, template: kube.PodTemplate) -> PodSet:
+    """`count` pods made from `template`, as the decision core sees them."""
+    spec = template.spec
+    requests = {r: amount for r, amount in pod_requests(spec).items() if amount > 0}
+    return PodSet(
+        count=count,
+        requests=requests,
+        name=name,
+        node_selector=dict(spec.node_selector),
+        tolerations=tuple(
+            Toleration(
+                key=t.key,
+                operator="Exists" if t.operator == "Exists" else "Equal",
+                value=t.value,
+                effect=t.effect,
+            )
+            for t in spec.tolerations
+        ),
+    )
+
+
+def template_gang(template: kube.PodTemplate) -> str | None:
+    """The gang kohort's webhook named in a pod template (absent: the webhook never saw it)."""
+    return template.metadata.labels.get(names.POD_GROUP_LABEL) or None
+
+
+def priority_classes(*templates: kube.PodTemplate | None) -> tuple[str, ...]:
+    return tuple(t.spec.priority_class_name for t in templates if t and t.spec.priority_class_name)
+
+
+def is_gated(pod: kube.Pod) -> bool:
+    return any(g.name == names.ADMISSION_GATE for g in pod.spec.scheduling_gates)
+
+
+def ungate(pods: Sequence[kube.Pod]) -> list[Write]:
+    """Remove the admission gate from every live gated pod (a JSON Patch each, guarded by the
+    pod's resourceVersion so that the gate's index is still right)."""
+    writes: list[Write] = []
+    for pod in pods:
+        if not pod.live():
+            continue
+        gates = pod.spec.scheduling_gates
+        ops: list[JSONDict] = [
+            {"op": "remove", "path": f"/spec/schedulingGates/{i}"}
+            for i in reversed(range(len(gates)))
+            if gates[i].name == names.ADMISSION_GATE
+        ]
+        if not ops:
+            continue
+        meta = pod.metadata
+        if meta.resource_version:
+            ops.insert(
+                0,
+                {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+            )
+        writes.append(
+            Patch(kube.Pod.KIND, meta.namespace, meta.name, ops, PatchType.JSON, expected=True)
+        )
+    return writes
+
+
+def delete_ungated(pods: Sequence[kube.Pod]) -> list[Write]:
+    """Take a release back for kinds held by the gate: a gate cannot be put back on a pod, so
+    its live ungated pods are deleted (their owner makes them again, gated by the webhook)."""
+    return [
+        Delete(kube.Pod.KIND, p.metadata.namespace, p.metadata.name)
+        for p in pods
+        if p.live() and not is_gated(p)
+    ]

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
-from controller.api import names
+from controller.api import kube, names
+from controller.api.kinds import Kind
 from controller.workloads.base import (
-    Admission,
-    Gang,
-    Hold,
-    PodSet,
+    Finished,
+    GangShape,
+    Mutation,
+    Patch,
+    Write,
     gang_name,
     non_negative_int,
     object_name,
+    pod_set,
     pod_template_fields,
+    priority_classes,
+    template_gang,
     template_requests,
 )
 from controller.workloads.edits import Editor, JSONDict, lookup
 
 TEMPLATE = ("spec", "template")
+UNSUSPENDED = "a workload in a kohort queue must be created with spec.suspend: true"
 
 
 def _suspended(obj: JSONDict) -> bool:
@@ -26,13 +33,13 @@ def _suspended(obj: JSONDict) -> bool:
 
 
 class JobAdapter:
-    group: ClassVar[str] = "batch"
-    version: ClassVar[str] = "v1"
-    kind: ClassVar[str] = "Job"
-    hold: ClassVar[Hold] = Hold.SUSPEND
+    KIND: ClassVar[Kind] = kube.Job.KIND
+    model: ClassVar[type[kube.Job]] = kube.Job
 
     def gang_name(self, obj: JSONDict, request_uid: str = "") -> str:
         return gang_name("job", object_name(obj, request_uid))
+
+    # -- webhook side ---------------------------------------------------------------------------
 
     def sizes(self, obj: JSONDict) -> tuple[int, int]:
         """(pods running at once, gang size); Denied names a field that is not a count."""
@@ -40,30 +47,30 @@ class JobAdapter:
         completions = non_negative_int(obj, ["spec", "completions"], None)
         return parallelism, parallelism if completions is None else min(parallelism, completions)
 
-    def gangs(self, obj: JSONDict) -> list[Gang]:
-        parallelism, size = self.sizes(obj)
-        pods = PodSet("main", parallelism, template_requests(obj, TEMPLATE), TEMPLATE)
-        return [Gang(self.gang_name(obj), size, (pods,))]
-
-    def defaults(self, obj: JSONDict, admission: Admission) -> tuple[JSONDict, list[str]]:
+    def defaults(self, obj: JSONDict, mutation: Mutation) -> tuple[JSONDict, list[str]]:
         self.sizes(obj)  # rejects a spec that cannot form a gang
-        gang = self.gang_name(obj, admission.request_uid)
+        gang = self.gang_name(obj, mutation.request_uid)
         template = lookup(obj, TEMPLATE)
-        fields, warnings = pod_template_fields(template, TEMPLATE, admission, gang=gang)
+        fields, warnings = pod_template_fields(template, TEMPLATE, mutation, gang=gang)
         values = {
-            "metadata": {"labels": {names.QUEUE_LABEL: admission.queue}},
+            "metadata": {"labels": {names.QUEUE_LABEL: mutation.queue}},
             "spec": {"suspend": True, "template": fields},
         }
         return values, warnings
 
-    def default(self, editor: Editor, admission: Admission) -> list[str]:
-        values, warnings = self.defaults(editor.doc, admission)
+    def default(self, editor: Editor, mutation: Mutation) -> list[str]:
+        values, warnings = self.defaults(editor.doc, mutation)
         editor.merge((), values)
         return warnings
 
-    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
+    def keep_defaults(self, editor: Editor, old: JSONDict, mutation: Mutation) -> list[str]:
         # The template of a Job is immutable; suspend belongs to the controller.
         return []
+
+    def unheld(self, obj: JSONDict) -> str | None:
+        self.sizes(obj)
+        template_requests(obj, TEMPLATE)
+        return None if _suspended(obj) else UNSUSPENDED
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
         if _suspended(old) and not _suspended(new):
@@ -73,11 +80,35 @@ class JobAdapter:
     def queue_may_change(self, old: JSONDict) -> bool:
         return _suspended(old)
 
-    def is_held(self, obj: JSONDict) -> bool:
-        return _suspended(obj)
+    # -- controller side ------------------------------------------------------------------------
 
-    def release(self, editor: Editor) -> None:
-        editor.set(["spec", "suspend"], False)
+    def gangs(self, obj: kube.Job) -> list[GangShape]:
+        template = obj.spec.template
+        # The webhook wrote the gang's name into the template: it is authoritative (a name
+        # chosen with generateName at CREATE differs from what would be derived later).
+        name = template_gang(template)
+        parallelism = obj.spec.parallelism if obj.spec.parallelism is not None else 1
+        if name is None or parallelism < 1:
+            return []
+        completions = obj.spec.completions
+        size = parallelism if completions is None else min(parallelism, completions)
+        pods = pod_set("main", parallelism, template)
+        return [GangShape(name, max(size, 1), (pods,), priority_classes(template))]
 
-    def evict(self, editor: Editor) -> None:
-        editor.set(["spec", "suspend"], True)
+    def finished(self, obj: kube.Job) -> Finished | None:
+        done = {c.type for c in obj.status.conditions if c.status == "True"}
+        if done & {"Complete", "SuccessCriteriaMet"}:
+            return Finished.SUCCEEDED
+        if done & {"Failed", "FailureTarget"}:
+            return Finished.FAILED
+        return None
+
+    def release(self, obj: kube.Job, pods: Sequence[kube.Pod]) -> list[Write]:
+        return [] if obj.spec.suspend is not True else [self._suspend(obj, False)]
+
+    def hold(self, obj: kube.Job, pods: Sequence[kube.Pod]) -> list[Write]:
+        return [] if obj.spec.suspend is True else [self._suspend(obj, True)]
+
+    def _suspend(self, obj: kube.Job, suspended: bool) -> Patch:
+        meta = obj.metadata
+        return Patch(self.KIND, meta.namespace, meta.name, {"spec": {"suspend": suspended}})

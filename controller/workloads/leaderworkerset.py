@@ -6,20 +6,27 @@ each Pod is given its group's PodGroup when it is created (see `pod.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
+from controller.api import kube
+from controller.api.kinds import Kind
+from controller.quota.snapshot import PodSet
 from controller.workloads.base import (
-    Admission,
     Denied,
-    Gang,
-    Hold,
-    PodSet,
+    Finished,
+    GangShape,
+    Mutation,
+    Write,
     decorate_pod_template,
+    delete_ungated,
     gang_name,
+    gate_problem,
     has_gate,
     non_negative_int,
-    object_name,
-    template_requests,
+    pod_set,
+    priority_classes,
+    ungate,
 )
 from controller.workloads.edits import Editor, JSONDict, lookup
 
@@ -40,10 +47,10 @@ def _templates(obj: JSONDict) -> list[tuple[str, ...]]:
 
 
 class LeaderWorkerSetAdapter:
-    group: ClassVar[str] = "leaderworkerset.x-k8s.io"
-    version: ClassVar[str] = "v1"
-    kind: ClassVar[str] = "LeaderWorkerSet"
-    hold: ClassVar[Hold] = Hold.SCHEDULING_GATE
+    KIND: ClassVar[Kind] = kube.LeaderWorkerSet.KIND
+    model: ClassVar[type[kube.LeaderWorkerSet]] = kube.LeaderWorkerSet
+
+    # -- webhook side ---------------------------------------------------------------------------
 
     def sizes(self, obj: JSONDict) -> tuple[int, int]:
         """(groups, pods per group); Denied names a field that is not a count."""
@@ -53,27 +60,22 @@ class LeaderWorkerSetAdapter:
             raise Denied(f"{'.'.join(GROUP_TEMPLATE)}.size must be at least 1")
         return replicas, size
 
-    def gangs(self, obj: JSONDict) -> list[Gang]:
-        replicas, size = self.sizes(obj)
-        leader_path = LEADER if lookup(obj, list(LEADER)) is not None else WORKER
-        leader = PodSet("leader", 1, template_requests(obj, leader_path), leader_path)
-        workers = PodSet("worker", size - 1, template_requests(obj, WORKER), WORKER)
-        pod_sets = (leader, workers) if size > 1 else (leader,)
-        name = object_name(obj)
-        return [Gang(group_gang_name(name, i), size, pod_sets) for i in range(replicas)]
-
-    def default(self, editor: Editor, admission: Admission) -> list[str]:
+    def default(self, editor: Editor, mutation: Mutation) -> list[str]:
         self.sizes(editor.doc)
-        return self._decorate(editor, admission)
+        return self._decorate(editor, mutation)
 
-    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
-        return self._decorate(editor, admission)
+    def keep_defaults(self, editor: Editor, old: JSONDict, mutation: Mutation) -> list[str]:
+        return self._decorate(editor, mutation)
 
-    def _decorate(self, editor: Editor, admission: Admission) -> list[str]:
+    def _decorate(self, editor: Editor, mutation: Mutation) -> list[str]:
         warnings: list[str] = []
         for template in _templates(editor.doc):
-            warnings += decorate_pod_template(editor, template, admission, gang=None, gate=True)
+            warnings += decorate_pod_template(editor, template, mutation, gang=None, gate=True)
         return warnings
+
+    def unheld(self, obj: JSONDict) -> str | None:
+        self.sizes(obj)
+        return gate_problem(obj, _templates(obj))
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
         for template in (WORKER, LEADER):
@@ -83,3 +85,31 @@ class LeaderWorkerSetAdapter:
 
     def queue_may_change(self, old: JSONDict) -> bool:
         return False
+
+    # -- controller side ------------------------------------------------------------------------
+
+    def gangs(self, obj: kube.LeaderWorkerSet) -> list[GangShape]:
+        group = obj.spec.leader_worker_template
+        worker = group.worker_template
+        size = group.size if group.size is not None else 1
+        if worker is None or size < 1:
+            return []
+        leader = group.leader_template or worker
+        sets: tuple[PodSet, ...] = (pod_set("leader", 1, leader),)
+        if size > 1:
+            sets += (pod_set("worker", size - 1, worker),)
+        priority = priority_classes(leader, worker if size > 1 else None)
+        replicas = obj.spec.replicas if obj.spec.replicas is not None else 1
+        return [
+            GangShape(group_gang_name(obj.metadata.name, i), size, sets, priority)
+            for i in range(replicas)
+        ]
+
+    def finished(self, obj: kube.LeaderWorkerSet) -> Finished | None:
+        return None
+
+    def release(self, obj: kube.LeaderWorkerSet, pods: Sequence[kube.Pod]) -> list[Write]:
+        return ungate(pods)
+
+    def hold(self, obj: kube.LeaderWorkerSet, pods: Sequence[kube.Pod]) -> list[Write]:
+        return delete_ungated(pods)

@@ -7,22 +7,26 @@ LeaderWorkerSet pod gets its group's PodGroup, known from its group-index label.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from controller.api import names
+from controller.api import kube, names
+from controller.api.kinds import Kind
 from controller.workloads.base import (
-    Admission,
-    Gang,
-    Hold,
-    PodSet,
+    Finished,
+    GangShape,
+    Mutation,
+    Write,
     decorate_pod_template,
+    delete_ungated,
     gang_name,
+    gate_problem,
     has_gate,
     labels,
     object_name,
-    remove_gate,
-    template_requests,
+    pod_set,
+    priority_classes,
+    ungate,
 )
 from controller.workloads.edits import Editor, JSONDict, lookup
 from controller.workloads.leaderworkerset import group_gang_name
@@ -48,10 +52,8 @@ def owned_by_job(obj: JSONDict) -> bool:
 
 
 class PodAdapter:
-    group: ClassVar[str] = ""
-    version: ClassVar[str] = "v1"
-    kind: ClassVar[str] = "Pod"
-    hold: ClassVar[Hold] = Hold.SCHEDULING_GATE
+    KIND: ClassVar[Kind] = kube.Pod.KIND
+    model: ClassVar[type[kube.Pod]] = kube.Pod
 
     def gang_name(self, obj: JSONDict, request_uid: str = "") -> str | None:
         """The pod's PodGroup, or None for an LWS pod whose group index is not set yet."""
@@ -65,18 +67,20 @@ class PodAdapter:
             return group_gang_name(lws, index) if isinstance(index, str) and index else None
         return gang_name("pod", object_name(obj, request_uid))
 
-    def gangs(self, obj: JSONDict) -> list[Gang]:
-        pods = PodSet("main", 1, template_requests(obj, ROOT), ROOT)
-        return [Gang(self.gang_name(obj) or gang_name("pod", object_name(obj)), 1, (pods,))]
+    # -- webhook side ---------------------------------------------------------------------------
 
-    def default(self, editor: Editor, admission: Admission) -> list[str]:
-        gang = self.gang_name(editor.doc, admission.request_uid)
+    def default(self, editor: Editor, mutation: Mutation) -> list[str]:
+        gang = self.gang_name(editor.doc, mutation.request_uid)
         gate = not owned_by_job(editor.doc)
-        return decorate_pod_template(editor, ROOT, admission, gang=gang, gate=gate)
+        return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=gate)
 
-    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
+    def keep_defaults(self, editor: Editor, old: JSONDict, mutation: Mutation) -> list[str]:
         # Scheduling gates can be removed from a pod but never added back.
         return []
+
+    def unheld(self, obj: JSONDict) -> str | None:
+        # A Job's pods exist only once the Job is released.
+        return None if owned_by_job(obj) else gate_problem(obj, [ROOT])
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
         if has_gate(old) and not has_gate(new):
@@ -89,12 +93,27 @@ class PodAdapter:
     def queue_may_change(self, old: JSONDict) -> bool:
         return False
 
-    def is_held(self, obj: JSONDict) -> bool:
-        return has_gate(obj)
+    # -- controller side: a bare pod is a gang of one, owned by itself ----------------------------
 
-    def release(self, editor: Editor) -> None:
-        remove_gate(editor)
+    def gangs(self, obj: kube.Pod) -> list[GangShape]:
+        meta = obj.metadata
+        # Pods of Jobs, StatefulSets and LeaderWorkerSets belong to their owner's gang (an LWS
+        # pod whose LeaderWorkerSet is not known yet waits for it).
+        if meta.controller_owner() is not None or meta.labels.get(names.LWS_NAME_LABEL):
+            return []
+        name = meta.labels.get(names.POD_GROUP_LABEL) or gang_name("pod", meta.name)
+        template = kube.PodTemplate(spec=obj.spec)
+        return [GangShape(name, 1, (pod_set("main", 1, template),), priority_classes(template))]
 
-    def evict(self, editor: Editor) -> None:
-        # A scheduling gate cannot be put back on a pod: evicting a gated kind deletes its pods.
-        raise NotImplementedError("pods are evicted by deleting them")
+    def finished(self, obj: kube.Pod) -> Finished | None:
+        phase = obj.status.phase
+        if phase == Finished.SUCCEEDED:
+            return Finished.SUCCEEDED
+        return Finished.FAILED if phase == Finished.FAILED else None
+
+    def release(self, obj: kube.Pod, pods: Sequence[kube.Pod]) -> list[Write]:
+        return ungate(pods)
+
+    def hold(self, obj: kube.Pod, pods: Sequence[kube.Pod]) -> list[Write]:
+        # A scheduling gate cannot be put back on a pod: a bare pod is evicted by deleting it.
+        return delete_ungated(pods)

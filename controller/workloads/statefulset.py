@@ -11,22 +11,29 @@ form); anything else becomes Parallel.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from controller.api import kube
+from controller.api.kinds import Kind
 from controller.workloads.base import (
-    Admission,
     Denied,
-    Gang,
-    Hold,
-    PodSet,
+    Finished,
+    GangShape,
+    Mutation,
+    Write,
     decorate_pod_template,
+    delete_ungated,
     gang_name,
+    gate_problem,
     has_gate,
     non_negative_int,
     object_name,
     pod_group_of,
-    template_requests,
+    pod_set,
+    priority_classes,
+    template_gang,
+    ungate,
 )
 from controller.workloads.edits import Editor, JSONDict, lookup
 
@@ -63,23 +70,18 @@ def _applied_policy(obj: JSONDict) -> Any:
 
 
 class StatefulSetAdapter:
-    group: ClassVar[str] = "apps"
-    version: ClassVar[str] = "v1"
-    kind: ClassVar[str] = "StatefulSet"
-    hold: ClassVar[Hold] = Hold.SCHEDULING_GATE
+    KIND: ClassVar[Kind] = kube.StatefulSet.KIND
+    model: ClassVar[type[kube.StatefulSet]] = kube.StatefulSet
 
     def gang_name(self, obj: JSONDict, request_uid: str = "") -> str:
         return gang_name("sts", object_name(obj, request_uid))
 
+    # -- webhook side ---------------------------------------------------------------------------
+
     def replicas(self, obj: JSONDict) -> int:
         return non_negative_int(obj, ["spec", "replicas"], 1) or 0
 
-    def gangs(self, obj: JSONDict) -> list[Gang]:
-        replicas = self.replicas(obj)
-        pods = PodSet("main", replicas, template_requests(obj, TEMPLATE), TEMPLATE)
-        return [Gang(self.gang_name(obj), replicas, (pods,))]
-
-    def default(self, editor: Editor, admission: Admission) -> list[str]:
+    def default(self, editor: Editor, mutation: Mutation) -> list[str]:
         self.replicas(editor.doc)
         policy = editor.get(list(POLICY))
         if policy == ORDERED_READY and _applied_policy(editor.doc) == ORDERED_READY:
@@ -87,12 +89,16 @@ class StatefulSetAdapter:
         if policy not in (None, ORDERED_READY, PARALLEL):
             raise Denied(f"spec.podManagementPolicy: unknown policy {policy!r}")
         editor.set(list(POLICY), PARALLEL)
-        gang = self.gang_name(editor.doc, admission.request_uid)
-        return decorate_pod_template(editor, TEMPLATE, admission, gang=gang, gate=True)
+        gang = self.gang_name(editor.doc, mutation.request_uid)
+        return decorate_pod_template(editor, TEMPLATE, mutation, gang=gang, gate=True)
 
-    def keep_defaults(self, editor: Editor, old: JSONDict, admission: Admission) -> list[str]:
+    def keep_defaults(self, editor: Editor, old: JSONDict, mutation: Mutation) -> list[str]:
         gang = pod_group_of(old, TEMPLATE) or self.gang_name(old)
-        return decorate_pod_template(editor, TEMPLATE, admission, gang=gang, gate=True)
+        return decorate_pod_template(editor, TEMPLATE, mutation, gang=gang, gate=True)
+
+    def unheld(self, obj: JSONDict) -> str | None:
+        self.replicas(obj)
+        return gate_problem(obj, [TEMPLATE])
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
         if has_gate(old, TEMPLATE) and not has_gate(new, TEMPLATE):
@@ -102,3 +108,23 @@ class StatefulSetAdapter:
     def queue_may_change(self, old: JSONDict) -> bool:
         # Its pods may already run: moving it to another queue would bypass admission.
         return False
+
+    # -- controller side ------------------------------------------------------------------------
+
+    def gangs(self, obj: kube.StatefulSet) -> list[GangShape]:
+        template = obj.spec.template
+        name = template_gang(template)  # written by the webhook: authoritative
+        replicas = obj.spec.replicas if obj.spec.replicas is not None else 1
+        if name is None or replicas < 1:
+            return []
+        pods = pod_set("main", replicas, template)
+        return [GangShape(name, replicas, (pods,), priority_classes(template))]
+
+    def finished(self, obj: kube.StatefulSet) -> Finished | None:
+        return None
+
+    def release(self, obj: kube.StatefulSet, pods: Sequence[kube.Pod]) -> list[Write]:
+        return ungate(pods)
+
+    def hold(self, obj: kube.StatefulSet, pods: Sequence[kube.Pod]) -> list[Write]:
+        return delete_ungated(pods)

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from controller.api import kinds
 from controller.cluster import clients
 from controller.cluster.clients import Client
 from hack.demo import KohortStack
@@ -36,7 +37,7 @@ async def drained(namespace: str, admin: Client, test_nodes: TestNodes) -> Async
     every later test down.)
     """
     yield
-    for kind in (clients.JOBS, clients.STATEFULSETS, clients.LEADERWORKERSETS):
+    for kind in (kinds.JOBS, kinds.STATEFULSETS, kinds.LEADERWORKERSETS):
         try:
             items, _ = await admin.list(kind, namespace)
         except clients.ApiError:
@@ -45,9 +46,9 @@ async def drained(namespace: str, admin: Client, test_nodes: TestNodes) -> Async
             await admin.delete(kind, obj["metadata"]["name"], namespace)
 
     async def remaining() -> int:
-        pods, _ = await admin.list(clients.PODS, namespace)
+        pods, _ = await admin.list(kinds.PODS, namespace)
         for pod in pods:
-            await admin.delete(clients.PODS, pod["metadata"]["name"], namespace)
+            await admin.delete(kinds.PODS, pod["metadata"]["name"], namespace)
         return len(pods)
 
     await eventually(remaining, lambda n: n == 0, within=60, what="the test's pods gone")

@@ -13,18 +13,18 @@ from typing import Any
 
 import pytest
 
-from controller.cluster import clients
+from controller.api import kinds
 from controller.cluster.clients import Client
 from controller.cluster.testing import (
     Probe,
     cluster_queue,
+    condition,
     gang_job,
     local_queue,
     pending_reason,
     reserved,
 )
-from controller.cluster.view import REQUEUE_COUNT_ANNOTATION, condition
-from controller.reconciler import Settings
+from controller.settings import Settings
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
 from tests.cluster import test_e2e_gangs as shared
@@ -65,8 +65,8 @@ async def test_a_finished_gang_gives_its_quota_back_to_the_next_in_line(
     test_nodes("worker", 1, cpu="8")
     cq = queue(cluster, namespace, cpu="2")
     team = Probe(admin, namespace)
-    await team.create(clients.JOBS, cpu_job(namespace, "first", 2, complete_after="4s"))
-    await team.create(clients.JOBS, cpu_job(namespace, "second", 2))
+    await team.create(kinds.JOBS, cpu_job(namespace, "first", 2, complete_after="4s"))
+    await team.create(kinds.JOBS, cpu_job(namespace, "second", 2))
 
     waiting = await eventually(
         lambda: team.workload("job-second"),
@@ -101,12 +101,12 @@ async def test_deleting_a_job_removes_its_workload_and_podgroup(
     test_nodes("worker", 1, cpu="8")
     queue(cluster, namespace, cpu="4")
     team = Probe(admin, namespace)
-    await team.create(clients.JOBS, cpu_job(namespace, "brief", 2))
+    await team.create(kinds.JOBS, cpu_job(namespace, "brief", 2))
     await eventually(
         lambda: team.podgroup("job-brief"), lambda pg: pg is not None, what="PodGroup created"
     )
 
-    await admin.delete(clients.JOBS, "brief", namespace)
+    await admin.delete(kinds.JOBS, "brief", namespace)
 
     await eventually(
         lambda: _workload_and_podgroup(team, "job-brief"),
@@ -143,7 +143,7 @@ async def test_a_gang_whose_pods_never_start_is_evicted_whole_and_requeued_with_
     team = Probe(admin, namespace)
     job = cpu_job(namespace, "stuck", 2)
     job["spec"]["template"]["spec"]["schedulerName"] = "nobody-schedules-this"
-    await team.create(clients.JOBS, job)
+    await team.create(kinds.JOBS, job)
 
     evicted = await eventually(
         lambda: team.workload("job-stuck"),
@@ -155,13 +155,7 @@ async def test_a_gang_whose_pods_never_start_is_evicted_whole_and_requeued_with_
     requeued = await eventually(
         lambda: team.workload("job-stuck"),
         lambda wl: (
-            int(
-                (wl or {})
-                .get("metadata", {})
-                .get("annotations", {})
-                .get(REQUEUE_COUNT_ANNOTATION, "0")
-            )
-            >= 2
+            int(((wl or {}).get("status") or {}).get("requeueState", {}).get("count", 0)) >= 2
         ),
         within=90,
         what="a second eviction after the backoff",

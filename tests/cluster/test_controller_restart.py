@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.api import kinds
 from controller.cluster import clients
 from controller.cluster.clients import Client
 from controller.cluster.testing import Probe, cluster_queue, gang_job, local_queue, reserved
@@ -104,7 +105,7 @@ def replicas(
 
 async def lease_holder(api: Client, namespace: str) -> str:
     try:
-        lease = await api.get(clients.LEASES, "kohort-controller", namespace)
+        lease = await api.get(kinds.LEASES, "kohort-controller", namespace)
     except clients.ApiError:
         return ""
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
@@ -152,7 +153,7 @@ async def test_a_leader_killed_mid_burst_never_lets_a_queue_exceed_quota_nor_hal
                     requests={"cpu": "1"},
                     isolation=pod_isolation(namespace),
                 )
-                await team.create(clients.JOBS, job)
+                await team.create(kinds.JOBS, job)
 
         submitting = asyncio.create_task(burst())
         # Kill the leader at its first admission, while the burst is still arriving.
@@ -216,8 +217,8 @@ async def _settled(team: Probe) -> list[str] | None:
     await _reserved_cpu(team)
     if len(workloads) < GANGS:
         return None
-    jobs, _ = await team.api.list(clients.JOBS, team.namespace)
-    podgroups, _ = await team.api.list(clients.VOLCANO_PODGROUPS, team.namespace)
+    jobs, _ = await team.api.list(kinds.JOBS, team.namespace)
+    podgroups, _ = await team.api.list(kinds.VOLCANO_PODGROUPS, team.namespace)
     groups = {pg["metadata"]["name"] for pg in podgroups}
     released = 0
     for job in jobs:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from controller.cluster import clients
+from controller.api import kinds
 from controller.cluster.clients import Client
 from controller.cluster.testing import (
     GPU,
@@ -71,7 +71,7 @@ async def test_a_gang_that_fits_is_admitted_and_runs_as_one_podgroup_of_four(
     test_nodes("worker", 4, cpu="5")
     queue(cluster, namespace, cpu="16")
 
-    await team.create(clients.JOBS, job(namespace, "lockstep", 4, cpu="4"))
+    await team.create(kinds.JOBS, job(namespace, "lockstep", 4, cpu="4"))
 
     pg = await eventually(
         lambda: team.podgroup("job-lockstep"),
@@ -100,7 +100,7 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
         _set_taints(cluster, node, add=blocked)
     queue(cluster, namespace, cpu="32")
 
-    await team.create(clients.JOBS, job(namespace, "pinched", 4, cpu="4"))
+    await team.create(kinds.JOBS, job(namespace, "pinched", 4, cpu="4"))
 
     workload = await eventually(
         lambda: team.workload("job-pinched"),
@@ -138,11 +138,11 @@ async def test_kubectl_get_shows_why_a_workload_waits_and_what_its_queue_uses(
 ) -> None:
     test_nodes("worker", 2, cpu="8")
     cq = queue(cluster, namespace, cpu="8")
-    await team.create(clients.JOBS, job(namespace, "first", 2, cpu="4"))
+    await team.create(kinds.JOBS, job(namespace, "first", 2, cpu="4"))
     await eventually(
         lambda: team.workload("job-first"), reserved, within=60, what="job-first admitted"
     )
-    await team.create(clients.JOBS, job(namespace, "second", 2, cpu="4"))
+    await team.create(kinds.JOBS, job(namespace, "second", 2, cpu="4"))
     await eventually(
         lambda: team.workload("job-second"),
         lambda wl: "quota" in pending_reason(wl).lower(),
@@ -178,12 +178,12 @@ async def test_an_8_gpu_training_job_on_6_free_gpus_holds_none_and_starts_whole_
 ) -> None:
     test_nodes("gpu", 2, gpus=4)
     queue(cluster, namespace, gpu="8", cpu="64")
-    await team.create(clients.JOBS, job(namespace, "warmup", 2, gpu="1", cpu="1"))
+    await team.create(kinds.JOBS, job(namespace, "warmup", 2, gpu="1", cpu="1"))
     await eventually(
         lambda: team.bound("job-warmup"), lambda b: len(b) == 2, what="warmup job's 2 GPUs"
     )
 
-    await team.create(clients.JOBS, job(namespace, "train", 8, gpu="1", cpu="1"))
+    await team.create(kinds.JOBS, job(namespace, "train", 8, gpu="1", cpu="1"))
 
     workload = await eventually(
         lambda: team.workload("job-train"),
@@ -196,7 +196,7 @@ async def test_an_8_gpu_training_job_on_6_free_gpus_holds_none_and_starts_whole_
     )
     assert await team.pods("job-train") == []
 
-    await team.api.delete(clients.JOBS, "warmup", namespace)
+    await team.api.delete(kinds.JOBS, "warmup", namespace)
 
     await eventually(
         lambda: team.bound("job-train"),
@@ -213,9 +213,9 @@ async def test_a_gang_whose_quota_fits_but_whose_pods_fit_no_node_waits_holding_
     nodes = test_nodes("gpu", 4, gpus=4)
     cq = queue(cluster, namespace, gpu="16", cpu="64")
     for i, node in enumerate(nodes):  # 2 of 4 GPUs taken on every node: 8 free, none whole
-        await team.create(clients.PODS, _pinned_pod(namespace, f"other-{i}", node, gpus=2))
+        await team.create(kinds.PODS, _pinned_pod(namespace, f"other-{i}", node, gpus=2))
 
-    await team.create(clients.JOBS, job(namespace, "wide", 2, gpu="4", cpu="1"))
+    await team.create(kinds.JOBS, job(namespace, "wide", 2, gpu="4", cpu="1"))
 
     workload = await eventually(
         lambda: team.workload("job-wide"),
@@ -246,7 +246,7 @@ async def test_a_statefulset_is_one_gang_whose_gated_pods_are_released_together(
         isolation=pod_isolation(namespace),
     )
 
-    await team.create(clients.STATEFULSETS, sts)
+    await team.create(kinds.STATEFULSETS, sts)
 
     await eventually(
         lambda: team.bound("sts-serve"),

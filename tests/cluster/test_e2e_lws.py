@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.api import names
+from controller.api import kinds, names
 from controller.cluster import clients
 from controller.cluster.testing import Probe, cluster_queue, local_queue, pod_template, reserved
 from hack import testenv
@@ -103,7 +103,7 @@ async def test_a_leader_worker_group_is_admitted_and_placed_as_one_gang(
         cluster.rest, [cluster_queue(cq, {"cpu": "16"}), local_queue(namespace, "serving", cq)]
     )
     team = Probe(admin, namespace)
-    stored = await team.create(clients.LEADERWORKERSETS, leader_worker_set(namespace, "llm", 4))
+    stored = await team.create(kinds.LEADERWORKERSETS, leader_worker_set(namespace, "llm", 4))
     gang = "lws-llm-0"
     await eventually(
         lambda: team.workload(gang),
@@ -113,7 +113,7 @@ async def test_a_leader_worker_group_is_admitted_and_placed_as_one_gang(
     )
 
     for pod in group_pods(stored, 0):
-        await team.create(clients.PODS, pod)
+        await team.create(kinds.PODS, pod)
 
     await eventually(
         lambda: team.bound(gang),

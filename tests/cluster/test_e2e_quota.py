@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from controller.cluster import clients
+from controller.api import kinds
 from controller.cluster.clients import Client
 from controller.cluster.testing import (
     GPU,
     Probe,
     cluster_queue,
+    condition,
     gang_job,
     gang_statefulset,
     local_queue,
     reserved,
 )
-from controller.cluster.view import condition
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
 from tests.conftest import TestNodes
@@ -66,7 +66,7 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
     )
     team = Probe(admin, namespace)
     for name in ("a1", "a2"):
-        await team.create(clients.JOBS, gpu_job(namespace, name, "team-a", 2, 2))
+        await team.create(kinds.JOBS, gpu_job(namespace, name, "team-a", 2, 2))
     await eventually(
         lambda: _bound_by_gang(team, ["job-a1", "job-a2"]),
         lambda bound: bound == {"job-a1": 2, "job-a2": 2},
@@ -81,7 +81,7 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
     assert borrowing["status"]["admittedWorkloads"] == 2
     assert borrowing["status"]["weightedShare"] > 0
 
-    await team.create(clients.JOBS, gpu_job(namespace, "b1", "team-b", 2, 2))
+    await team.create(kinds.JOBS, gpu_job(namespace, "b1", "team-b", 2, 2))
 
     seen: list[dict[str, int]] = []
 
@@ -110,7 +110,7 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
     labels = {"cluster_queue": f"{namespace}-a", "reason": "Preempted"}
     assert metrics.get_sample_value("kohort_evicted_workloads_total", labels) == 1
 
-    await admin.delete(clients.JOBS, "b1", namespace)
+    await admin.delete(kinds.JOBS, "b1", namespace)
 
     await eventually(
         lambda: _bound_by_gang(team, [victim]),
@@ -155,7 +155,7 @@ async def test_three_queues_weighted_1_1_2_that_keep_submitting_share_the_cohort
                 isolation=pod_isolation(namespace),
                 complete_after="6s",
             )
-            await team.create(clients.JOBS, job)
+            await team.create(kinds.JOBS, job)
     await eventually(
         team.workloads, lambda wls: len(wls) == 36, what="the controller seeing all 36 gangs"
     )
@@ -241,7 +241,7 @@ async def test_a_higher_priority_gang_preempts_a_lower_one_of_its_own_queue_whol
     low = gang_job(
         "batch", queue="team", pods=2, requests={"cpu": "4"}, isolation=pod_isolation(namespace)
     )
-    await team.create(clients.JOBS, low)
+    await team.create(kinds.JOBS, low)
     await eventually(
         lambda: team.bound("job-batch"), lambda b: len(b) == 2, what="low-priority gang"
     )
@@ -253,7 +253,7 @@ async def test_a_higher_priority_gang_preempts_a_lower_one_of_its_own_queue_whol
         isolation=pod_isolation(namespace),
         priority_class=urgent,
     )
-    await team.create(clients.JOBS, high)
+    await team.create(kinds.JOBS, high)
 
     await eventually(
         lambda: _bound_by_gang(team, ["job-batch", "job-deadline"]),
@@ -276,12 +276,12 @@ async def test_an_evicted_statefulset_comes_back_gated_and_is_released_whole_aga
     sts = gang_statefulset(
         "serve", queue="team", replicas=2, requests={"cpu": "4"}, isolation=isolation
     )
-    await team.create(clients.STATEFULSETS, sts)
+    await team.create(kinds.STATEFULSETS, sts)
     await eventually(
         lambda: team.bound("sts-serve"), lambda b: len(b) == 2, what="StatefulSet gang"
     )
     # A pod that goes away after the release comes back gated and is released too.
-    await admin.delete(clients.PODS, "serve-1", namespace)
+    await admin.delete(kinds.PODS, "serve-1", namespace)
     await eventually(
         lambda: team.bound("sts-serve"),
         lambda b: b == ["serve-0", "serve-1"],
@@ -296,7 +296,7 @@ async def test_an_evicted_statefulset_comes_back_gated_and_is_released_whole_aga
         isolation=isolation,
         priority_class=urgent,
     )
-    await team.create(clients.JOBS, high)
+    await team.create(kinds.JOBS, high)
 
     pods = await eventually(
         lambda: team.pods("sts-serve"),
@@ -310,7 +310,7 @@ async def test_an_evicted_statefulset_comes_back_gated_and_is_released_whole_aga
         lambda: team.bound("job-deadline"), lambda b: len(b) == 1, what="urgent job running"
     )
 
-    await admin.delete(clients.JOBS, "deadline", namespace)
+    await admin.delete(kinds.JOBS, "deadline", namespace)
 
     await eventually(
         lambda: team.bound("sts-serve"),

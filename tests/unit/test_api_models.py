@@ -162,7 +162,7 @@ def test_workload_is_a_gang_of_pod_sets() -> None:
         }
     )
     assert wl.spec.pod_sets[0].request_milli()["nvidia.com/gpu"] == 8000
-    assert Workload.namespaced and Workload.plural == "workloads"
+    assert Workload.KIND.namespaced and Workload.KIND.plural == "workloads"
 
 
 def test_workload_rejects_negative_requests_and_empty_gangs() -> None:

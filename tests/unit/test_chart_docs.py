@@ -89,9 +89,9 @@ PENDING_REASONS = {
     "no node offers example.com/fpga": "no node offers ",
     "every matching node is reserved": "every matching node is reserved",
     "StrictFIFO: waiting behind": "StrictFIFO: waiting behind",
-    "Requeued after eviction; back in the queue at": "requeued after eviction; back in the queue",
-    "evicted: ...": 'f"evicted: ',
-    "Not considered yet: the cycle ended before it": "not considered yet: the cycle ended",
+    "Requeued after eviction; back in the queue at": "Requeued after eviction; back in the queue",
+    "evicted: ...": "(evicted: ",
+    "Not considered yet: the cycle ended before it": "Not considered yet: the cycle ended",
 }
 
 

@@ -21,7 +21,7 @@ from tests.chart_support import REPO, kube_version, render
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 MODELS: dict[str, Any] = {
-    m.kind_name: m for m in (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
+    m.KIND.kind: m for m in (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
 }
 
 

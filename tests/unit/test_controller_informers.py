@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from controller.cluster import clients
-from controller.cluster.clients import ApiError, Kind
-from controller.cluster.informers import Informer
+from controller.api import kinds, kube
+from controller.api.kinds import Kind
+from controller.cluster.clients import ApiError, Decode, WatchEvent, decoder
+from controller.cluster.informers import Backoff, Informer
 
 JSON = dict[str, Any]
+POD = decoder(kube.Pod)
 
 
 def pod(name: str, version: int) -> JSON:
@@ -26,26 +29,31 @@ class ScriptedApi:
         self.watched_from: list[str] = []
         self.listed = 0
 
-    async def list(
-        self, kind: Kind, namespace: str | None = None, **_: Any
-    ) -> tuple[list[JSON], str]:
+    async def read_all(
+        self, decode: Decode[Any], kind: Kind, namespace: str | None = None, **_: Any
+    ) -> tuple[list[Any], str]:
         items = self.lists[min(self.listed, len(self.lists) - 1)]
         self.listed += 1
         version = max((int(i["metadata"]["resourceVersion"]) for i in items), default=1)
-        return items, str(version)
+        return [decode(json.dumps(i).encode()) for i in items], str(version)
 
-    async def watch(self, kind: Kind, version: str, **_: Any) -> AsyncIterator[tuple[str, JSON]]:
+    async def follow(
+        self, decode: Decode[Any], kind: Kind, version: str, **_: Any
+    ) -> AsyncIterator[WatchEvent[Any]]:
         self.watched_from.append(version)
         script = self.watches.pop(0) if self.watches else []
         for step in script:
             if isinstance(step, Exception):
                 raise step
-            yield step
+            event, obj = step
+            obj_version = obj["metadata"]["resourceVersion"]
+            decoded = None if event == "BOOKMARK" else decode(json.dumps(obj).encode())
+            yield WatchEvent(event, obj_version, decoded)
         if not self.watches:
             await asyncio.sleep(3600)  # the last watch stays open
 
 
-async def run_until(informer: Informer, done: Any) -> None:
+async def run_until(informer: Informer[Any], done: Any) -> None:
     informer.start()
     try:
         for _ in range(200):
@@ -62,19 +70,20 @@ async def test_an_informer_lists_then_watches_from_the_lists_version_and_follows
         lists=[[pod("a", 5)]],
         watches=[[("ADDED", pod("b", 6)), ("MODIFIED", pod("a", 7)), ("DELETED", pod("b", 8))]],
     )
-    informer = Informer(api, clients.PODS)  # type: ignore[arg-type]
+    informer = Informer(api, kinds.PODS, POD)  # type: ignore[arg-type]
 
     await run_until(informer, lambda: informer.resource_version == "8")
 
     assert api.watched_from[0] == "5"
     assert sorted(informer.store) == [("ns", "a")]
-    assert informer.get("ns", "a") == pod("a", 7)
+    found = informer.get("ns", "a")
+    assert isinstance(found, kube.Pod) and found.metadata.resource_version == "7"
 
 
 async def test_a_bookmark_moves_the_watch_version_without_touching_the_store() -> None:
     bookmark = {"metadata": {"resourceVersion": "40"}}
     api = ScriptedApi(lists=[[pod("a", 5)]], watches=[[("BOOKMARK", bookmark)], []])
-    informer = Informer(api, clients.PODS)  # type: ignore[arg-type]
+    informer = Informer(api, kinds.PODS, POD)  # type: ignore[arg-type]
 
     await run_until(informer, lambda: len(api.watched_from) == 2)
 
@@ -89,11 +98,11 @@ async def test_410_gone_makes_the_informer_relist_and_forget_what_disappeared() 
         watches=[[gone], []],
     )
     seen: list[tuple[str, str]] = []
-    informer = Informer(
-        api,  # type: ignore[arg-type]
-        clients.PODS,
-        listener=lambda kind, event, obj: seen.append((event, obj["metadata"]["name"])),
-    )
+
+    def listener(kind: Kind, old: kube.Pod | None, new: kube.Pod | None) -> None:
+        seen.append(("DELETED" if new is None else "CHANGED", (new or old).metadata.name))  # type: ignore[union-attr]
+
+    informer = Informer(api, kinds.PODS, POD, listener=listener)  # type: ignore[arg-type]
 
     await run_until(informer, lambda: informer.relists == 2)
 
@@ -104,11 +113,44 @@ async def test_410_gone_makes_the_informer_relist_and_forget_what_disappeared() 
 
 async def test_an_unserved_optional_kind_counts_as_synced_and_empty() -> None:
     class Unserved(ScriptedApi):
-        async def list(self, kind: Kind, namespace: str | None = None, **_: Any) -> Any:
+        async def read_all(self, decode: Decode[Any], kind: Kind, *_: Any, **__: Any) -> Any:
             raise ApiError(404, "GET", kind.plural, "{}")
 
-    informer = Informer(Unserved([], []), clients.LEADERWORKERSETS, optional=True)  # type: ignore[arg-type]
+    informer = Informer(Unserved([], []), kinds.LEADERWORKERSETS, POD, optional=True)  # type: ignore[arg-type]
 
     await run_until(informer, informer.synced.is_set)
 
     assert informer.store == {}
+
+
+async def test_an_object_that_does_not_decode_is_skipped_not_fatal() -> None:
+    broken = {"metadata": {"namespace": "ns", "name": "bad", "resourceVersion": "6"}, "spec": []}
+    api = ScriptedApi(lists=[[pod("a", 5), broken]], watches=[[]])
+    informer = Informer(api, kinds.PODS, POD)  # type: ignore[arg-type]
+
+    await run_until(informer, informer.synced.is_set)
+
+    assert sorted(informer.store) == [("ns", "a")]
+    assert informer.undecodable == 1
+
+
+def test_a_store_never_goes_back_to_an_older_resource_version() -> None:
+    informer = Informer(None, kinds.PODS, POD)  # type: ignore[arg-type]
+    new = POD(json.dumps(pod("x", 20)).encode())
+    old = POD(json.dumps(pod("x", 7)).encode())
+
+    informer.put(new)
+    informer.put(old)
+
+    assert informer.get("ns", "x") is new
+
+
+def test_backoff_grows_with_jitter_up_to_its_cap() -> None:
+    backoff = Backoff(base=1.0, cap=8.0)
+
+    delays = [backoff.next_delay() for _ in range(6)]
+
+    assert 0.5 <= delays[0] <= 1.0
+    assert 4.0 <= delays[-1] <= 8.0
+    backoff.reset()
+    assert backoff.next_delay() <= 1.0

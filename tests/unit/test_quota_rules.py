@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from controller.quota import Config, Snapshot, Taint, Toleration, decide
+from controller.quota import (
+    Config,
+    EvictionCause,
+    PendingCause,
+    Snapshot,
+    Taint,
+    Toleration,
+    decide,
+)
 from controller.quota.quota import build_cohorts, share
 from controller.quota.snapshot import QueueSpec, Quota
 from tests.unit.test_quota_builders import (
@@ -33,29 +41,36 @@ def test_a_gang_that_fits_quota_but_not_nodes_stays_pending_with_a_placement_rea
     )
     d = decide(snapshot, 0)
     assert d.admissions == ()
-    assert d.pending["g"] == (
-        "quota ok; placement: needs 2 pods x 8 nvidia.com/gpu, largest free node has 6"
+    assert d.pending["g"].cause is PendingCause.NO_NODE_FITS
+    assert d.pending["g"].describe() == (
+        "Quota ok but no node fits: needs 2 pods x 8 nvidia.com/gpu, largest free node has 6"
     )
 
 
 def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
     d = decide(world([queue("a", 24)], [node("n1"), node("n2")], [gang("g", "a", 3)]), 0)
     assert d.admissions == ()
-    assert "only 2 fit" in d.pending["g"]
+    assert "only 2 fit" in d.pending["g"].describe()
 
 
 def test_a_gang_over_quota_stays_pending_with_a_quota_reason() -> None:
     d = decide(
         world([queue("a", 8, cohort=None)], [node("n1"), node("n2")], [gang("g", "a", 2)]), 0
     )
-    assert d.pending["g"].startswith("quota: needs 16 nvidia.com/gpu, queue can take 8 more")
+    assert d.pending["g"].cause is PendingCause.QUOTA
+    assert (
+        d.pending["g"]
+        .describe()
+        .startswith("Waiting for quota: needs 16 nvidia.com/gpu, queue can take 8 more")
+    )
 
 
 def test_idle_quota_of_the_cohort_can_be_borrowed() -> None:
     queues = [queue("a", 8), queue("b", 8)]
     d = decide(world(queues, [node("n1"), node("n2")], [gang("g", "a", 2)]), 0)
     assert admitted_names(d) == ["g"]
-    assert "borrowing" in d.admissions[0].reason
+    assert d.admissions[0].borrowing
+    assert "(borrowing)" in d.admissions[0].describe()
 
 
 def test_borrowing_limit_caps_what_a_queue_takes_from_the_cohort() -> None:
@@ -63,7 +78,7 @@ def test_borrowing_limit_caps_what_a_queue_takes_from_the_cohort() -> None:
     pending = [gang("big", "a", 2), gang("small", "a", 1, gpus=4, created=1)]
     d = decide(world(queues, [node("n1"), node("n2")], pending), 0)
     assert admitted_names(d) == ["small"]
-    assert "borrowing limit 4" in d.pending["big"]
+    assert "borrowing limit 4" in d.pending["big"].describe()
 
 
 def test_lending_limit_protects_what_the_lender_keeps() -> None:
@@ -71,7 +86,7 @@ def test_lending_limit_protects_what_the_lender_keeps() -> None:
     pending = [gang("g", "a", 2)]
     d = decide(world(queues, [node(f"n{i}") for i in range(3)], pending), 0)
     assert d.admissions == ()
-    assert "queue can take 10 more" in d.pending["g"]
+    assert "queue can take 10 more" in d.pending["g"].describe()
 
 
 def test_a_queue_under_nominal_reclaims_a_borrowed_gang_whole() -> None:
@@ -145,7 +160,7 @@ def test_a_queue_with_reclaim_never_does_not_evict() -> None:
     admitted = [running(gang("b1", "b"), "n1"), running(gang("b2", "b"), "n2", at=1)]
     d = decide(world(queues, [node("n1"), node("n2")], [gang("a1", "a")], admitted), 100)
     assert d.evictions == ()
-    assert d.pending["a1"].startswith("quota: needs 8")
+    assert d.pending["a1"].describe().startswith("Waiting for quota: needs 8")
 
 
 def test_higher_priority_preempts_within_its_queue_when_allowed() -> None:
@@ -154,7 +169,8 @@ def test_higher_priority_preempts_within_its_queue_when_allowed() -> None:
     d = decide(world(queues, [node("n1")], [gang("high", "a", priority=5)], admitted), 10)
     assert evicted_names(d) == ["low"]
     assert admitted_names(d) == ["high"]
-    assert "same queue" in d.evictions[0].reason
+    assert d.evictions[0].cause is EvictionCause.PREEMPTED
+    assert "same queue" in d.evictions[0].describe()
 
 
 def test_equal_priority_does_not_preempt_within_a_queue() -> None:
@@ -199,7 +215,8 @@ def test_strict_fifo_blocks_younger_gangs_behind_the_head() -> None:
     pending = [gang("old", "a", 3, created=0), gang("young", "a", 1, created=1)]
     d = decide(world(queues, [node("n1"), node("n2")], pending), 10)
     assert d.admissions == ()
-    assert d.pending["young"].startswith("StrictFIFO: waiting behind old")
+    assert d.pending["young"].cause is PendingCause.STRICT_FIFO
+    assert d.pending["young"].describe().startswith("StrictFIFO: waiting behind old")
 
 
 def test_best_effort_fifo_lets_younger_gangs_pass_a_blocked_head() -> None:
@@ -215,7 +232,7 @@ def test_node_selectors_and_taints_are_respected() -> None:
     queues = [queue("a", 16, cohort=None)]
     wants_a100 = gang("a100", "a", selector={"gpu": "a100"}, created=0)
     d = decide(world(queues, [tainted, plain], [wants_a100]), 0)
-    assert "no node matches" in d.pending["a100"]
+    assert "no node matches" in d.pending["a100"].describe()
     tolerant = gang(
         "a100",
         "a",
@@ -240,14 +257,15 @@ def test_starvation_guard_holds_nodes_for_a_long_waiting_gang() -> None:
     d = decide(world(queues, nodes, pending), 5000, Config(starvation_after=3600))
     assert d.reservations == {"big": ("n1", "n2")}
     assert d.admissions == ()
-    assert "starvation guard" in d.pending["big"]
+    assert d.pending["big"].held_nodes == ("n1", "n2")
+    assert "starvation guard" in d.pending["big"].describe()
     fresh = decide(world(queues, nodes, pending), 100, Config(starvation_after=3600))
     assert admitted_names(fresh) == ["small"]
 
 
 def test_an_unknown_queue_is_named_in_the_reason() -> None:
     d = decide(world([queue("a", 8)], [node("n1")], [gang("g", "nope")]), 0)
-    assert d.pending["g"] == "queue 'nope' does not exist"
+    assert d.pending["g"].describe() == "Queue 'nope' does not exist"
 
 
 def _borrower_world(created: float) -> Snapshot:

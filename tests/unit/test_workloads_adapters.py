@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 import pytest
 
-from controller.api import names
-from controller.workloads.base import Admission, Denied, Hold, gang_name
+from controller.api import kube, names
+from controller.workloads.base import (
+    Delete,
+    Denied,
+    Finished,
+    Mutation,
+    Patch,
+    PatchType,
+    WorkloadAdapter,
+    gang_name,
+)
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.leaderworkerset import LeaderWorkerSetAdapter
 from controller.workloads.pod import PodAdapter
-from controller.workloads.registry import adapter_for
+from controller.workloads.registry import ADAPTERS, adapter_for
 from controller.workloads.requests import pod_requests
 from controller.workloads.statefulset import StatefulSetAdapter
 from controller.workloads.testing import make_job, make_lws, make_pod, make_statefulset
@@ -18,21 +30,38 @@ from controller.workloads.testing import make_job, make_lws, make_pod, make_stat
 CPU, GI = 1000, 2**30 * 1000
 
 
+def held(obj: dict[str, Any], adapter: WorkloadAdapter) -> Any:
+    """The object as kohort's webhook stores it, read as the controller's typed view."""
+    editor = Editor(obj)
+    adapter.default(editor, Mutation("research"))
+    return msgspec.convert(editor.doc, adapter.model)
+
+
 @pytest.mark.parametrize(
     ("parallelism", "completions", "want_size"),
-    [(4, 4, 4), (4, 2, 2), (3, None, 3), (None, None, 1), (0, 5, 0)],
-    ids=["equal", "fewer-completions", "completions-unset", "both-unset", "paused"],
+    [(4, 4, 4), (4, 2, 2), (3, None, 3), (None, None, 1)],
+    ids=["equal", "fewer-completions", "completions-unset", "both-unset"],
 )
 def test_job_gang_size_is_min_of_parallelism_and_completions(
     parallelism: int | None, completions: int | None, want_size: int
 ) -> None:
-    [gang] = JobAdapter().gangs(make_job(parallelism=parallelism, completions=completions))
+    job = held(make_job(parallelism=parallelism, completions=completions), JobAdapter())
+    [gang] = JobAdapter().gangs(job)
     assert gang.min_member == want_size
     assert gang.name == "job-train"
 
 
+def test_a_paused_job_runs_as_no_gang_until_it_is_scaled_up() -> None:
+    assert JobAdapter().gangs(held(make_job(parallelism=0, completions=5), JobAdapter())) == []
+
+
+def test_a_job_the_webhook_never_saw_runs_as_no_gang() -> None:
+    assert JobAdapter().gangs(msgspec.convert(make_job(), kube.Job)) == []
+
+
 def test_job_pod_set_counts_parallelism_pods_with_their_requests() -> None:
-    [gang] = JobAdapter().gangs(make_job(parallelism=8, completions=16, cpu="500m", gpus=1))
+    job = held(make_job(parallelism=8, completions=16, cpu="500m", gpus=1), JobAdapter())
+    [gang] = JobAdapter().gangs(job)
     [pods] = gang.pod_sets
     assert pods.count == 8
     assert pods.requests == {"cpu": 500, "memory": GI, "nvidia.com/gpu": 1000}
@@ -40,27 +69,39 @@ def test_job_pod_set_counts_parallelism_pods_with_their_requests() -> None:
 
 def test_job_with_negative_parallelism_is_denied_naming_the_field() -> None:
     with pytest.raises(Denied, match=r"spec\.parallelism"):
-        JobAdapter().gangs(make_job(parallelism=-1))
+        JobAdapter().unheld(make_job(parallelism=-1))
 
 
-def test_job_is_held_by_suspend_and_released_by_the_controller() -> None:
-    job = JobAdapter()
-    editor = Editor(make_job())
-    job.default(editor, Admission("research"))
-    assert job.hold is Hold.SUSPEND and job.is_held(editor.doc)
-    job.release(editor)
-    assert not job.is_held(editor.doc)
-    job.evict(editor)
-    assert job.is_held(editor.doc)
+def test_job_is_held_by_suspend_and_released_by_unsuspending_it() -> None:
+    adapter = JobAdapter()
+    job = held(make_job(), adapter)
+    assert adapter.hold(job, []) == []
+    [release] = adapter.release(job, [])
+    assert isinstance(release, Patch) and release.body == {"spec": {"suspend": False}}
+    job.spec.suspend = False
+    assert adapter.release(job, []) == []
+    [hold] = adapter.hold(job, [])
+    assert isinstance(hold, Patch) and hold.body == {"spec": {"suspend": True}}
+
+
+def test_a_complete_job_has_succeeded_and_a_failed_one_failed() -> None:
+    adapter = JobAdapter()
+    job = held(make_job(), adapter)
+    assert adapter.finished(job) is None
+    job.status.conditions.append(kube.Condition(type="Complete", status="True"))
+    assert adapter.finished(job) is Finished.SUCCEEDED
+    job.status.conditions[0] = kube.Condition(type="Failed", status="True")
+    assert adapter.finished(job) is Finished.FAILED
 
 
 def test_statefulset_is_one_gang_of_all_replicas() -> None:
-    [gang] = StatefulSetAdapter().gangs(make_statefulset(replicas=5))
+    [gang] = StatefulSetAdapter().gangs(held(make_statefulset(replicas=5), StatefulSetAdapter()))
     assert (gang.name, gang.min_member, gang.pod_sets[0].count) == ("sts-serve", 5, 5)
 
 
 def test_leaderworkerset_has_one_gang_per_group_with_leader_and_worker_pod_sets() -> None:
-    gangs = LeaderWorkerSetAdapter().gangs(make_lws(replicas=3, size=4, cpu="1"))
+    adapter = LeaderWorkerSetAdapter()
+    gangs = adapter.gangs(held(make_lws(replicas=3, size=4, cpu="1"), adapter))
     assert [g.name for g in gangs] == ["lws-llm-0", "lws-llm-1", "lws-llm-2"]
     leader, workers = gangs[0].pod_sets
     assert (leader.count, leader.requests["cpu"]) == (1, 2 * CPU)
@@ -69,8 +110,19 @@ def test_leaderworkerset_has_one_gang_per_group_with_leader_and_worker_pod_sets(
 
 
 def test_leaderworkerset_without_leader_template_uses_the_worker_template_for_the_leader() -> None:
-    [gang] = LeaderWorkerSetAdapter().gangs(make_lws(replicas=1, size=2, leader=False))
-    assert [p.template_path[-1] for p in gang.pod_sets] == ["workerTemplate", "workerTemplate"]
+    adapter = LeaderWorkerSetAdapter()
+    [gang] = adapter.gangs(held(make_lws(replicas=1, size=2, leader=False, cpu="3"), adapter))
+    assert [(p.name, p.requests["cpu"]) for p in gang.pod_sets] == [
+        ("leader", 3 * CPU),
+        ("worker", 3 * CPU),
+    ]
+
+
+def test_a_bare_pod_is_a_gang_of_one_and_a_pod_with_an_owner_is_not() -> None:
+    adapter = PodAdapter()
+    [gang] = adapter.gangs(held(make_pod(), adapter))
+    assert (gang.name, gang.min_member) == ("pod-worker-0", 1)
+    assert adapter.gangs(held(make_pod(owner_kind="StatefulSet"), adapter)) == []
 
 
 def test_pod_of_an_lws_group_gets_its_groups_podgroup() -> None:
@@ -79,18 +131,28 @@ def test_pod_of_an_lws_group_gets_its_groups_podgroup() -> None:
         owner_kind="StatefulSet",
     )
     editor = Editor(pod)
-    PodAdapter().default(editor, Admission("research"))
+    PodAdapter().default(editor, Mutation("research"))
     annotations = editor.doc["metadata"]["annotations"]
     assert annotations[names.VOLCANO_GROUP_ANNOTATION] == "lws-llm-2"
 
 
-def test_pod_is_released_by_removing_only_the_admission_gate() -> None:
-    editor = Editor(make_pod(gates=("example.com/other", names.ADMISSION_GATE)))
-    pods = PodAdapter()
-    assert pods.is_held(editor.doc)
-    pods.release(editor)
-    assert not pods.is_held(editor.doc)
-    assert editor.doc["spec"]["schedulingGates"] == [{"name": "example.com/other"}]
+def test_gated_pods_are_released_by_removing_only_the_admission_gate() -> None:
+    pod = make_pod(gates=("example.com/other", names.ADMISSION_GATE))
+    pod["metadata"]["resourceVersion"] = "7"
+    view = msgspec.convert(pod, kube.Pod)
+    [release] = PodAdapter().release(view, [view])
+    assert isinstance(release, Patch) and release.type is PatchType.JSON
+    assert release.body == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "remove", "path": "/spec/schedulingGates/1"},
+    ]
+    assert PodAdapter().hold(view, [view]) == []
+
+
+def test_an_ungated_pod_of_a_gang_is_held_again_by_deleting_it() -> None:
+    view = msgspec.convert(make_pod(), kube.Pod)
+    assert StatefulSetAdapter().release(view, [view]) == []
+    assert StatefulSetAdapter().hold(view, [view]) == [Delete(kube.Pod.KIND, "team-a", "worker-0")]
 
 
 def test_pod_requests_count_sidecars_and_the_largest_init_container() -> None:
@@ -102,7 +164,7 @@ def test_pod_requests_count_sidecars_and_the_largest_init_container() -> None:
         ],
         "overhead": {"cpu": "100m"},
     }
-    assert pod_requests(spec) == {"cpu": 4000 + 100}
+    assert pod_requests(msgspec.convert(spec, kube.PodSpec)) == {"cpu": 4000 + 100}
 
 
 def test_long_names_give_gang_names_that_fit_a_label_value() -> None:
@@ -111,6 +173,7 @@ def test_long_names_give_gang_names_that_fit_a_label_value() -> None:
 
 
 def test_every_kind_is_registered_once() -> None:
+    assert len(ADAPTERS) == 4
     assert isinstance(adapter_for("batch", "v1", "Job"), JobAdapter)
     assert isinstance(adapter_for("apps", "v1", "StatefulSet"), StatefulSetAdapter)
     assert isinstance(

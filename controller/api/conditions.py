@@ -1,0 +1,87 @@
+"""Condition types and reasons kohort writes, and the one rule for changing a condition list.
+
+Rule: every condition type and every reason (of a condition or an Event) kohort writes is a
+member of one of the enums below; `set_condition` is the only way a list of conditions changes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+from controller.api.common import Condition, format_time
+
+# Kubernetes caps a condition's message at 32 KiB.
+MESSAGE_LIMIT = 32000
+
+
+class WorkloadCondition(enum.StrEnum):
+    """Conditions of a Workload."""
+
+    QUOTA_RESERVED = "QuotaReserved"  # the durable record of an admission
+    ADMITTED = "Admitted"
+    EVICTED = "Evicted"
+    PREEMPTED = "Preempted"
+    PODS_READY = "PodsReady"
+    FINISHED = "Finished"
+
+
+class QueueCondition(enum.StrEnum):
+    """Conditions of a ClusterQueue."""
+
+    ACTIVE = "Active"
+
+
+class Reason(enum.StrEnum):
+    """Reasons of conditions and of the Events kohort records."""
+
+    QUOTA_RESERVED = "QuotaReserved"
+    ADMITTED = "Admitted"
+    PENDING = "Pending"
+    PREEMPTED = "Preempted"
+    PODS_READY_TIMEOUT = "PodsReadyTimeout"
+    IN_CLUSTER_QUEUE = "InClusterQueue"
+    IN_COHORT_RECLAMATION = "InCohortReclamation"
+    STARTED = "Started"
+    FINISHED = "Finished"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    READY = "Ready"
+
+
+def find(conditions: Sequence[Condition], kind: str) -> Condition | None:
+    return next((c for c in conditions if c.type == kind), None)
+
+
+def is_true(conditions: Sequence[Condition], kind: str) -> bool:
+    found = find(conditions, kind)
+    return found is not None and found.status == "True"
+
+
+def set_condition(
+    conditions: Sequence[Condition],
+    kind: str,
+    status: bool,
+    reason: str,
+    message: str,
+    now: float,
+) -> list[Condition]:
+    """The conditions with `kind` set; its lastTransitionTime moves only when its status does."""
+    text = "True" if status else "False"
+    old = find(conditions, kind)
+    since = format_time(now)
+    if old is not None and old.status == text and old.last_transition_time:
+        since = old.last_transition_time
+    new = Condition(
+        type=kind,
+        status=text,
+        reason=reason,
+        message=message[:MESSAGE_LIMIT],
+        last_transition_time=since,
+    )
+    out = [new if c.type == kind else c for c in conditions]
+    return out if old is not None else [*out, new]
+
+
+def without(conditions: Sequence[Condition], *kinds: str) -> list[Condition]:
+    return [c for c in conditions if c.type not in kinds]

@@ -1,0 +1,56 @@
+"""Where each resource kohort reads or writes lives in the API: one definition per kind.
+
+Rule: every group/version/kind/plural used anywhere in kohort is one of the constants below;
+models, adapters, informers, writers and the webhook's registration all refer to them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.api.names import GROUP, VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A resource's group, version, kind, plural and scope."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+NODES = Kind("", "v1", "nodes", "Node", namespaced=False)
+PODS = Kind("", "v1", "pods", "Pod")
+EVENTS = Kind("", "v1", "events", "Event")
+NAMESPACES = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
+JOBS = Kind("batch", "v1", "jobs", "Job")
+STATEFULSETS = Kind("apps", "v1", "statefulsets", "StatefulSet")
+LEADERWORKERSETS = Kind("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease")
+PRIORITY_CLASSES = Kind(
+    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)
+VOLCANO_PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+VOLCANO_QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False)
+COSCHEDULING_PODGROUPS = Kind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+CLUSTER_QUEUES = Kind(GROUP, VERSION, "clusterqueues", "ClusterQueue", namespaced=False)
+LOCAL_QUEUES = Kind(GROUP, VERSION, "localqueues", "LocalQueue")
+RESOURCE_FLAVORS = Kind(GROUP, VERSION, "resourceflavors", "ResourceFlavor", namespaced=False)
+WORKLOADS = Kind(GROUP, VERSION, "workloads", "Workload")
+CRDS = Kind(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)

@@ -1,0 +1,252 @@
+"""Typed views of the Kubernetes objects kohort reads (and the few it writes that are not ours).
+
+Rule: each view names only the members kohort reads; msgspec skips everything else while
+decoding, so the controller's cache holds small immutable objects (no managedFields, no
+container images or env). Field names are snake_case in Python and camelCase on the wire.
+The kohort.dev kinds are pydantic models (controller.api.queues, controller.api.workload).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from controller.api import kinds
+from controller.api.kinds import Kind
+
+Quantity = str | int | float
+
+
+class View(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
+    """Base of every view: camelCase on the wire, unknown members skipped. Treat as read-only."""
+
+
+class OwnerReference(View):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(View):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] = {}
+    owner_references: list[OwnerReference] = []
+
+    def controller_owner(self) -> OwnerReference | None:
+        return next((o for o in self.owner_references if o.controller), None)
+
+
+class Condition(View):
+    type: str
+    status: str = "Unknown"
+
+
+class Taint(View):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class Toleration(View):
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+class ResourceRequirements(View):
+    requests: dict[str, Quantity] = {}
+    limits: dict[str, Quantity] = {}
+
+
+class Container(View):
+    name: str = ""
+    resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
+    # "Always" on an init container makes it a sidecar.
+    restart_policy: str | None = None
+
+
+class SchedulingGate(View):
+    name: str
+
+
+class PodSpec(View):
+    containers: list[Container] = []
+    init_containers: list[Container] = []
+    overhead: dict[str, Quantity] = {}
+    node_selector: dict[str, str] = {}
+    tolerations: list[Toleration] = []
+    priority_class_name: str | None = None
+    scheduling_gates: list[SchedulingGate] = []
+    scheduler_name: str | None = None
+    node_name: str | None = None
+
+
+class TemplateMeta(View):
+    labels: dict[str, str] = {}
+
+
+class PodTemplate(View):
+    metadata: TemplateMeta = msgspec.field(default_factory=TemplateMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+
+
+class PodStatus(View):
+    phase: str | None = None
+
+
+class Pod(View):
+    KIND: ClassVar[Kind] = kinds.PODS
+
+    metadata: ObjectMeta
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+    def finished(self) -> bool:
+        return self.status.phase in ("Succeeded", "Failed")
+
+    def live(self) -> bool:
+        """Not being deleted and not finished: it holds (or will hold) its node's capacity."""
+        return self.metadata.deletion_timestamp is None and not self.finished()
+
+
+class NodeSpec(View):
+    taints: list[Taint] = []
+    unschedulable: bool = False
+
+
+class NodeStatus(View):
+    allocatable: dict[str, Quantity] = {}
+    conditions: list[Condition] = []
+
+
+class Node(View):
+    KIND: ClassVar[Kind] = kinds.NODES
+
+    metadata: ObjectMeta
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+
+class JobSpec(View):
+    parallelism: int | None = None
+    completions: int | None = None
+    suspend: bool | None = None
+    template: PodTemplate = msgspec.field(default_factory=PodTemplate)
+
+
+class JobStatus(View):
+    conditions: list[Condition] = []
+
+
+class Job(View):
+    KIND: ClassVar[Kind] = kinds.JOBS
+
+    metadata: ObjectMeta
+    spec: JobSpec = msgspec.field(default_factory=JobSpec)
+    status: JobStatus = msgspec.field(default_factory=JobStatus)
+
+
+class StatefulSetSpec(View):
+    replicas: int | None = None
+    template: PodTemplate = msgspec.field(default_factory=PodTemplate)
+
+
+class StatefulSet(View):
+    KIND: ClassVar[Kind] = kinds.STATEFULSETS
+
+    metadata: ObjectMeta
+    spec: StatefulSetSpec = msgspec.field(default_factory=StatefulSetSpec)
+
+
+class LeaderWorkerTemplate(View):
+    size: int | None = None
+    leader_template: PodTemplate | None = None
+    worker_template: PodTemplate | None = None
+
+
+class LeaderWorkerSetSpec(View):
+    replicas: int | None = None
+    leader_worker_template: LeaderWorkerTemplate = msgspec.field(
+        default_factory=LeaderWorkerTemplate
+    )
+
+
+class LeaderWorkerSet(View):
+    KIND: ClassVar[Kind] = kinds.LEADERWORKERSETS
+
+    metadata: ObjectMeta
+    spec: LeaderWorkerSetSpec = msgspec.field(default_factory=LeaderWorkerSetSpec)
+
+
+class PriorityClass(View):
+    KIND: ClassVar[Kind] = kinds.PRIORITY_CLASSES
+
+    metadata: ObjectMeta
+    value: int = 0
+
+
+class Namespace(View):
+    KIND: ClassVar[Kind] = kinds.NAMESPACES
+
+    metadata: ObjectMeta
+
+
+class PodGroupSpec(View):
+    min_member: int
+    min_resources: dict[str, str] = {}
+    # Volcano only.
+    queue: str | None = None
+    priority_class_name: str | None = None
+
+
+class PodGroup(View, kw_only=True):
+    """A gang scheduler's PodGroup (Volcano's or coscheduling's: same shape, other group)."""
+
+    # Written out even though every PodGroup has them (views omit default values).
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: PodGroupSpec
+
+
+class EventSource(View):
+    component: str
+
+
+class ObjectReference(View):
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+    uid: str
+
+
+class Event(View, kw_only=True):
+    """A core/v1 Event, what `kubectl describe` lists under the object."""
+
+    KIND: ClassVar[Kind] = kinds.EVENTS
+
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    involved_object: ObjectReference
+    reason: str
+    message: str
+    type: str
+    source: EventSource
+    reporting_component: str
+    reporting_instance: str
+    first_timestamp: str
+    last_timestamp: str
+    count: int = 1

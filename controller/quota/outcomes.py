@@ -1,0 +1,218 @@
+"""Typed outcomes: why a gang waits, why it was admitted, why it was evicted.
+
+Rule: the core decides on these values, never on text. Each outcome renders itself once, with
+`describe()`, in words a user can act on; callers show that text (Events, conditions, tables)
+and never parse it back.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from controller.api.common import format_time
+from controller.api.quantity import format_amount
+
+
+class PendingCause(enum.Enum):
+    """Why a gang is not admitted, most specific cause first in each group."""
+
+    # Decided by the core:
+    QUOTA = "quota"  # its queue cannot take the gang's request now
+    NO_NODE_FITS = "placement"  # quota allows it, but its pods do not fit on nodes
+    STRICT_FIFO = "strict-fifo"  # a StrictFIFO queue waits for an older gang
+    NOT_CONSIDERED = "not-considered"  # new since the last cycle
+    UNKNOWN_QUEUE = "unknown-queue"  # its ClusterQueue does not exist
+    # Decided by the controller, before the core sees the gang:
+    NO_LOCAL_QUEUE = "no-local-queue"
+    REQUEUED = "requeued"  # evicted; waiting out its backoff
+
+
+class NoFit(enum.Enum):
+    """How a gang's pods fail to fit on nodes."""
+
+    UNKNOWN_RESOURCE = "unknown-resource"  # no node offers a requested resource
+    NO_MATCHING_NODE = "no-matching-node"  # node selector and tolerations exclude every node
+    ALL_RESERVED = "all-reserved"  # every eligible node is held for a starving gang
+    TOO_SMALL = "too-small"  # even the emptiest eligible node has too little
+    NOT_ENOUGH_FREE = "not-enough-free"  # enough of the scarce resource, but not of the rest
+    ONLY_SOME_FIT = "only-some-fit"  # some pods fit, not all
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaShortfall:
+    """The first resource the queue cannot give: all amounts in milli-units."""
+
+    resource: str
+    need: int
+    free: int
+    nominal: int
+    borrowing_limit: int | None
+    used: int
+
+    def describe(self) -> str:
+        r = self.resource
+        limit = ""
+        if self.borrowing_limit is not None:
+            limit = f", borrowing limit {format_amount(r, self.borrowing_limit)}"
+        return (
+            f"needs {format_amount(r, self.need)} {r}, queue can take"
+            f" {format_amount(r, max(self.free, 0))} more (nominal"
+            f" {format_amount(r, self.nominal)}{limit}, using {format_amount(r, self.used)})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementShortfall:
+    """Why `pods` pods of `per_pod` `resource` (their scarcest request) do not fit."""
+
+    kind: NoFit
+    pods: int
+    resource: str
+    per_pod: int
+    # NO_MATCHING_NODE etc.: unused; TOO_SMALL: the emptiest node's free `resource`.
+    largest_free: int = 0
+    # NOT_ENOUGH_FREE: the resources short on the emptiest node; UNKNOWN_RESOURCE: the ones
+    # no node offers.
+    resources: tuple[str, ...] = ()
+    # ONLY_SOME_FIT: how many fitted.
+    placed: int = 0
+    has_selector: bool = False
+
+    def describe(self) -> str:
+        if self.kind is NoFit.UNKNOWN_RESOURCE:
+            return f"no node offers {', '.join(self.resources)}"
+        amount = format_amount(self.resource, self.per_pod)
+        pods = f"{self.pods} pod{'s' if self.pods != 1 else ''} x {amount} {self.resource}"
+        if self.kind is NoFit.NO_MATCHING_NODE:
+            return f"needs {pods}; no node matches its node selector and tolerations"
+        if self.kind is NoFit.ALL_RESERVED:
+            return f"needs {pods}; every matching node is reserved"
+        if self.kind is NoFit.TOO_SMALL:
+            where = "node matching its node selector" if self.has_selector else "node"
+            largest = format_amount(self.resource, self.largest_free)
+            return f"needs {pods}, largest free {where} has {largest}"
+        if self.kind is NoFit.NOT_ENOUGH_FREE:
+            return f"needs {pods}; no node has enough free {', '.join(self.resources)}"
+        return f"needs {pods}; only {self.placed} fit on free nodes"
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """Why a gang waits. Exactly the detail its cause needs is set."""
+
+    cause: PendingCause
+    quota: QuotaShortfall | None = None
+    placement: PlacementShortfall | None = None
+    # STRICT_FIFO: the gang it waits behind, and why that one waits.
+    behind: str | None = None
+    blocker: Pending | None = None
+    # UNKNOWN_QUEUE: the ClusterQueue; NO_LOCAL_QUEUE: the LocalQueue and its namespace.
+    queue: str | None = None
+    namespace: str | None = None
+    # REQUEUED: when it goes back in the queue (seconds) and why it was evicted.
+    until: float | None = None
+    eviction: str | None = None
+    # Nodes the starvation guard holds free for this gang.
+    held_nodes: tuple[str, ...] = ()
+
+    def holding(self, nodes: tuple[str, ...]) -> Pending:
+        return replace(self, held_nodes=nodes)
+
+    def describe(self) -> str:
+        text = self._describe_cause()
+        if self.held_nodes:
+            text += f"; holding nodes {', '.join(self.held_nodes)} free for it (starvation guard)"
+        return text
+
+    def _describe_cause(self) -> str:
+        cause = self.cause
+        if cause is PendingCause.QUOTA and self.quota is not None:
+            return "Waiting for quota: " + self.quota.describe()
+        if cause is PendingCause.NO_NODE_FITS and self.placement is not None:
+            return "Quota ok but no node fits: " + self.placement.describe()
+        if cause is PendingCause.STRICT_FIFO and self.blocker is not None:
+            why = self.blocker.describe()
+            return f"StrictFIFO: waiting behind {self.behind} ({why[:1].lower()}{why[1:]})"
+        if cause is PendingCause.UNKNOWN_QUEUE:
+            return f"Queue {self.queue!r} does not exist"
+        if cause is PendingCause.NO_LOCAL_QUEUE:
+            return f"LocalQueue {self.queue!r} does not exist in namespace {self.namespace}"
+        if cause is PendingCause.REQUEUED:
+            back = format_time(self.until or 0.0)
+            text = f"Requeued after eviction; back in the queue at {back}"
+            return f"{text} (evicted: {self.eviction})" if self.eviction else text
+        return "Not considered yet: the cycle ended before it"
+
+
+NOT_CONSIDERED = Pending(PendingCause.NOT_CONSIDERED)
+
+
+class EvictionCause(enum.Enum):
+    PREEMPTED = "preempted"  # by a higher-priority gang of the same queue
+    RECLAIMED = "reclaimed"  # its queue borrowed quota a lender takes back
+    FAIR_SHARING = "fair-sharing"  # a queue with a lower share takes quota back
+    PODS_READY_TIMEOUT = "pods-ready-timeout"  # decided by the controller
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Admit `gang` into `queue` with its pods on `placement` (empty without a placement check)."""
+
+    gang: str
+    queue: str
+    placement: tuple[PodPlacement, ...]
+    # Gangs evicted in the same decision to make room.
+    evicted: int = 0
+    # Whether the queue uses more than its nominal quota once the gang is in.
+    borrowing: bool = False
+
+    def describe(self) -> str:
+        why = (
+            f"after evicting {self.evicted} gang(s)" if self.evicted else "quota and placement fit"
+        )
+        lent = "borrowing" if self.borrowing else "within nominal quota"
+        where = ""
+        if self.placement:
+            nodes = len({p.node for p in self.placement})
+            where = f"; {sum(p.count for p in self.placement)} pods on {nodes} node(s)"
+        return f"admitted {why} ({lent}){where}"
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Evict the whole admitted `gang` of `queue` for `preemptor` of `preemptor_queue`."""
+
+    gang: str
+    queue: str
+    preemptor: str
+    cause: EvictionCause
+    preemptor_queue: str = ""
+
+    def describe(self) -> str:
+        if self.cause is EvictionCause.PREEMPTED:
+            return f"preempted by higher-priority gang {self.preemptor} of the same queue"
+        return (
+            f"reclaimed: queue {self.preemptor_queue} takes back lent quota for gang"
+            f" {self.preemptor}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    pod_set: str
+    node: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """One cycle's outcome. `pending` holds the gangs whose reason changed in this cycle (all
+    pending gangs, for an engine's first cycle)."""
+
+    admissions: tuple[Admission, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    pending: Mapping[str, Pending] = field(default_factory=dict)
+    # Starving gang -> the nodes held free for it this cycle.
+    reservations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -1,0 +1,25 @@
+"""How the controller behaves: one value, read by the state, the reconciler and `main`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller import quota
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Evict a released gang whose pods are not all running after this long (None: never).
+    pods_ready_timeout: float | None = 300.0
+    # Requeue backoff after an eviction: base * 2^(n-1), capped, with up to 10% jitter.
+    requeue_base: float = 10.0
+    requeue_cap: float = 3600.0
+    # A pending reason whose cause stays the same is rewritten (its numbers) at most this often.
+    reason_refresh: float = 30.0
+    # A pass runs at least this often (it also runs when an event or a timer is due).
+    resync_period: float = 5.0
+    # Events arriving within this window are handled by one pass.
+    debounce: float = 0.1
+    # Writes of different gangs in flight at once.
+    concurrent_writes: int = 32
+    core: quota.Config = field(default_factory=quota.Config)

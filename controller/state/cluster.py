@@ -1,0 +1,686 @@
+"""The controller's picture of the cluster, changed one object at a time, and the engine it feeds.
+
+Rule: `observe` is the informers' listener and only records what changed; `sync` brings the
+long-lived decision engine in step with the records of the gangs that changed and plans the
+writes they need; `decided` turns one engine cycle's decisions into writes. Nothing here does
+I/O, awaits, or reads the clock: `now` is given. The simulator feeds the same engine.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from controller import quota
+from controller.api import kinds, kube, names
+from controller.api.conditions import Reason
+from controller.api.kinds import Kind
+from controller.api.quantity import QuantityError, parse_quantity
+from controller.api.queues import ClusterQueue
+from controller.quota import Pending, PendingCause
+from controller.quota.engine import Engine
+from controller.quota.outcomes import Admission, Decisions, Eviction, EvictionCause
+from controller.quota.quota import share
+from controller.settings import Settings
+from controller.state import objects
+from controller.state.gangs import GangIndex, GangKey, ManagedGang
+from controller.state.objects import EvictionRecord, PodGroupSettings, QueueFigures
+from controller.state.steps import (
+    CreateWorkload,
+    DeletePodGroup,
+    DeleteWorkload,
+    Step,
+    WriteQueueStatus,
+    WriteWorkloadStatus,
+)
+from controller.workloads.base import WorkloadAdapter
+from controller.workloads.registry import ADAPTERS
+from controller.workloads.requests import pod_requests
+
+log = logging.getLogger("kohort.state")
+
+UNSCHEDULABLE_TAINT = quota.Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+@dataclass(frozen=True)
+class Member:
+    """What the engine holds for a gang: pending in a queue, admitted on nodes, or waiting
+    outside it (its LocalQueue is missing, or it waits out a requeue backoff)."""
+
+    state: Literal["pending", "admitted", "waiting"]
+    queue: str | None
+    gang: quota.Gang | None = None
+    admitted_at: float = 0.0
+    placement: tuple[quota.PodPlacement, ...] = ()
+    why: Pending | None = None
+
+
+@dataclass(frozen=True)
+class Reported:
+    """The pending reason last written for a gang."""
+
+    cause: PendingCause
+    at: float
+
+
+def queue_spec(cq: ClusterQueue) -> quota.QueueSpec:
+    """A ClusterQueue as the core sees it: a resource's quota is the sum over its flavors."""
+    nominal: dict[str, int] = {}
+    borrowing: dict[str, int | None] = {}
+    lending: dict[str, int | None] = {}
+    for group in cq.spec.resource_groups:
+        for flavor in group.flavors:
+            for res in flavor.resources:
+                nominal[res.name] = nominal.get(res.name, 0) + parse_quantity(res.nominal_quota)
+                for limits, value in (
+                    (borrowing, res.borrowing_limit),
+                    (lending, res.lending_limit),
+                ):
+                    amount = None if value is None else parse_quantity(value)
+                    if res.name not in limits:
+                        limits[res.name] = amount
+                    else:
+                        before = limits[res.name]
+                        limits[res.name] = (
+                            None if before is None or amount is None else before + amount
+                        )
+    spec = cq.spec
+    return quota.QueueSpec(
+        name=cq.metadata.name,
+        quotas={
+            r: quota.Quota(
+                nominal=n, borrowing_limit=borrowing.get(r), lending_limit=lending.get(r)
+            )
+            for r, n in nominal.items()
+        },
+        cohort=spec.cohort or None,
+        weight=parse_quantity(spec.fair_sharing.weight) / 1000,
+        reclaim_within_cohort=spec.preemption.reclaim_within_cohort,
+        within_queue=spec.preemption.within_cluster_queue,
+        strategy=spec.queueing_strategy,
+        min_runtime=float(spec.preemption.minimum_runtime_seconds),
+    )
+
+
+def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
+    """A Ready node as the core sees it (None when it is not Ready)."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+    if not ready:
+        return None
+    allocatable: dict[str, int] = {}
+    for resource, amount in node.status.allocatable.items():
+        try:
+            allocatable[resource] = parse_quantity(amount)
+        except QuantityError:
+            allocatable[resource] = 0
+    taints = [
+        quota.Taint(t.key, t.value, t.effect)
+        for t in node.spec.taints
+        if t.effect in ("NoSchedule", "NoExecute")
+    ]
+    if node.spec.unschedulable:
+        taints.append(UNSCHEDULABLE_TAINT)
+    return quota.Node(
+        name=node.metadata.name,
+        allocatable=allocatable,
+        labels=dict(node.metadata.labels),
+        taints=tuple(taints),
+        used=dict(used),
+    )
+
+
+def _pod_usage(pod: kube.Pod) -> dict[str, int]:
+    try:
+        usage = pod_requests(pod.spec)
+    except (QuantityError, ValueError):
+        usage = {}
+    usage["pods"] = usage.get("pods", 0) + 1000
+    return usage
+
+
+class ClusterState:
+    """Every object the controller reads, the gangs found from them, and the engine."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        podgroups: PodGroupSettings,
+        *,
+        adapters: Mapping[Kind, WorkloadAdapter] = ADAPTERS,
+        namespace_filter: bool = False,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.podgroups = podgroups
+        self.adapters = adapters
+        self.rng = rng or random.Random()
+        self.index = GangIndex()
+        self.engine = Engine((), (), settings.core)
+        self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.local_queues: dict[tuple[str, str], str] = {}
+        # Namespaces whose workloads this controller manages (None: all).
+        self.namespaces: set[str] | None = set() if namespace_filter else None
+        self.priority_classes: dict[str, int] = {}
+        self.nodes: dict[str, kube.Node] = {}
+        # node -> pod (namespace, name) -> (its gang, its requests)
+        self._on_node: dict[str, dict[GangKey, tuple[GangKey | None, dict[str, int]]]] = {}
+        self.members: dict[GangKey, Member] = {}
+        self._by_id: dict[str, GangKey] = {}
+        self._counted: dict[GangKey, tuple[str, str, bool]] = {}
+        self._figures: dict[str, list[int]] = {}
+        self._reported: dict[GangKey, Reported] = {}
+        self._refresh_at: dict[GangKey, float] = {}
+        self._timers: list[tuple[float, GangKey]] = []
+        self._next_timer: dict[GangKey, float] = {}
+        self._queues_changed = False
+        self._nodes_changed = False
+        self._dirty_nodes: set[str] = set()
+        self._dirty_queues: set[str] = set()
+        self._relevant: set[str] = set()
+        self._timeouts: list[tuple[str, str]] = []
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def gang(self, gang_id: str) -> ManagedGang | None:
+        key = self._by_id.get(gang_id)
+        return self.index.get(key) if key else None
+
+    def ours(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
+
+    def next_timer(self) -> float | None:
+        return self._timers[0][0] if self._timers else None
+
+    # -- changes (the informers' listener) ----------------------------------------------------
+
+    def observe(self, kind: Kind, old: Any, new: Any) -> None:
+        adapter = self.adapters.get(kind)
+        if adapter is not None:
+            self.index.owner_changed(adapter, old, new)
+        if kind == kinds.PODS:
+            self._pod_changed(old, new)
+        elif kind == kinds.WORKLOADS:
+            self.index.workload_changed(old, new)
+        elif kind == self.podgroups.kind:
+            self.index.podgroup_changed(old, new)
+        elif kind == kinds.CLUSTER_QUEUES:
+            obj = new or old
+            if new is None:
+                self.cluster_queues.pop(obj.metadata.name, None)
+            else:
+                self.cluster_queues[obj.metadata.name] = new
+            if old is None or new is None or old.spec != new.spec:
+                self._queues_changed = True
+        elif kind == kinds.LOCAL_QUEUES:
+            self._local_queue_changed(old, new)
+        elif kind == kinds.NODES:
+            self._node_changed(old, new)
+        elif kind == kinds.PRIORITY_CLASSES:
+            obj = new or old
+            if new is None:
+                self.priority_classes.pop(obj.metadata.name, None)
+            else:
+                self.priority_classes[obj.metadata.name] = new.value
+        elif kind == kinds.NAMESPACES and self.namespaces is not None:
+            name = (new or old).metadata.name
+            if new is None:
+                self.namespaces.discard(name)
+            else:
+                self.namespaces.add(name)
+            self.index.dirty.update(g.key for g in self.index if g.namespace == name)
+            self._queues_changed = True
+
+    def _local_queue_changed(self, old: Any, new: Any) -> None:
+        obj = new or old
+        key = (obj.metadata.namespace or "", obj.metadata.name)
+        if new is None:
+            self.local_queues.pop(key, None)
+        else:
+            self.local_queues[key] = new.spec.cluster_queue
+        self.index.dirty.update(self.index.in_queue(*key))
+        self._queues_changed = True
+
+    def _node_changed(self, old: kube.Node | None, new: kube.Node | None) -> None:
+        name = (new or old).metadata.name  # type: ignore[union-attr]
+        before = core_node(old, {}) if old is not None else None
+        after = core_node(new, {}) if new is not None else None
+        if new is None:
+            self.nodes.pop(name, None)
+        else:
+            self.nodes[name] = new
+        if before != after:
+            self._nodes_changed = True
+
+    def _pod_changed(self, old: kube.Pod | None, new: kube.Pod | None) -> None:
+        key = self.index.pod_changed(old, new)
+        pod = new or old
+        assert pod is not None
+        ref = (pod.metadata.namespace, pod.metadata.name)
+        before = old.spec.node_name if old is not None else None
+        if before:
+            self._on_node.get(before, {}).pop(ref, None)
+            self._dirty_nodes.add(before)
+        if new is not None and new.spec.node_name and not new.finished():
+            self._on_node.setdefault(new.spec.node_name, {})[ref] = (key, _pod_usage(new))
+            self._dirty_nodes.add(new.spec.node_name)
+
+    # -- one pass: bring the engine in step and plan the writes -----------------------------
+
+    def sync(self, now: float) -> dict[GangKey, list[Step]]:
+        """Take in what changed since the last call; the writes each changed gang needs."""
+        self._fire_timers(now)
+        if self._queues_changed:
+            self._queues_changed = False
+            self._update_queues()
+        if self._nodes_changed:
+            self._nodes_changed = False
+            self.engine.set_nodes(self._core_nodes())
+            self._dirty_nodes.clear()
+        work: dict[GangKey, list[Step]] = {}
+        for key in sorted(self.index.take_dirty()):
+            steps = self._sync_gang(key, self.index.get(key), now)
+            if steps:
+                work[key] = steps
+        for name in sorted(self._dirty_nodes):
+            self.engine.set_node_used(name, self._node_used(name))
+        self._dirty_nodes.clear()
+        return work
+
+    def _fire_timers(self, now: float) -> None:
+        while self._timers and self._timers[0][0] <= now:
+            when, key = heapq.heappop(self._timers)
+            if self._next_timer.get(key) == when:
+                del self._next_timer[key]
+            self.index.dirty.add(key)
+
+    def _at(self, key: GangKey, when: float) -> None:
+        """Look at gang `key` again at `when`."""
+        if when < self._next_timer.get(key, math.inf):
+            self._next_timer[key] = when
+            heapq.heappush(self._timers, (when, key))
+
+    def _update_queues(self) -> None:
+        relevant = set(self.cluster_queues)
+        if self.namespaces is not None:
+            # The queues our namespaces use, and every queue of their cohorts (lenders too).
+            used = {cq for (ns, _), cq in self.local_queues.items() if self.ours(ns)}
+            cohorts = {
+                cq.spec.cohort
+                for name, cq in self.cluster_queues.items()
+                if name in used and cq.spec.cohort
+            }
+            relevant = {
+                name
+                for name, cq in self.cluster_queues.items()
+                if name in used or cq.spec.cohort in cohorts
+            }
+        self._relevant = relevant
+        self.engine.set_queues(queue_spec(self.cluster_queues[n]) for n in sorted(relevant))
+        self._dirty_queues.update(relevant)
+
+    def _core_nodes(self) -> list[quota.Node]:
+        out = []
+        for name, node in sorted(self.nodes.items()):
+            found = core_node(node, self._node_used(name))
+            if found is not None:
+                out.append(found)
+        return out
+
+    def _node_used(self, name: str) -> dict[str, int]:
+        """What pods outside admitted gangs use on the node (the engine counts those gangs)."""
+        used: dict[str, int] = {}
+        for gang, usage in self._on_node.get(name, {}).values():
+            member = self.members.get(gang) if gang else None
+            if member is not None and member.state == "admitted":
+                continue
+            for resource, amount in usage.items():
+                used[resource] = used.get(resource, 0) + amount
+        return used
+
+    def _sync_gang(self, key: GangKey, gang: ManagedGang | None, now: float) -> list[Step]:
+        if gang is None or not self.ours(key[0]):
+            self._set_member(key, None)
+            return []
+        steps = self._bookkeeping(gang, now)
+        if steps is not None:
+            self._set_member(key, None)
+            return steps
+        steps = self._converge(gang, now)
+        member = self._desired(gang, now)
+        self._set_member(key, member)
+        self._count(gang, member)
+        if member.why is not None:
+            steps += self.pending_steps(gang, member.why, now)
+        elif member.state == "pending" and self._refresh_at.get(key, math.inf) <= now:
+            del self._refresh_at[key]
+            steps += self.pending_steps(gang, self.engine.reason(gang.id), now)
+        return steps
+
+    def _bookkeeping(self, gang: ManagedGang, now: float) -> list[Step] | None:
+        """A Workload for a new gang, Finished for a done one, an orphan removed; None when the
+        gang takes part in admission."""
+        wl = gang.workload
+        if wl is None:
+            if gang.owner is None or gang.shape is None or gang.queue is None or gang.finished:
+                return []
+            return [CreateWorkload(objects.workload_for(gang, self._priority(gang)))]
+        if gang.owner is None or gang.shape is None:
+            if wl.metadata.labels.get(names.MANAGED_LABEL) != names.MANAGED_VALUE:
+                return []
+            log.info("deleting Workload %s: its owner is gone", gang.id)
+            steps: list[Step] = [DeleteWorkload(gang.namespace, gang.name)]
+            if self.podgroups.kind is not None:
+                steps.insert(0, DeletePodGroup(self.podgroups.kind, gang.namespace, gang.name))
+            return steps
+        if gang.finished is not None:
+            if gang.workload_finished:
+                return []
+            message = f"Gang {gang.finished.value.lower()}; its quota is released"
+            return [
+                WriteWorkloadStatus(
+                    gang.namespace, gang.name, objects.finished_status(gang, gang.finished, now)
+                ),
+                objects.event(gang, Reason.FINISHED, message),
+            ]
+        if gang.workload_finished:
+            return []
+        return None
+
+    def _priority(self, gang: ManagedGang) -> int:
+        assert gang.shape is not None
+        values = [self.priority_classes.get(c, 0) for c in gang.shape.priority_classes]
+        return max(values, default=0)
+
+    def _converge(self, gang: ManagedGang, now: float) -> list[Step]:
+        """A gang that holds quota has its PodGroup and is released; any other is held and has
+        none. This completes whatever a killed controller left half done."""
+        assert gang.owner is not None and gang.shape is not None
+        owner, pods = gang.owner, list(gang.pods.values())
+        steps: list[Step] = []
+        if not gang.reserved:
+            if gang.podgroup is not None and self.podgroups.kind is not None:
+                steps.append(DeletePodGroup(self.podgroups.kind, gang.namespace, gang.name))
+            return steps + owner.adapter.hold(owner.obj, pods)
+        if self._timed_out(gang, now):
+            message = (
+                f"only {gang.running_pods()} of {gang.shape.min_member} pods running "
+                f"{self.settings.pods_ready_timeout:.0f}s after admission"
+            )
+            self._timeouts.append((gang.admitted_in() or "", Reason.PODS_READY_TIMEOUT))
+            return self._evict(gang, Reason.PODS_READY_TIMEOUT, message, None, now)
+        if gang.podgroup is None:
+            podgroup = objects.podgroup_for(gang, self.podgroups)
+            if podgroup is not None:
+                steps.append(podgroup)
+        steps += owner.adapter.release(owner.obj, pods)
+        if not gang.pods_ready and gang.running_pods() >= gang.shape.min_member:
+            status = objects.pods_ready_status(gang, now)
+            steps.append(WriteWorkloadStatus(gang.namespace, gang.name, status))
+        return steps
+
+    def _timed_out(self, gang: ManagedGang, now: float) -> bool:
+        """Whether an admitted gang's pods did not all start within the pods-ready timeout."""
+        assert gang.shape is not None
+        timeout = self.settings.pods_ready_timeout
+        if timeout is None or gang.pods_ready or gang.running_pods() >= gang.shape.min_member:
+            return False
+        deadline = (gang.admitted_at() or now) + timeout
+        if now < deadline:
+            self._at(gang.key, deadline)
+            return False
+        return True
+
+    def _desired(self, gang: ManagedGang, now: float) -> Member:
+        """What the engine should hold for an active gang, from its records."""
+        assert gang.shape is not None
+        local = self.local_queues.get((gang.namespace, gang.queue or ""))
+        if gang.reserved:
+            queue = gang.admitted_in() or local or ""
+            core = self._core_gang(gang, queue)
+            admitted_at = gang.admitted_at() or now
+            return Member("admitted", queue, core, admitted_at, gang.placement())
+        if local is None:
+            why = Pending(PendingCause.NO_LOCAL_QUEUE, queue=gang.queue, namespace=gang.namespace)
+            return Member("waiting", None, why=why)
+        requeue_at = gang.requeue_at()
+        if requeue_at > now:
+            self._at(gang.key, requeue_at)
+            why = Pending(PendingCause.REQUEUED, until=requeue_at)
+            return Member("waiting", local, why=why)
+        return Member("pending", local, self._core_gang(gang, local))
+
+    def _core_gang(self, gang: ManagedGang, queue: str) -> quota.Gang:
+        assert gang.shape is not None and gang.workload is not None
+        return quota.Gang(
+            name=gang.id,
+            queue=queue,
+            pod_sets=gang.shape.pod_sets,
+            priority=gang.workload.spec.priority,
+            created=gang.created(),
+        )
+
+    def _set_member(self, key: GangKey, new: Member | None) -> None:
+        """Bring the engine to `new` for the gang: it only ever hears what changed."""
+        old = self.members.get(key)
+        if old == new:
+            return
+        engine = self.engine
+        gang_id = f"{key[0]}/{key[1]}"
+        if old is not None and old.state == "admitted":
+            moved = (
+                new is not None
+                and new.state == "admitted"
+                and (new.queue, new.gang) == (old.queue, old.gang)
+            )
+            if moved:
+                assert new is not None
+                engine.move(gang_id, new.placement)
+                self.members[key] = new
+                return
+            engine.finish(gang_id)
+            self._touch_nodes(key)
+        elif old is not None and old.state == "pending":
+            engine.remove_pending(gang_id)
+        if new is None:
+            self.members.pop(key, None)
+            self._by_id.pop(gang_id, None)
+            self._count(None, None, key)
+            return
+        self.members[key] = new
+        self._by_id[gang_id] = key
+        if new.state == "pending" and new.gang is not None:
+            engine.add_pending(new.gang)
+        elif new.state == "admitted" and new.gang is not None:
+            engine.add_admitted(quota.AdmittedGang(new.gang, new.admitted_at, new.placement))
+            self._touch_nodes(key)
+
+    def _touch_nodes(self, key: GangKey) -> None:
+        gang = self.index.get(key)
+        if gang is not None:
+            self._dirty_nodes.update(
+                p.spec.node_name for p in gang.pods.values() if p.spec.node_name
+            )
+
+    def _count(
+        self, gang: ManagedGang | None, member: Member | None, key: GangKey | None = None
+    ) -> None:
+        """Keep each ClusterQueue's pending, inadmissible and admitted counts."""
+        key = gang.key if gang is not None else key
+        assert key is not None
+        now: tuple[str, str, bool] | None = None
+        if gang is not None and member is not None and member.queue is not None:
+            now = (member.queue, member.state, bool(gang.pending_reason()))
+        before = self._counted.get(key)
+        if before == now:
+            return
+        for entry, sign in ((before, -1), (now, +1)):
+            if entry is None:
+                continue
+            queue, state, inadmissible = entry
+            figures = self._figures.setdefault(queue, [0, 0, 0])
+            if state == "admitted":
+                figures[2] += sign
+            else:
+                figures[0] += sign
+                figures[1] += sign * inadmissible
+            self._dirty_queues.add(queue)
+        if now is None:
+            self._counted.pop(key, None)
+        else:
+            self._counted[key] = now
+
+    # -- pending reasons ------------------------------------------------------------------------
+
+    def pending_steps(self, gang: ManagedGang, why: Pending, now: float) -> list[Step]:
+        """Write why the gang waits when it changed: at once when its cause changed (with an
+        Event), otherwise at most every `reason_refresh` seconds (the numbers in it)."""
+        text = why.describe()
+        if text == gang.pending_reason():
+            return []
+        last = self._reported.get(gang.key)
+        refresh = self.settings.reason_refresh
+        if last is not None and last.cause is why.cause and now - last.at < refresh:
+            self._refresh_at[gang.key] = last.at + refresh
+            self._at(gang.key, last.at + refresh)
+            return []
+        self._reported[gang.key] = Reported(why.cause, now)
+        steps: list[Step] = [
+            WriteWorkloadStatus(gang.namespace, gang.name, objects.pending_status(gang, text, now))
+        ]
+        if last is None or last.cause is not why.cause:
+            steps.append(objects.event(gang, Reason.PENDING, text))
+        return steps
+
+    # -- one cycle's decisions -------------------------------------------------------------------
+
+    def decide(self, now: float) -> Decisions:
+        """One engine cycle; the members follow its decisions (the writes come from `planned`)."""
+        decisions = self.engine.cycle(now)
+        for eviction in decisions.evictions:
+            key = self._by_id[eviction.gang]
+            self._touch_nodes(key)
+            self.members.pop(key, None)
+            self._by_id.pop(eviction.gang, None)
+        for admission in decisions.admissions:
+            key = self._by_id[admission.gang]
+            old = self.members[key]
+            self.members[key] = replace(
+                old, state="admitted", admitted_at=now, placement=admission.placement
+            )
+            self._touch_nodes(key)
+        return decisions
+
+    def eviction_work(self, evictions: Iterable[Eviction], now: float) -> dict[GangKey, list[Step]]:
+        return {self.key(e.gang): self.eviction_steps(e, now) for e in evictions}
+
+    def admission_work(
+        self, admissions: Iterable[Admission], now: float
+    ) -> dict[GangKey, list[Step]]:
+        return {self.key(a.gang): self.admission_steps(a, now) for a in admissions}
+
+    def reason_work(self, reasons: Mapping[str, Pending], now: float) -> dict[GangKey, list[Step]]:
+        return {self.key(g): self.reason_steps(g, why, now) for g, why in reasons.items()}
+
+    def eviction_steps(self, eviction: Eviction, now: float) -> list[Step]:
+        gang = self.index.get(self.key(eviction.gang))
+        if gang is None:
+            return []
+        same_queue = eviction.cause is EvictionCause.PREEMPTED
+        preempted = Reason.IN_CLUSTER_QUEUE if same_queue else Reason.IN_COHORT_RECLAMATION
+        return self._evict(gang, Reason.PREEMPTED, eviction.describe(), preempted, now)
+
+    def admission_steps(self, admission: Admission, now: float) -> list[Step]:
+        gang = self.index.get(self.key(admission.gang))
+        if gang is None or gang.owner is None:
+            return []
+        self._reported.pop(gang.key, None)
+        status = objects.admitted_status(gang, admission, now)
+        steps: list[Step] = [WriteWorkloadStatus(gang.namespace, gang.name, status)]
+        podgroup = objects.podgroup_for(gang, self.podgroups)
+        if podgroup is not None and gang.podgroup is None:
+            steps.append(podgroup)
+        steps += gang.owner.adapter.release(gang.owner.obj, list(gang.pods.values()))
+        message = f"Admitted by ClusterQueue {admission.queue}: {admission.describe()}"
+        steps.append(objects.event(gang, Reason.ADMITTED, message))
+        return steps
+
+    def reason_steps(self, gang_id: str, why: Pending, now: float) -> list[Step]:
+        gang = self.gang(gang_id)
+        return [] if gang is None else self.pending_steps(gang, why, now)
+
+    def key(self, gang_id: str) -> GangKey:
+        key = self._by_id.get(gang_id)
+        if key is not None:
+            return key
+        namespace, _, name = gang_id.partition("/")
+        return (namespace, name)
+
+    def _evict(
+        self, gang: ManagedGang, reason: Reason, why: str, preempted: Reason | None, now: float
+    ) -> list[Step]:
+        """Evict the whole gang: the record first (from then on it counts as pending and a
+        restart holds it), then the hold, the PodGroup, and an Event."""
+        assert gang.owner is not None
+        count = gang.requeue_count() + 1
+        delay = min(self.settings.requeue_cap, self.settings.requeue_base * 2 ** (count - 1))
+        delay *= self.rng.uniform(1.0, 1.1)
+        message = objects.eviction_message(why, count, delay)
+        requeued = Pending(PendingCause.REQUEUED, until=now + delay, eviction=why)
+        record = EvictionRecord(reason, message, preempted, count, now + delay, requeued.describe())
+        self._reported[gang.key] = Reported(PendingCause.REQUEUED, now)
+        steps: list[Step] = [
+            WriteWorkloadStatus(
+                gang.namespace, gang.name, objects.evicted_status(gang, record, now)
+            )
+        ]
+        steps += gang.owner.adapter.hold(gang.owner.obj, list(gang.pods.values()))
+        if self.podgroups.kind is not None:
+            steps.append(DeletePodGroup(self.podgroups.kind, gang.namespace, gang.name))
+        steps.append(objects.event(gang, reason, f"Evicted: {message}", warning=True))
+        return steps
+
+    # -- ClusterQueues ----------------------------------------------------------------------------
+
+    def queue_figures(self, name: str) -> QueueFigures:
+        pending, inadmissible, admitted = self._figures.get(name, [0, 0, 0])
+        runtime = self.engine.queues.get(name)
+        usage = dict(runtime.state.usage) if runtime else {}
+        weighted = share(runtime.state) if runtime else 0.0
+        return QueueFigures(pending, admitted, usage, weighted, inadmissible)
+
+    def queue_steps(self, now: float) -> tuple[list[WriteQueueStatus], list[str]]:
+        """ClusterQueue statuses that changed, and the queues looked at."""
+        names_ = sorted(self._dirty_queues & self._relevant)
+        self._dirty_queues.clear()
+        steps: list[WriteQueueStatus] = []
+        for name in names_:
+            cq = self.cluster_queues.get(name)
+            if cq is None:
+                continue
+            status = objects.queue_status(cq, self.queue_figures(name), now)
+            if objects.queue_status_differs(cq.status, status):
+                steps.append(WriteQueueStatus(name, status))
+        return steps, names_
+
+    def mark_dirty(self, keys: Iterable[GangKey]) -> None:
+        """Look at these gangs again next pass (their writes failed)."""
+        self.index.dirty.update(keys)
+
+    def resync(self) -> None:
+        """Look at every gang and queue again (after a pass that did not end as planned)."""
+        self.index.dirty.update(g.key for g in self.index)
+        self.index.dirty.update(self.members)
+        self._dirty_queues.update(self._relevant)
+
+    def mark_queues_dirty(self, names_: Iterable[str]) -> None:
+        self._dirty_queues.update(names_)
+
+    def take_timeouts(self) -> list[tuple[str, str]]:
+        """(ClusterQueue, reason) of the evictions `sync` planned since the last call."""
+        taken, self._timeouts = self._timeouts, []
+        return taken

@@ -1,0 +1,306 @@
+"""Gangs found from the cluster's objects, kept up to date one changed object at a time.
+
+Rule: a gang is found from its owner (a Job, StatefulSet, LeaderWorkerSet or bare Pod) through
+the owner's kind adapter; its pods join it by the `kohort.dev/pod-group` label, and its
+Workload and PodGroup by sharing its name in its namespace. Every change marks the gangs it
+touches dirty; nothing here walks all gangs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.api import kube, names
+from controller.api.common import OwnerReference, parse_time
+from controller.api.conditions import WorkloadCondition, is_true
+from controller.api.kinds import Kind
+from controller.api.quantity import QuantityError
+from controller.api.workload import Workload
+from controller.quota import PodPlacement
+from controller.workloads.base import Finished, GangShape, WorkloadAdapter, is_gated, queue_in
+
+log = logging.getLogger("kohort.state")
+
+GangKey = tuple[str, str]  # (namespace, name)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The user's object a gang comes from, and the adapter of its kind."""
+
+    adapter: WorkloadAdapter
+    obj: Any  # the adapter's typed view
+
+    @property
+    def kind(self) -> Kind:
+        return self.adapter.KIND
+
+    @property
+    def meta(self) -> kube.ObjectMeta:
+        meta: kube.ObjectMeta = self.obj.metadata
+        return meta
+
+    def reference(self) -> OwnerReference:
+        return OwnerReference(
+            api_version=self.kind.api_version,
+            kind=self.kind.kind,
+            name=self.meta.name,
+            uid=self.meta.uid,
+            controller=True,
+            block_owner_deletion=False,
+        )
+
+
+@dataclass
+class ManagedGang:
+    """One gang: its owner, shape and LocalQueue, its Workload and PodGroup, its pods."""
+
+    key: GangKey
+    owner: Owner | None = None
+    shape: GangShape | None = None
+    queue: str | None = None
+    finished: Finished | None = None
+    workload: Workload | None = None
+    podgroup: kube.PodGroup | None = None
+    pods: dict[str, kube.Pod] = field(default_factory=dict)
+
+    @property
+    def namespace(self) -> str:
+        return self.key[0]
+
+    @property
+    def name(self) -> str:
+        return self.key[1]
+
+    @property
+    def id(self) -> str:
+        """The gang's name in the decision core and in logs: `namespace/name`."""
+        return f"{self.key[0]}/{self.key[1]}"
+
+    def empty(self) -> bool:
+        return (
+            self.owner is None and self.workload is None and self.podgroup is None and not self.pods
+        )
+
+    # -- what its Workload records ---------------------------------------------------------
+
+    def _is(self, condition: WorkloadCondition) -> bool:
+        wl = self.workload
+        return wl is not None and wl.status is not None and is_true(wl.status.conditions, condition)
+
+    @property
+    def reserved(self) -> bool:
+        """Whether the Workload holds quota (the durable record of an admission)."""
+        return self._is(WorkloadCondition.QUOTA_RESERVED)
+
+    @property
+    def workload_finished(self) -> bool:
+        return self._is(WorkloadCondition.FINISHED)
+
+    @property
+    def pods_ready(self) -> bool:
+        return self._is(WorkloadCondition.PODS_READY)
+
+    @property
+    def active(self) -> bool:
+        """Owned, recorded in a Workload, and not finished: the gang takes part in admission."""
+        return (
+            self.owner is not None
+            and self.shape is not None
+            and self.workload is not None
+            and self.finished is None
+            and not self.workload_finished
+        )
+
+    def admitted_in(self) -> str | None:
+        status = self.workload.status if self.workload else None
+        return status.admission.cluster_queue if status and status.admission else None
+
+    def admitted_at(self) -> float | None:
+        status = self.workload.status if self.workload else None
+        return parse_time(status.admission.admitted_at) if status and status.admission else None
+
+    def requeue_at(self) -> float:
+        status = self.workload.status if self.workload else None
+        state = status.requeue_state if status else None
+        return (parse_time(state.requeue_at) or 0.0) if state else 0.0
+
+    def requeue_count(self) -> int:
+        status = self.workload.status if self.workload else None
+        return status.requeue_state.count if status and status.requeue_state else 0
+
+    def pending_reason(self) -> str:
+        status = self.workload.status if self.workload else None
+        return (status.pending_reason or "") if status else ""
+
+    def waiting_since(self) -> float:
+        """When the gang last entered its queue: its Workload's creation, or its requeue."""
+        created = parse_time(self.workload.metadata.creation_timestamp) if self.workload else None
+        return max(created or 0.0, self.requeue_at())
+
+    def created(self) -> float:
+        return (parse_time(self.owner.meta.creation_timestamp) if self.owner else None) or 0.0
+
+    # -- its pods -------------------------------------------------------------------------
+
+    def live_pods(self) -> list[kube.Pod]:
+        return [p for p in self.pods.values() if p.live()]
+
+    def running_pods(self) -> int:
+        return sum(
+            1
+            for p in self.pods.values()
+            if p.status.phase in ("Running", "Succeeded") and p.metadata.deletion_timestamp is None
+        )
+
+    def gated_pods(self) -> int:
+        return sum(1 for p in self.live_pods() if is_gated(p))
+
+    def placement(self) -> tuple[PodPlacement, ...]:
+        """Where the gang's pods are: where they run once all are bound, else the admission's
+        plan."""
+        assert self.shape is not None
+        bound = [p for p in self.live_pods() if p.spec.node_name]
+        if bound and len(bound) >= sum(ps.count for ps in self.shape.pod_sets):
+            sets = {ps.name for ps in self.shape.pod_sets}
+            first = self.shape.pod_sets[0].name
+            counts: dict[tuple[str, str], int] = {}
+            for pod in bound:
+                key = (_pod_set_of(pod, sets) or first, str(pod.spec.node_name))
+                counts[key] = counts.get(key, 0) + 1
+            return tuple(PodPlacement(ps, node, n) for (ps, node), n in sorted(counts.items()))
+        status = self.workload.status if self.workload else None
+        if status is None or status.admission is None:
+            return ()
+        return tuple(
+            PodPlacement(a.name, n.node, n.count)
+            for a in status.admission.pod_set_assignments
+            for n in a.nodes
+        )
+
+
+def _pod_set_of(pod: kube.Pod, sets: set[str]) -> str | None:
+    worker_index = pod.metadata.labels.get(names.LWS_WORKER_INDEX_LABEL)
+    if worker_index is None:
+        return None
+    role = "leader" if worker_index == "0" else "worker"
+    return role if role in sets else None
+
+
+class GangIndex:
+    """Every gang of the cluster by key, with the keys that changed since they were taken."""
+
+    def __init__(self) -> None:
+        self.gangs: dict[GangKey, ManagedGang] = {}
+        # (owner kind, namespace, name) -> the gangs it runs as.
+        self._owned: dict[tuple[Kind, str, str], list[GangKey]] = {}
+        # (namespace, LocalQueue) -> gangs waiting in it.
+        self._by_queue: dict[tuple[str, str], set[GangKey]] = {}
+        self.dirty: set[GangKey] = set()
+
+    def get(self, key: GangKey) -> ManagedGang | None:
+        return self.gangs.get(key)
+
+    def __iter__(self) -> Iterator[ManagedGang]:
+        return iter(self.gangs.values())
+
+    def in_queue(self, namespace: str, queue: str) -> set[GangKey]:
+        return self._by_queue.get((namespace, queue), set())
+
+    def take_dirty(self) -> set[GangKey]:
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
+    def _gang(self, key: GangKey) -> ManagedGang:
+        gang = self.gangs.get(key)
+        if gang is None:
+            gang = self.gangs[key] = ManagedGang(key)
+        self.dirty.add(key)
+        return gang
+
+    def _drop_if_empty(self, gang: ManagedGang) -> None:
+        if gang.empty():
+            del self.gangs[gang.key]
+
+    # -- changes ----------------------------------------------------------------------------
+
+    def owner_changed(self, adapter: WorkloadAdapter, old: Any, new: Any) -> None:
+        """An object of a managed kind was added, changed (new) or deleted (new is None)."""
+        meta = (new or old).metadata
+        ref = (adapter.KIND, meta.namespace, meta.name)
+        before = self._owned.pop(ref, [])
+        shapes = [] if new is None else self._shapes(adapter, new)
+        after: list[GangKey] = []
+        for shape in shapes:
+            key = (meta.namespace, shape.name)
+            gang = self._gang(key)
+            if gang.owner is not None and (gang.owner.kind, gang.owner.meta.uid) != (
+                adapter.KIND,
+                meta.uid,
+            ):
+                log.warning("gang %s/%s already belongs to another object", *key)
+                continue
+            self._set_queue(gang, queue_in(new.metadata.labels))
+            gang.owner = Owner(adapter, new)
+            gang.shape = shape
+            gang.finished = adapter.finished(new)
+            after.append(key)
+        for key in set(before) - set(after):
+            gang = self._gang(key)
+            gang.owner = gang.shape = gang.finished = None
+            self._set_queue(gang, None)
+            self._drop_if_empty(gang)
+        if after:
+            self._owned[ref] = after
+
+    def _shapes(self, adapter: WorkloadAdapter, obj: Any) -> list[GangShape]:
+        meta = obj.metadata
+        if meta.deletion_timestamp or queue_in(meta.labels) is None:
+            return []
+        try:
+            return adapter.gangs(obj)
+        except (QuantityError, ValueError) as err:
+            log.warning(
+                "%s %s/%s: not managed: %s", adapter.KIND.kind, meta.namespace, meta.name, err
+            )
+            return []
+
+    def _set_queue(self, gang: ManagedGang, queue: str | None) -> None:
+        if gang.queue == queue:
+            return
+        if gang.queue is not None:
+            self._by_queue.get((gang.namespace, gang.queue), set()).discard(gang.key)
+        if queue is not None:
+            self._by_queue.setdefault((gang.namespace, queue), set()).add(gang.key)
+        gang.queue = queue
+
+    def pod_changed(self, old: kube.Pod | None, new: kube.Pod | None) -> GangKey | None:
+        """A pod changed; returns the gang it belongs to now, if any."""
+        old_group = old.metadata.labels.get(names.POD_GROUP_LABEL) if old else None
+        new_group = new.metadata.labels.get(names.POD_GROUP_LABEL) if new else None
+        if old is not None and old_group and (new is None or new_group != old_group):
+            gang = self._gang((old.metadata.namespace, old_group))
+            gang.pods.pop(old.metadata.name, None)
+            self._drop_if_empty(gang)
+        if new is None or not new_group:
+            return None
+        key = (new.metadata.namespace, new_group)
+        self._gang(key).pods[new.metadata.name] = new
+        return key
+
+    def workload_changed(self, old: Workload | None, new: Workload | None) -> None:
+        obj = new or old
+        assert obj is not None
+        gang = self._gang((obj.metadata.namespace or "", obj.metadata.name))
+        gang.workload = new
+        self._drop_if_empty(gang)
+
+    def podgroup_changed(self, old: kube.PodGroup | None, new: kube.PodGroup | None) -> None:
+        obj = new or old
+        assert obj is not None
+        gang = self._gang((obj.metadata.namespace, obj.metadata.name))
+        gang.podgroup = new
+        self._drop_if_empty(gang)

@@ -1,0 +1,400 @@
+"""The objects kohort writes, built from what it knows: Workloads and their status, PodGroups,
+Events, ClusterQueue status. Pure functions; the text a user reads is produced here and by the
+outcomes' `describe()`, nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controller.api import kube, names
+from controller.api.common import Condition, Toleration, format_time
+from controller.api.conditions import (
+    QueueCondition,
+    Reason,
+    WorkloadCondition,
+    find,
+    set_condition,
+    without,
+)
+from controller.api.kinds import COSCHEDULING_PODGROUPS, VOLCANO_PODGROUPS, WORKLOADS, Kind
+from controller.api.quantity import format_quantity, parse_quantity
+from controller.api.queues import ClusterQueue, ClusterQueueStatus, FlavorUsage, ResourceUsage
+from controller.api.workload import (
+    Admission as AdmissionRecord,
+)
+from controller.api.workload import (
+    NodeAssignment,
+    PodSet,
+    PodSetAssignment,
+    RequeueState,
+    Workload,
+    WorkloadSpec,
+    WorkloadStatus,
+)
+from controller.quota import Admission
+from controller.state.gangs import ManagedGang
+from controller.state.steps import CreatePodGroup, RecordEvent
+from controller.workloads.base import Backend, Finished, GangShape
+
+COMPONENT = "kohort-controller"
+
+
+def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+    return {r: format_quantity(a) for r, a in sorted(amounts.items()) if a > 0}
+
+
+# -- Workloads ------------------------------------------------------------------------------
+
+
+def workload_for(gang: ManagedGang, priority: int) -> Workload:
+    """The Workload that records `gang`: its queue, priority and pod sets."""
+    assert gang.owner is not None and gang.shape is not None and gang.queue is not None
+    return Workload.model_validate(
+        {
+            "metadata": {
+                "name": gang.name,
+                "namespace": gang.namespace,
+                "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE, names.QUEUE_LABEL: gang.queue},
+                "ownerReferences": [gang.owner.reference()],
+            },
+            "spec": WorkloadSpec(
+                queue_name=gang.queue,
+                priority=priority,
+                pod_sets=[
+                    PodSet(
+                        name=ps.name,
+                        count=ps.count,
+                        requests=_quantities(ps.requests),
+                        node_selector=dict(ps.node_selector),
+                        tolerations=[
+                            Toleration.model_validate(
+                                {
+                                    "key": t.key,
+                                    "operator": t.operator,
+                                    "value": t.value,
+                                    "effect": t.effect,
+                                }
+                            )
+                            for t in ps.tolerations
+                        ],
+                    )
+                    for ps in gang.shape.pod_sets
+                ],
+            ),
+        }
+    )
+
+
+def _status(gang: ManagedGang) -> WorkloadStatus:
+    status = gang.workload.status if gang.workload else None
+    return status.model_copy(deep=True) if status else WorkloadStatus()
+
+
+def admitted_status(gang: ManagedGang, admission: Admission, now: float) -> WorkloadStatus:
+    """QuotaReserved and Admitted, where each pod set's pods go: the durable record."""
+    assert gang.shape is not None
+    status = _status(gang)
+    message = f"Admitted by ClusterQueue {admission.queue}"
+    conditions = set_condition(
+        status.conditions,
+        WorkloadCondition.QUOTA_RESERVED,
+        True,
+        Reason.QUOTA_RESERVED,
+        admission.describe(),
+        now,
+    )
+    conditions = set_condition(
+        conditions, WorkloadCondition.ADMITTED, True, Reason.ADMITTED, message, now
+    )
+    if find(conditions, WorkloadCondition.EVICTED) is not None:
+        conditions = set_condition(
+            conditions, WorkloadCondition.EVICTED, False, Reason.ADMITTED, message, now
+        )
+    status.conditions = without(
+        conditions, WorkloadCondition.PODS_READY, WorkloadCondition.PREEMPTED
+    )
+    status.admission = AdmissionRecord(
+        cluster_queue=admission.queue,
+        pod_set_assignments=[
+            PodSetAssignment(
+                name=ps.name,
+                count=ps.count,
+                resource_usage=_quantities({r: a * ps.count for r, a in ps.requests.items()}),
+                nodes=[
+                    NodeAssignment(node=p.node, count=p.count)
+                    for p in admission.placement
+                    if p.pod_set == ps.name
+                ],
+            )
+            for ps in gang.shape.pod_sets
+        ],
+        admitted_at=format_time(now),
+    )
+    status.pending_reason = None
+    return status
+
+
+@dataclass(frozen=True)
+class EvictionRecord:
+    """An eviction as the Workload records it."""
+
+    reason: Reason  # of the Evicted condition: Preempted or PodsReadyTimeout
+    message: str
+    preempted: Reason | None  # InClusterQueue / InCohortReclamation for preemptions
+    requeue_count: int
+    requeue_at: float
+    pending_reason: str
+
+
+def evicted_status(gang: ManagedGang, eviction: EvictionRecord, now: float) -> WorkloadStatus:
+    """Evicted and back in the queue after its backoff; the admission record is gone."""
+    status = _status(gang)
+    conditions = set_condition(
+        status.conditions, WorkloadCondition.EVICTED, True, eviction.reason, eviction.message, now
+    )
+    if eviction.preempted is not None:
+        conditions = set_condition(
+            conditions,
+            WorkloadCondition.PREEMPTED,
+            True,
+            eviction.preempted,
+            eviction.message,
+            now,
+        )
+    conditions = set_condition(
+        conditions,
+        WorkloadCondition.QUOTA_RESERVED,
+        False,
+        Reason.PENDING,
+        eviction.pending_reason,
+        now,
+    )
+    conditions = set_condition(
+        conditions, WorkloadCondition.ADMITTED, False, eviction.reason, eviction.message, now
+    )
+    status.conditions = without(conditions, WorkloadCondition.PODS_READY)
+    status.admission = None
+    status.pending_reason = eviction.pending_reason
+    status.requeue_state = RequeueState(
+        count=eviction.requeue_count, requeue_at=format_time(math.ceil(eviction.requeue_at))
+    )
+    return status
+
+
+def pending_status(gang: ManagedGang, text: str, now: float) -> WorkloadStatus:
+    status = _status(gang)
+    status.conditions = set_condition(
+        status.conditions, WorkloadCondition.QUOTA_RESERVED, False, Reason.PENDING, text, now
+    )
+    status.pending_reason = text
+    return status
+
+
+def finished_status(gang: ManagedGang, finished: Finished, now: float) -> WorkloadStatus:
+    status = _status(gang)
+    conditions = set_condition(
+        status.conditions,
+        WorkloadCondition.FINISHED,
+        True,
+        Reason(finished.value),
+        f"the gang {finished.value}",
+        now,
+    )
+    for kind in (WorkloadCondition.QUOTA_RESERVED, WorkloadCondition.ADMITTED):
+        held = find(conditions, kind)
+        if held is not None and held.status == "True":
+            conditions = set_condition(
+                conditions, kind, False, Reason.FINISHED, "quota released", now
+            )
+    status.conditions = conditions
+    return status
+
+
+def pods_ready_status(gang: ManagedGang, now: float) -> WorkloadStatus:
+    assert gang.shape is not None
+    status = _status(gang)
+    status.conditions = set_condition(
+        status.conditions,
+        WorkloadCondition.PODS_READY,
+        True,
+        Reason.STARTED,
+        f"{gang.running_pods()} of {gang.shape.min_member} pods running",
+        now,
+    )
+    return status
+
+
+def event(gang: ManagedGang, reason: Reason, message: str, *, warning: bool = False) -> RecordEvent:
+    """An Event on the user's object (what `kubectl describe` shows) and on the Workload."""
+    about: list[kube.ObjectReference] = []
+    if gang.owner is not None:
+        meta = gang.owner.meta
+        kind = gang.owner.kind
+        about.append(
+            kube.ObjectReference(
+                api_version=kind.api_version,
+                kind=kind.kind,
+                name=meta.name,
+                namespace=gang.namespace,
+                uid=meta.uid,
+            )
+        )
+    if gang.workload is not None:
+        about.append(
+            kube.ObjectReference(
+                api_version=WORKLOADS.api_version,
+                kind=WORKLOADS.kind,
+                name=gang.workload.metadata.name,
+                namespace=gang.namespace,
+                uid=gang.workload.metadata.uid or "",
+            )
+        )
+    return RecordEvent(gang.namespace, tuple(about), reason, message, warning)
+
+
+# -- PodGroups ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodGroupSettings:
+    backend: Backend = Backend.VOLCANO
+    volcano_queue: str = "default"
+
+    @property
+    def kind(self) -> Kind | None:
+        if self.backend is Backend.VOLCANO:
+            return VOLCANO_PODGROUPS
+        if self.backend is Backend.COSCHEDULING:
+            return COSCHEDULING_PODGROUPS
+        return None
+
+
+def min_resources(shape: GangShape) -> dict[str, int]:
+    """Requests of the first min_member pods (leader sets first), what the gang needs to start."""
+    left = shape.min_member
+    total: dict[str, int] = {}
+    for ps in shape.pod_sets:
+        n = min(left, ps.count)
+        left -= n
+        for r, amount in ps.requests.items():
+            total[r] = total.get(r, 0) + amount * n
+    return total
+
+
+def podgroup_for(gang: ManagedGang, settings: PodGroupSettings) -> CreatePodGroup | None:
+    """The gang scheduler's PodGroup for an admitted gang, owned by its Workload."""
+    kind = settings.kind
+    if kind is None or gang.workload is None or gang.shape is None:
+        return None
+    volcano = settings.backend is Backend.VOLCANO
+    classes = gang.shape.priority_classes
+    spec = kube.PodGroupSpec(
+        min_member=gang.shape.min_member,
+        min_resources=_quantities(min_resources(gang.shape)),
+        queue=settings.volcano_queue if volcano else None,
+        priority_class_name=classes[0] if volcano and classes else None,
+    )
+    workload = gang.workload.metadata
+    meta = kube.ObjectMeta(
+        name=gang.name,
+        namespace=gang.namespace,
+        labels={names.MANAGED_LABEL: names.MANAGED_VALUE},
+        owner_references=[
+            kube.OwnerReference(
+                api_version=WORKLOADS.api_version,
+                kind=WORKLOADS.kind,
+                name=workload.name,
+                uid=workload.uid or "",
+                controller=True,
+                block_owner_deletion=False,
+            )
+        ],
+    )
+    body = kube.PodGroup(api_version=kind.api_version, kind=kind.kind, metadata=meta, spec=spec)
+    return CreatePodGroup(kind, body)
+
+
+# -- ClusterQueues --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """What a ClusterQueue's status reports, counted by the state."""
+
+    pending: int = 0
+    admitted: int = 0
+    usage: Mapping[str, int] | None = None
+    weighted_share: float = 0.0
+    # Pending gangs whose Workload says why they wait.
+    inadmissible: int = 0
+
+
+def queue_status(cq: ClusterQueue, figures: QueueFigures, now: float) -> ClusterQueueStatus:
+    share = figures.weighted_share
+    active = find(cq.status.conditions, QueueCondition.ACTIVE) if cq.status else None
+    since = active.last_transition_time if active and active.last_transition_time else None
+    return ClusterQueueStatus(
+        pending_workloads=figures.pending,
+        admitted_workloads=figures.admitted,
+        weighted_share=math.ceil(share) if math.isfinite(share) else -1,
+        flavors_usage=flavors_usage(cq, figures.usage or {}),
+        conditions=[
+            Condition(
+                type=QueueCondition.ACTIVE,
+                status="True",
+                reason=Reason.READY,
+                message="Can admit new workloads",
+                last_transition_time=since or format_time(now),
+            )
+        ],
+    )
+
+
+def flavors_usage(cq: ClusterQueue, usage: Mapping[str, int]) -> list[FlavorUsage]:
+    """Usage per flavor and resource: a resource's usage is shown on the first flavor listing it."""
+    out: list[FlavorUsage] = []
+    seen: set[str] = set()
+    for group in cq.spec.resource_groups:
+        for flavor in group.flavors:
+            resources = []
+            for quota in flavor.resources:
+                used = usage.get(quota.name, 0) if quota.name not in seen else 0
+                seen.add(quota.name)
+                nominal = parse_quantity(quota.nominal_quota)
+                resources.append(
+                    ResourceUsage(
+                        name=quota.name,
+                        total=format_quantity(max(used, 0)),
+                        borrowed=format_quantity(max(0, used - nominal)),
+                    )
+                )
+            out.append(FlavorUsage(name=flavor.name, resources=resources))
+    return out
+
+
+def queue_status_differs(old: ClusterQueueStatus | None, new: ClusterQueueStatus) -> bool:
+    """Whether writing `new` changes what a user sees (conditions compare by type and status)."""
+    if old is None:
+        return True
+    same_conditions = [(c.type, c.status) for c in old.conditions] == [
+        (c.type, c.status) for c in new.conditions
+    ]
+    fields = ("pending_workloads", "admitted_workloads", "weighted_share", "flavors_usage")
+    return not same_conditions or any(getattr(old, f) != getattr(new, f) for f in fields)
+
+
+def as_patch(status: WorkloadStatus | ClusterQueueStatus) -> dict[str, object]:
+    """A merge patch that makes the object's status `status`: members it no longer has are
+    removed (explicit nulls), members inside are written whole."""
+    body: dict[str, object] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for name, info in type(status).model_fields.items():
+        if getattr(status, name) is None:
+            body[info.alias or name] = None
+    return body
+
+
+def eviction_message(why: str, count: int, delay: float) -> str:
+    return f"{why}; requeued (attempt {count}), back in the queue in {delay:.0f}s"

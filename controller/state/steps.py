@@ -1,0 +1,77 @@
+"""The writes a pass plans, as values: the state decides them, the writers carry them out.
+
+Rule: a gang's steps run in order and stop at the first failure; different gangs' steps run
+concurrently. A step names everything its write needs, so carrying it out decides nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.api import kube
+from controller.api.conditions import Reason
+from controller.api.kinds import Kind
+from controller.api.queues import ClusterQueueStatus
+from controller.api.workload import Workload, WorkloadStatus
+from controller.workloads.base import Delete, Patch
+
+
+@dataclass(frozen=True)
+class CreateWorkload:
+    workload: Workload
+
+
+@dataclass(frozen=True)
+class WriteWorkloadStatus:
+    namespace: str
+    name: str
+    status: WorkloadStatus
+
+
+@dataclass(frozen=True)
+class DeleteWorkload:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class CreatePodGroup:
+    kind: Kind
+    podgroup: kube.PodGroup
+
+
+@dataclass(frozen=True)
+class DeletePodGroup:
+    kind: Kind
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class RecordEvent:
+    """An Event on each of `about` (the user's object and the Workload)."""
+
+    namespace: str
+    about: tuple[kube.ObjectReference, ...]
+    reason: Reason
+    message: str
+    warning: bool = False
+
+
+@dataclass(frozen=True)
+class WriteQueueStatus:
+    name: str
+    status: ClusterQueueStatus
+
+
+Step = (
+    CreateWorkload
+    | WriteWorkloadStatus
+    | DeleteWorkload
+    | CreatePodGroup
+    | DeletePodGroup
+    | RecordEvent
+    | WriteQueueStatus
+    | Patch
+    | Delete
+)

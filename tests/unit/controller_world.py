@@ -1,0 +1,125 @@
+"""A controller's informers, state, writers and reconciler on an API server in memory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+
+from controller import quota
+from controller.api import kinds, names
+from controller.api.common import format_time
+from controller.cluster.cache import Cache
+from controller.cluster.memory import MemoryApi
+from controller.cluster.testing import cluster_queue, local_queue
+from controller.cluster.writers import Writers
+from controller.metrics import ControllerMetrics
+from controller.reconciler import Reconciler
+from controller.settings import Settings
+from controller.state.cluster import ClusterState
+from controller.state.objects import PodGroupSettings
+from controller.workloads.base import Mutation, WorkloadAdapter
+from controller.workloads.edits import Editor
+from controller.workloads.job import JobAdapter
+from controller.workloads.registry import ADAPTERS
+from controller.workloads.testing import make_job
+
+JSON = dict[str, Any]
+NOW = 1_800_000_000.0
+
+
+def held_job(name: str, pods: int, cpu: str = "1", namespace: str = "ns") -> JSON:
+    """A Job as kohort's webhook stores it."""
+    job = make_job(
+        name,
+        namespace=namespace,
+        queue="lq",
+        parallelism=pods,
+        completions=pods,
+        cpu=cpu,
+        memory=None,
+    )
+    editor = Editor(job)
+    JobAdapter().default(editor, Mutation("lq"))
+    return editor.doc
+
+
+def workload(job: JSON, *, reserved: bool) -> JSON:
+    """The Workload of `job`, holding quota (an admission recorded) or not."""
+    name = f"job-{job['metadata']['name']}"
+    pods = job["spec"]["parallelism"]
+    status: JSON = {"conditions": []}
+    if reserved:
+        status["conditions"] = [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok"}
+        ]
+        status["admission"] = {
+            "clusterQueue": "cq",
+            "podSetAssignments": [],
+            "admittedAt": format_time(NOW - 60),
+        }
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "namespace": job["metadata"]["namespace"],
+            "name": name,
+            "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE},
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"]}
+            ],
+        },
+        "spec": {
+            "queueName": "lq",
+            "podSets": [{"name": "main", "count": pods, "requests": {"cpu": "1"}}],
+        },
+        "status": status,
+    }
+
+
+class World:
+    """A controller's informers, state, writers and reconciler on an API server in memory."""
+
+    def __init__(
+        self,
+        *objects: tuple[kinds.Kind, JSON],
+        cpu_quota: str = "4",
+        adapters: Mapping[kinds.Kind, WorkloadAdapter] = ADAPTERS,
+    ) -> None:
+        self.api = MemoryApi(clock=lambda: NOW)
+        self.api.put(kinds.CLUSTER_QUEUES, cluster_queue("cq", {"cpu": cpu_quota}))
+        self.api.put(kinds.LOCAL_QUEUES, local_queue("ns", "lq", "cq"))
+        for kind, obj in objects:
+            self.api.put(kind, obj)
+        settings = Settings(pods_ready_timeout=None, core=quota.Config(placement=False))
+        self.state = ClusterState(settings, PodGroupSettings(), adapters=adapters)
+        self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, adapters=adapters)
+        writers = Writers(self.api, self.cache.informers)
+        self.reconciler = Reconciler(
+            self.state, writers, settings, ControllerMetrics(), clock=lambda: NOW
+        )
+        self.cache.listen(self.reconciler.notify)
+
+    def suspended(self, name: str) -> bool | None:
+        job = self.api.read_back(kinds.JOBS, name, "ns")
+        return None if job is None else job["spec"].get("suspend")
+
+    def workload(self, name: str) -> JSON | None:
+        return self.api.read_back(kinds.WORKLOADS, name, "ns")
+
+
+@pytest.fixture
+async def started() -> AsyncIterator[list[World]]:
+    """Worlds a test started, stopped after it."""
+    worlds: list[World] = []
+    yield worlds
+    for world in worlds:
+        await world.cache.stop()
+
+
+async def start(worlds: list[World], world: World) -> World:
+    worlds.append(world)
+    world.cache.start()
+    await world.cache.wait_synced()
+    return world

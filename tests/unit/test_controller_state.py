@@ -1,0 +1,275 @@
+"""The controller's state: gangs found from objects, the engine they feed, the writes planned."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import msgspec
+
+from controller.api import Workload, kinds, names
+from controller.api.kinds import Kind
+from controller.cluster.cache import models
+from controller.cluster.clients import decoder
+from controller.quota import Admission, PendingCause, PodPlacement
+from controller.settings import Settings
+from controller.state.cluster import ClusterState, queue_spec
+from controller.state.objects import PodGroupSettings, admitted_status, podgroup_for, workload_for
+from controller.state.steps import CreateWorkload, DeletePodGroup, DeleteWorkload
+from controller.workloads.base import Backend, Mutation
+from controller.workloads.edits import Editor
+from controller.workloads.job import JobAdapter
+from controller.workloads.registry import ADAPTERS
+from controller.workloads.statefulset import StatefulSetAdapter
+from controller.workloads.testing import make_job, make_statefulset
+from webhook.validation import model_problem
+
+JSON = dict[str, Any]
+MODELS = models(ADAPTERS, kinds.VOLCANO_PODGROUPS, namespaces=False)
+NOW = 1_800_000_000.0
+
+
+def held(obj: JSON, adapter: Any, queue: str = "research") -> JSON:
+    """The object as kohort's webhook stores it (gang fields and hold added)."""
+    editor = Editor(copy.deepcopy(obj))
+    adapter.default(editor, Mutation(queue))
+    editor.doc["metadata"]["uid"] = f"uid-{obj['metadata']['name']}"
+    editor.doc["metadata"]["creationTimestamp"] = "2026-11-22T01:00:00Z"
+    return editor.doc
+
+
+def typed(kind: Kind, obj: JSON) -> Any:
+    return decoder(MODELS[kind])(json.dumps(obj).encode())
+
+
+def state_of(*objects: tuple[Kind, JSON], settings: Settings | None = None) -> ClusterState:
+    state = ClusterState(settings or Settings(), PodGroupSettings())
+    for kind, obj in objects:
+        state.observe(kind, None, typed(kind, obj))
+    return state
+
+
+def cluster_queue(name: str, nominal: dict[str, str], cohort: str | None = None) -> JSON:
+    resources = [{"name": r, "nominalQuota": q} for r, q in nominal.items()]
+    spec: JSON = {
+        "resourceGroups": [
+            {
+                "coveredResources": [r["name"] for r in resources],
+                "flavors": [{"name": "default", "resources": resources}],
+            }
+        ]
+    }
+    if cohort:
+        spec["cohort"] = cohort
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def local_queue(namespace: str, name: str, cq: str) -> JSON:
+    return {"metadata": {"namespace": namespace, "name": name}, "spec": {"clusterQueue": cq}}
+
+
+def node(name: str, cpu: str = "8", taints: list[JSON] | None = None) -> JSON:
+    return {
+        "metadata": {"name": name, "labels": {"pool": "a"}},
+        "spec": {"taints": taints or []},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def workload_of(gang_name: str, namespace: str = "team-a") -> JSON:
+    return {
+        "metadata": {
+            "namespace": namespace,
+            "name": gang_name,
+            "uid": f"wl-{gang_name}",
+            "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE},
+        },
+        "spec": {"queueName": "research", "podSets": [{"name": "main", "count": 1}]},
+    }
+
+
+def test_a_held_job_is_one_gang_named_after_its_template_label() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=4, completions=4), JobAdapter())
+
+    state = state_of((kinds.JOBS, job))
+
+    gang = state.index.get(("team-a", "job-train"))
+    assert gang is not None and gang.shape is not None
+    assert gang.shape.min_member == 4
+    assert gang.queue == "research"
+    assert gang.workload is None
+    assert gang.shape.pod_sets[0].requests == {"cpu": 1000, "memory": 2**30 * 1000}
+
+
+def test_a_new_gang_in_a_queue_gets_a_workload_first() -> None:
+    job = held(make_job("train", namespace="team-a"), JobAdapter())
+
+    work = state_of((kinds.JOBS, job)).sync(NOW)
+
+    [step] = work[("team-a", "job-train")]
+    assert isinstance(step, CreateWorkload)
+    assert step.workload.spec.queue_name == "research"
+
+
+def test_a_job_the_webhook_never_saw_is_not_a_gang() -> None:
+    state = state_of((kinds.JOBS, make_job("raw", namespace="team-a")))
+
+    assert list(state.index) == []
+
+
+def test_a_completed_job_is_a_finished_gang() -> None:
+    job = held(make_job("done", namespace="team-a"), JobAdapter())
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+
+    gang = state_of((kinds.JOBS, job)).index.get(("team-a", "job-done"))
+
+    assert gang is not None and gang.finished == "Succeeded"
+
+
+def test_a_workload_whose_owner_is_gone_is_deleted_with_its_podgroup() -> None:
+    state = state_of((kinds.WORKLOADS, workload_of("job-gone")))
+
+    steps = state.sync(NOW)[("team-a", "job-gone")]
+
+    assert [type(s) for s in steps] == [DeletePodGroup, DeleteWorkload]
+
+
+def test_statefulset_pods_join_their_gang_by_the_pod_group_label() -> None:
+    sts = held(make_statefulset("serve", namespace="team-a", replicas=2), StatefulSetAdapter())
+    pod = {
+        "metadata": {
+            "namespace": "team-a",
+            "name": "serve-0",
+            "labels": {names.POD_GROUP_LABEL: "sts-serve"},
+            "ownerReferences": [{"kind": "StatefulSet", "name": "serve", "controller": True}],
+        },
+        "spec": {"schedulingGates": [{"name": names.ADMISSION_GATE}], "containers": []},
+    }
+
+    gang = state_of((kinds.STATEFULSETS, sts), (kinds.PODS, pod)).index.get(("team-a", "sts-serve"))
+
+    assert gang is not None
+    assert list(gang.pods) == ["serve-0"] and gang.gated_pods() == 1
+
+
+def test_cluster_queue_quota_sums_flavors_and_keeps_cohort_weight_and_policy() -> None:
+    cq = cluster_queue("team-a", {"nvidia.com/gpu": "8", "cpu": "16"}, cohort="research")
+    cq["spec"]["resourceGroups"][0]["flavors"].append(
+        {"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}
+    )
+    cq["spec"]["fairSharing"] = {"weight": "2"}
+    cq["spec"]["preemption"] = {"reclaimWithinCohort": "Any"}
+
+    spec = queue_spec(typed(kinds.CLUSTER_QUEUES, cq))
+
+    assert spec.quotas["nvidia.com/gpu"].nominal == 12_000
+    assert spec.quotas["cpu"].nominal == 16_000
+    assert spec.cohort == "research"
+    assert spec.weight == 2.0
+    assert spec.reclaim_within_cohort == "Any"
+
+
+def test_the_engine_counts_foreign_pods_as_used_and_pending_gangs_in_their_cluster_queue() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=2, completions=2), JobAdapter())
+    foreign = {
+        "metadata": {"namespace": "other", "name": "web"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    state = state_of(
+        (kinds.JOBS, job),
+        (kinds.WORKLOADS, workload_of("job-train")),
+        (kinds.PODS, foreign),
+        (kinds.CLUSTER_QUEUES, cluster_queue("cq-a", {"cpu": "10"})),
+        (kinds.LOCAL_QUEUES, local_queue("team-a", "research", "cq-a")),
+        (kinds.NODES, node("n1")),
+        (kinds.NODES, node("n2", taints=[{"key": "x", "effect": "NoSchedule"}])),
+    )
+
+    state.sync(NOW)
+
+    engine = state.engine
+    n1 = engine.index.by_name["n1"]
+    assert engine.index.free[n1][engine.index.order.index("cpu")] == 8000 - 3000
+    n2 = engine.index.by_name["n2"]
+    assert [t.key for t in engine.index.class_of[n2].taints] == ["x"]
+    queue, _ = engine.pending["team-a/job-train"]
+    assert queue is not None and queue.name == "cq-a"
+
+
+def test_a_gang_whose_local_queue_is_missing_waits_and_says_so() -> None:
+    job = held(make_job("train", namespace="team-a"), JobAdapter())
+    state = state_of((kinds.JOBS, job), (kinds.WORKLOADS, workload_of("job-train")))
+
+    state.sync(NOW)
+
+    member = state.members[("team-a", "job-train")]
+    assert member.state == "waiting" and member.why is not None
+    assert member.why.cause is PendingCause.NO_LOCAL_QUEUE
+    assert member.why.describe() == "LocalQueue 'research' does not exist in namespace team-a"
+
+
+def gang_with_workload(job: JSON) -> Any:
+    state = state_of((kinds.JOBS, job), (kinds.WORKLOADS, workload_of("job-train")))
+    return state.index.get(("team-a", "job-train"))
+
+
+def test_a_volcano_podgroup_asks_for_the_whole_gang_in_the_configured_queue() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=4, completions=4), JobAdapter())
+    job["spec"]["template"]["spec"]["priorityClassName"] = "high"
+
+    step = podgroup_for(gang_with_workload(job), PodGroupSettings(Backend.VOLCANO, "research"))
+
+    assert step is not None
+    body = step.podgroup
+    assert body.spec.min_member == 4
+    assert body.spec.min_resources == {"cpu": "4", "memory": str(4 * 2**30)}
+    assert (body.spec.queue, body.spec.priority_class_name) == ("research", "high")
+    [owner] = body.metadata.owner_references
+    assert (owner.kind, owner.name, owner.uid) == ("Workload", "job-train", "wl-job-train")
+
+
+def test_no_podgroup_is_made_without_a_gang_backend() -> None:
+    job = held(make_job("train", namespace="team-a"), JobAdapter())
+
+    assert podgroup_for(gang_with_workload(job), PodGroupSettings(Backend.NONE)) is None
+
+
+def test_a_coscheduling_podgroup_has_min_member_and_resources_but_no_volcano_fields() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=2, completions=2), JobAdapter())
+
+    step = podgroup_for(gang_with_workload(job), PodGroupSettings(Backend.COSCHEDULING))
+
+    assert step is not None and step.kind == kinds.COSCHEDULING_PODGROUPS
+    body = msgspec.to_builtins(step.podgroup)
+    assert body["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert body["spec"] == {"minMember": 2, "minResources": {"cpu": "2", "memory": str(2 * 2**30)}}
+
+
+def test_the_workload_the_controller_writes_passes_the_api_model_the_webhook_enforces() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=2, completions=2), JobAdapter())
+    job["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "a"}
+    gang = gang_with_workload(job)
+
+    created = workload_for(gang, priority=100)
+    body = created.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    assert model_problem("Workload", body) is None
+    placement = (PodPlacement("main", "n1", 2),)
+    status = admitted_status(gang, Admission("team-a/job-train", "research", placement), NOW)
+    body["status"] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert model_problem("Workload", body) is None
+    model = Workload.model_validate(body)
+    assert model.spec.pod_sets[0].tolerations[0].operator == "Exists"
+    assert model.status is not None and model.status.admission is not None
+    assert model.status.admission.pod_set_assignments[0].nodes[0].node == "n1"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import pydantic
@@ -71,21 +71,30 @@ class _Status(msgspec.Struct):
 
 
 class _Meta(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
     resourceVersion: str = ""
 
 
-class _Versioned(msgspec.Struct):
+class _Head(msgspec.Struct):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
 
 
 @dataclass(frozen=True, slots=True)
-class WatchEvent(Generic[M]):
-    """One watch event: its type, the resourceVersion it carries, and the object (none for a
-    BOOKMARK, which only moves the version on)."""
+class WatchEvent:
+    """One watch event: its type, the object's key and resourceVersion, and the object as
+    sent, decoded only by a reader that needs it (a BOOKMARK only moves the version on)."""
 
     type: str
+    namespace: str
+    name: str
     version: str
-    object: M | None
+    data: bytes
+
+
+def watch_event(kind_of_event: str, data: bytes) -> WatchEvent:
+    meta = msgspec.json.decode(data, type=_Head).metadata
+    return WatchEvent(kind_of_event, meta.namespace, meta.name, meta.resourceVersion, data)
 
 
 class ApiError(Exception):
@@ -184,14 +193,13 @@ class Client:
 
     async def follow(
         self,
-        decode: Decode[M],
         kind: Kind,
         resource_version: str,
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
-    ) -> AsyncIterator[WatchEvent[M]]:
+    ) -> AsyncIterator[WatchEvent]:
         """Events from `resource_version` on, bookmarks included, until the server ends the
         watch. An expired version raises ApiError(410)."""
         query = {
@@ -220,9 +228,7 @@ class Client:
                 if event.type == "ERROR":
                     code = msgspec.json.decode(raw, type=_Status).code
                     raise ApiError(code, "WATCH", path, raw.decode(errors="replace"))
-                version = msgspec.json.decode(raw, type=_Versioned).metadata.resourceVersion
-                obj = None if event.type == "BOOKMARK" else decode(raw)
-                yield WatchEvent(event.type, version, obj)
+                yield watch_event(event.type, raw)
 
     async def make(
         self, decode: Decode[M], kind: Kind, obj: Any, namespace: str | None = None

@@ -226,7 +226,6 @@ class Informer(Generic[T]):
     async def _watch(self) -> None:
         timeout = int(self.watch_timeout * random.uniform(0.8, 1.0))
         async for event in self.api.follow(
-            self.decode,
             self.kind,
             self.resource_version,
             namespace=self.namespace,
@@ -235,11 +234,25 @@ class Informer(Generic[T]):
         ):
             if event.version:
                 self.resource_version = event.version
-            obj = event.object
-            if obj is None:  # a bookmark, or an object that does not decode
+            if event.type == "BOOKMARK":
                 continue
+            key = (event.namespace, event.name)
             if event.type == "DELETED":
-                self.forget(*key_of(obj))
-            else:
-                self._apply(obj)
+                self.forget(*key)
+            elif not self._holds(key, event.version):
+                obj = self.decode(event.data)
+                if obj is not None:
+                    self._apply(obj)
             self.backoff.reset()
+
+    def _holds(self, key: Key, version: str) -> bool:
+        """Whether the store already holds this version of the object, or a later one (the
+        echo of our own write, usually): then the event need not even be decoded."""
+        old = self.store.get(key)
+        if old is None:
+            return False
+        held = _version(old)
+        try:
+            return held is not None and held >= int(version)
+        except ValueError:
+            return False

@@ -21,7 +21,7 @@ import jsonpatch
 
 from controller.api.common import format_time
 from controller.api.kinds import Kind
-from controller.cluster.clients import JSON_PATCH, ApiError, Client, Decode, WatchEvent, plain
+from controller.cluster.clients import JSON_PATCH, ApiError, Client, WatchEvent, plain, watch_event
 
 JSONDict = dict[str, Any]
 # (group, version, plural)
@@ -177,14 +177,15 @@ class MemoryApi(Client):
                 raise ApiError(404, "GET", where.name, '{"reason": "NotFound"}')
             return text.encode()
         keys = sorted(k for k in objects if not where.namespace or k[0] == where.namespace)
+        selector = query.get("labelSelector")
+        if selector:
+            keys = [k for k in keys if _selected(json.loads(objects[k]), selector)]
         start = int(query.get("continue") or 0)
-        items = [json.loads(objects[k]) for k in keys]
-        items = [o for o in items if _selected(o, query.get("labelSelector"))]
-        page = items[start : start + self.page_size]
+        page = ",".join(objects[k] for k in keys[start : start + self.page_size])
         meta: JSONDict = {"resourceVersion": str(self.version)}
-        if start + self.page_size < len(items):
+        if start + self.page_size < len(keys):
             meta["continue"] = str(start + self.page_size)
-        return json.dumps({"items": page, "metadata": meta}).encode()
+        return f'{{"items":[{page}],"metadata":{json.dumps(meta)}}}'.encode()
 
     def _create(self, where: _Path, body: JSONDict, path: str) -> bytes:
         if where.namespace in self.terminating:
@@ -230,14 +231,13 @@ class MemoryApi(Client):
 
     async def follow(
         self,
-        decode: Decode[Any],
         kind: Kind,
         resource_version: str,
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
-    ) -> AsyncIterator[WatchEvent[Any]]:
+    ) -> AsyncIterator[WatchEvent]:
         queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         collection = (kind.group, kind.version, kind.plural)
         self._watchers.setdefault(collection, []).append(queue)
@@ -249,7 +249,6 @@ class MemoryApi(Client):
                     continue
                 if not _selected(obj, label_selector):
                     continue
-                version = obj["metadata"]["resourceVersion"]
-                yield WatchEvent(event, version, decode(text.encode()))
+                yield watch_event(event, text.encode())
         finally:
             self._watchers[collection].remove(queue)

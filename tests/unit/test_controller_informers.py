@@ -9,7 +9,7 @@ from typing import Any
 
 from controller.api import kinds, kube
 from controller.api.kinds import Kind
-from controller.cluster.clients import ApiError, Decode, WatchEvent, decoder
+from controller.cluster.clients import ApiError, Decode, WatchEvent, decoder, watch_event
 from controller.cluster.informers import Backoff, Informer
 
 JSON = dict[str, Any]
@@ -37,18 +37,14 @@ class ScriptedApi:
         version = max((int(i["metadata"]["resourceVersion"]) for i in items), default=1)
         return [decode(json.dumps(i).encode()) for i in items], str(version)
 
-    async def follow(
-        self, decode: Decode[Any], kind: Kind, version: str, **_: Any
-    ) -> AsyncIterator[WatchEvent[Any]]:
+    async def follow(self, kind: Kind, version: str, **_: Any) -> AsyncIterator[WatchEvent]:
         self.watched_from.append(version)
         script = self.watches.pop(0) if self.watches else []
         for step in script:
             if isinstance(step, Exception):
                 raise step
             event, obj = step
-            obj_version = obj["metadata"]["resourceVersion"]
-            decoded = None if event == "BOOKMARK" else decode(json.dumps(obj).encode())
-            yield WatchEvent(event, obj_version, decoded)
+            yield watch_event(event, json.dumps(obj).encode())
         if not self.watches:
             await asyncio.sleep(3600)  # the last watch stays open
 

@@ -110,31 +110,31 @@ class Writers:
             case Delete(kind=kind, namespace=namespace, name=name):
                 await api.delete(kind, name, namespace)
             case RecordEvent():
-                await self._events(step)
+                await self._event(step)
 
-    async def _events(self, step: RecordEvent) -> None:
+    async def _event(self, step: RecordEvent) -> None:
         stamp = format_time(time.time())
-        for about in step.about:
-            event = kube.Event(
-                api_version=kinds.EVENTS.api_version,
-                kind=kinds.EVENTS.kind,
-                metadata=kube.ObjectMeta(
-                    name=f"{about.name}.{uuid.uuid4().hex[:12]}", namespace=step.namespace
-                ),
-                involved_object=about,
-                reason=step.reason,
-                message=step.message[:1024],
-                type="Warning" if step.warning else "Normal",
-                source=kube.EventSource(component=COMPONENT),
-                reporting_component=COMPONENT,
-                reporting_instance=self.identity,
-                first_timestamp=stamp,
-                last_timestamp=stamp,
-            )
-            try:
-                await self.api.make(_raw, kinds.EVENTS, event, step.namespace)
-            except ApiError as err:  # events are best effort
-                log.debug("event on %s/%s not recorded: %s", step.namespace, about.name, err)
+        about = step.about
+        event = kube.Event(
+            api_version=kinds.EVENTS.api_version,
+            kind=kinds.EVENTS.kind,
+            metadata=kube.ObjectMeta(
+                name=f"{about.name}.{uuid.uuid4().hex[:12]}", namespace=step.namespace
+            ),
+            involved_object=about,
+            reason=step.reason,
+            message=step.message[:1024],
+            type="Warning" if step.warning else "Normal",
+            source=kube.EventSource(component=COMPONENT),
+            reporting_component=COMPONENT,
+            reporting_instance=self.identity,
+            first_timestamp=stamp,
+            last_timestamp=stamp,
+        )
+        try:
+            await self.api.make(_raw, kinds.EVENTS, event, step.namespace)
+        except ApiError as err:  # events are best effort
+            log.debug("event on %s/%s not recorded: %s", step.namespace, about.name, err)
 
     async def ensure_volcano_queue(self, name: str) -> None:
         """The Volcano queue kohort's PodGroups go to: open, reclaimable off, no capability."""

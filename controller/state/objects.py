@@ -228,31 +228,27 @@ def pods_ready_status(gang: ManagedGang, now: float) -> WorkloadStatus:
 
 
 def event(gang: ManagedGang, reason: Reason, message: str, *, warning: bool = False) -> RecordEvent:
-    """An Event on the user's object (what `kubectl describe` shows) and on the Workload."""
-    about: list[kube.ObjectReference] = []
+    """An Event on the user's object, what `kubectl describe` shows (the Workload's conditions
+    carry the same words); on the Workload when the object is gone."""
     if gang.owner is not None:
-        meta = gang.owner.meta
-        kind = gang.owner.kind
-        about.append(
-            kube.ObjectReference(
-                api_version=kind.api_version,
-                kind=kind.kind,
-                name=meta.name,
-                namespace=gang.namespace,
-                uid=meta.uid,
-            )
+        meta, kind = gang.owner.meta, gang.owner.kind
+        about = kube.ObjectReference(
+            api_version=kind.api_version,
+            kind=kind.kind,
+            name=meta.name,
+            namespace=gang.namespace,
+            uid=meta.uid,
         )
-    if gang.workload is not None:
-        about.append(
-            kube.ObjectReference(
-                api_version=WORKLOADS.api_version,
-                kind=WORKLOADS.kind,
-                name=gang.workload.metadata.name,
-                namespace=gang.namespace,
-                uid=gang.workload.metadata.uid or "",
-            )
+    else:
+        uid = gang.workload.metadata.uid if gang.workload else None
+        about = kube.ObjectReference(
+            api_version=WORKLOADS.api_version,
+            kind=WORKLOADS.kind,
+            name=gang.name,
+            namespace=gang.namespace,
+            uid=uid or "",
         )
-    return RecordEvent(gang.namespace, tuple(about), reason, message, warning)
+    return RecordEvent(gang.namespace, about, reason, message, warning)
 
 
 # -- PodGroups ----------------------------------------------------------------------------

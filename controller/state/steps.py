@@ -49,10 +49,10 @@ class DeletePodGroup:
 
 @dataclass(frozen=True)
 class RecordEvent:
-    """An Event on each of `about` (the user's object and the Workload)."""
+    """An Event about one object."""
 
     namespace: str
-    about: tuple[kube.ObjectReference, ...]
+    about: kube.ObjectReference
     reason: Reason
     message: str
     warning: bool = False

@@ -67,7 +67,6 @@ class Reconciler:
         self.clock = clock
         self._leading: Callable[[], bool] = lambda: True
         self._wake = asyncio.Event()
-        self._limit = asyncio.Semaphore(settings.concurrent_writes)
 
     def notify(self, kind: Kind, old: Any, new: Any) -> None:
         """Informer listener: record the change, and run a pass soon."""
@@ -166,15 +165,15 @@ class Reconciler:
             self.metrics.report_queue(name, self.state.queue_figures(name))
 
     async def _perform(self, work: Mapping[K, Sequence[Step]], stats: PassStats) -> set[K]:
-        """Each entry's steps in order, entries concurrently (bounded); the entries that failed.
-
-        A failed write (a namespace being deleted, a conflict) stops only its own entry. Every
-        write checks the Lease first.
+        """Each entry's steps in order, `concurrent_writes` entries at a time; the entries that
+        failed. A failed write (a namespace being deleted, a conflict) stops only its own
+        entry. Every write checks the Lease first.
         """
         failed: set[K] = set()
+        entries = iter([(name, steps) for name, steps in work.items() if steps])
 
-        async def one(name: K, steps: Sequence[Step]) -> None:
-            async with self._limit:
+        async def worker() -> None:
+            for name, steps in entries:
                 for step in steps:
                     if not self._leading():
                         raise LostLeadership()
@@ -185,14 +184,13 @@ class Reconciler:
                         stats.failed += 1
                         self.metrics.reconcile_errors.inc()
                         log.warning("%s: %s failed: %s", name, type(step).__name__, err)
-                        return
+                        break
                     stats.writes += 1
 
         try:
             async with asyncio.TaskGroup() as group:
-                for name, steps in work.items():
-                    if steps:
-                        group.create_task(one(name, steps))
+                for _ in range(min(self.settings.concurrent_writes, len(work))):
+                    group.create_task(worker())
         except* LostLeadership:
             raise LostLeadership() from None
         return failed

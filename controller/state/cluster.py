@@ -182,6 +182,7 @@ class ClusterState:
         self._dirty_nodes: set[str] = set()
         self._dirty_queues: set[str] = set()
         self._relevant: set[str] = set()
+        self._specs: tuple[quota.QueueSpec, ...] = ()
         self._timeouts: list[tuple[str, str]] = []
 
     # -- reading ------------------------------------------------------------------------------
@@ -232,7 +233,7 @@ class ClusterState:
                 self.namespaces.discard(name)
             else:
                 self.namespaces.add(name)
-            self.index.dirty.update(g.key for g in self.index if g.namespace == name)
+            self.index.dirty.update(self.index.in_namespace(name))
             self._queues_changed = True
 
     def _local_queue_changed(self, old: Any, new: Any) -> None:
@@ -319,9 +320,12 @@ class ClusterState:
                 for name, cq in self.cluster_queues.items()
                 if name in used or cq.spec.cohort in cohorts
             }
+        specs = tuple(queue_spec(self.cluster_queues[n]) for n in sorted(relevant))
+        if specs != self._specs:
+            self.engine.set_queues(specs)
+            self._specs = specs
+            self._dirty_queues.update(relevant)
         self._relevant = relevant
-        self.engine.set_queues(queue_spec(self.cluster_queues[n]) for n in sorted(relevant))
-        self._dirty_queues.update(relevant)
 
     def _core_nodes(self) -> list[quota.Node]:
         out = []
@@ -345,6 +349,8 @@ class ClusterState:
     def _sync_gang(self, key: GangKey, gang: ManagedGang | None, now: float) -> list[Step]:
         if gang is None or not self.ours(key[0]):
             self._set_member(key, None)
+            self._reported.pop(key, None)
+            self._refresh_at.pop(key, None)
             return []
         steps = self._bookkeeping(gang, now)
         if steps is not None:

@@ -197,8 +197,9 @@ class GangIndex:
         self.gangs: dict[GangKey, ManagedGang] = {}
         # (owner kind, namespace, name) -> the gangs it runs as.
         self._owned: dict[tuple[Kind, str, str], list[GangKey]] = {}
-        # (namespace, LocalQueue) -> gangs waiting in it.
+        # (namespace, LocalQueue) -> gangs waiting in it; namespace -> its gangs.
         self._by_queue: dict[tuple[str, str], set[GangKey]] = {}
+        self._by_namespace: dict[str, set[GangKey]] = {}
         self.dirty: set[GangKey] = set()
 
     def get(self, key: GangKey) -> ManagedGang | None:
@@ -210,6 +211,9 @@ class GangIndex:
     def in_queue(self, namespace: str, queue: str) -> set[GangKey]:
         return self._by_queue.get((namespace, queue), set())
 
+    def in_namespace(self, namespace: str) -> set[GangKey]:
+        return self._by_namespace.get(namespace, set())
+
     def take_dirty(self) -> set[GangKey]:
         dirty, self.dirty = self.dirty, set()
         return dirty
@@ -218,12 +222,14 @@ class GangIndex:
         gang = self.gangs.get(key)
         if gang is None:
             gang = self.gangs[key] = ManagedGang(key)
+            self._by_namespace.setdefault(key[0], set()).add(key)
         self.dirty.add(key)
         return gang
 
     def _drop_if_empty(self, gang: ManagedGang) -> None:
         if gang.empty():
             del self.gangs[gang.key]
+            self._by_namespace[gang.namespace].discard(gang.key)
 
     # -- changes ----------------------------------------------------------------------------
 

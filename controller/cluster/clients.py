@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import aiohttp
 import msgspec
 import pydantic
 from kubernetes_asyncio import client, config
@@ -154,12 +155,18 @@ class Client:
         body: Any = None,
         content_type: str = "application/json",
     ) -> bytes:
-        """The response body of one request; ApiError unless the status is 2xx."""
-        response = await self._send(method, path, query=query, body=body, content_type=content_type)
-        async with response:
-            data: bytes = await response.read()
-            if not 200 <= response.status <= 299:
-                raise ApiError(response.status, method, path, data.decode(errors="replace"))
+        """The response body of one request; ApiError unless the status is 2xx (status 0 when
+        the request did not get through: a reset connection, a timeout)."""
+        try:
+            response = await self._send(
+                method, path, query=query, body=body, content_type=content_type
+            )
+            async with response:
+                data: bytes = await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            raise ApiError(0, method, path, f"{type(err).__name__}: {err}") from err
+        if not 200 <= response.status <= 299:
+            raise ApiError(response.status, method, path, data.decode(errors="replace"))
         return data
 
     # -- typed verbs --------------------------------------------------------------------------

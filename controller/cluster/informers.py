@@ -20,7 +20,7 @@ import msgspec
 import pydantic
 
 from controller.api.kinds import Kind
-from controller.cluster.clients import ApiError, Client, Decode
+from controller.cluster.clients import ApiError, Client, Decode, WatchEvent, watch_event
 
 log = logging.getLogger("kohort.informers")
 
@@ -57,6 +57,20 @@ def _version(obj: Object) -> int | None:
         return int(obj.metadata.resource_version or "")
     except ValueError:
         return None
+
+
+def _newer_than(obj: Object | None, version: str) -> bool:
+    """Whether `obj` is a later state than resourceVersion `version` (our own recent write)."""
+    held = _version(obj) if obj is not None else None
+    try:
+        return held is not None and held > int(version)
+    except ValueError:
+        return False
+
+
+def watch_event_of_item(data: bytes) -> WatchEvent:
+    """A listed object, kept as its key, version and bytes until it needs decoding."""
+    return watch_event("ADDED", data)
 
 
 def _newer(new: Object, old: Object) -> bool:
@@ -136,9 +150,6 @@ class Informer(Generic[T]):
     def get(self, namespace: str, name: str) -> T | None:
         return self.store.get((namespace, name))
 
-    def items(self) -> list[T]:
-        return list(self.store.values())
-
     # -- writing through ----------------------------------------------------------------------
 
     def put(self, obj: T) -> None:
@@ -210,15 +221,18 @@ class Informer(Generic[T]):
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
-        items, version = await self.api.read_all(
-            self.decode, self.kind, self.namespace, label_selector=self.label_selector
+        listed, version = await self.api.read_all(
+            watch_event_of_item, self.kind, self.namespace, label_selector=self.label_selector
         )
-        fresh = {key_of(obj): obj for obj in items if obj is not None}
-        for key in self.store.keys() - fresh.keys():
-            self.forget(*key)
-        for obj in fresh.values():
-            # Our own writes newer than the list (they raced with it) are kept.
-            self._apply(obj)
+        keys = {(item.namespace, item.name) for item in listed}
+        for key, held in list(self.store.items()):
+            if key not in keys and not _newer_than(held, version):
+                self.forget(*key)  # gone (objects we made after the list stay)
+        for item in listed:
+            if not self._holds((item.namespace, item.name), item.version):
+                obj = self.decode(item.data)
+                if obj is not None:  # one that does not decode keeps its last good version
+                    self._apply(obj)
         self.resource_version = version
         self.relists += 1
         self.synced.set()
@@ -238,7 +252,8 @@ class Informer(Generic[T]):
                 continue
             key = (event.namespace, event.name)
             if event.type == "DELETED":
-                self.forget(*key)
+                if not _newer_than(self.store.get(key), event.version):
+                    self.forget(*key)
             elif not self._holds(key, event.version):
                 obj = self.decode(event.data)
                 if obj is not None:

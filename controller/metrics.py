@@ -53,7 +53,9 @@ class ControllerMetrics:
             registry=r,
         )
         self.reconcile_errors = Counter(
-            "kohort_reconcile_errors_total", "Reconcile passes that failed", registry=r
+            "kohort_reconcile_errors_total",
+            "Reconcile passes that failed, and writes the API server refused or did not answer",
+            registry=r,
         )
         self.reconcile_duration = Histogram(
             "kohort_reconcile_duration_seconds",

@@ -76,29 +76,33 @@ class Reconciler:
     async def run(self, is_leader: Callable[[], bool], synced: Callable[[], bool]) -> None:
         """Passes on changes, on due timers and every resync period, while this replica leads."""
         self._leading = is_leader
-        errors = 0
+        errors, leading = 0, False
         while True:
             timer, wait = self.state.next_timer(), self.settings.resync_period
-            if timer is not None:
+            if timer is not None and leading:
                 wait = max(0.0, min(wait, timer - self.clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
             await asyncio.sleep(self.settings.debounce)
             self._wake.clear()
             if not is_leader() or not synced():
+                leading = False
                 continue
+            if not leading:
+                self.state.reset()  # what it knew may be stale: another replica led
+                leading = True
             start = time.perf_counter()
             try:
                 await self.reconcile_once()
                 errors = 0
             except LostLeadership:
                 log.warning("lost the Lease during a pass; stopped writing")
-                self.state.resync()  # what it decided was not all written
+                self.state.reset()  # what it decided was not all written
             except Exception:
                 errors += 1
                 self.metrics.reconcile_errors.inc()
                 log.exception("reconcile pass failed")
-                self.state.resync()
+                self.state.reset()
                 await asyncio.sleep(min(10.0, 0.2 * 2**errors) * random.uniform(0.5, 1.0))
                 self._wake.set()
             finally:
@@ -112,7 +116,7 @@ class Reconciler:
         failed |= await self._apply(decisions, now, stats)
         failed |= await self._settle(now, stats)
         self.state.mark_dirty(failed)  # tried again next pass
-        await self._report(now, stats)
+        await self._report(now, stats, failed)
         if stats.admitted or stats.evicted:
             self._wake.set()  # admissions change the picture: look again
         return stats
@@ -154,11 +158,12 @@ class Reconciler:
         }
         return failed | await self._perform(reasons, stats)
 
-    async def _report(self, now: float, stats: PassStats) -> None:
+    async def _report(self, now: float, stats: PassStats, failed: set[GangKey]) -> None:
         """ClusterQueue status (when it changed) and the metrics of the queues looked at."""
-        for queue, reason in self.state.take_timeouts():
-            stats.evicted += 1
-            self.metrics.evictions.labels(queue, reason).inc()
+        for key, queue in self.state.take_timeouts():
+            if key not in failed:
+                stats.evicted += 1
+                self.metrics.evictions.labels(queue, Reason.PODS_READY_TIMEOUT).inc()
         steps, queues = self.state.queue_steps(now)
         self.state.mark_queues_dirty(await self._perform({s.name: [s] for s in steps}, stats))
         for name in queues:

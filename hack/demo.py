@@ -48,7 +48,7 @@ def crd_documents() -> list[dict[str, Any]]:
 def install_crds(rest: RestClient, cluster: LocalCluster) -> None:
     for crd in crd_documents():
         name = crd["metadata"]["name"]
-        rest.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd)
+        rest.apply(kinds.CRDS.path(name=name), crd)
     for crd in crd_documents():
         cluster.wait_crd_established(crd["metadata"]["name"])
 

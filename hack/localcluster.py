@@ -32,6 +32,7 @@ from certs.authority import (
     new_private_key,
     public_key_to_pem,
 )
+from controller.api import kinds
 from hack import processes, testenv
 from hack.processes import ManagedProcess
 from hack.rest import ApiError, RestClient
@@ -444,7 +445,7 @@ class LocalCluster:
         for path in testenv.volcano_crd_files():
             crd = yaml.safe_load(path.read_text())
             name = crd["metadata"]["name"]
-            self.rest.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd)
+            self.rest.apply(kinds.CRDS.path(name=name), crd)
         for path in testenv.volcano_crd_files():
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             self.wait_crd_established(name)
@@ -482,7 +483,7 @@ class LocalCluster:
 
     def wait_crd_established(self, name: str, timeout: float = 60.0) -> None:
         def established() -> bool:
-            crd = self.rest.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            crd = self.rest.get(kinds.CRDS.path(name=name))
             return any(
                 c["type"] == "Established" and c["status"] == "True"
                 for c in crd.get("status", {}).get("conditions", [])

@@ -62,7 +62,9 @@ class PodSetAssignment(Lenient):
     nodes: list[NodeAssignment] = Field(default_factory=list)
 
 
-class Admission(Lenient):
+class AdmissionRecord(Lenient):
+    """Where an admitted gang's pods go, as the Workload's status records its admission."""
+
     cluster_queue: str
     pod_set_assignments: list[PodSetAssignment] = Field(default_factory=list)
     admitted_at: str | None = None
@@ -77,7 +79,7 @@ class RequeueState(Lenient):
 
 class WorkloadStatus(Lenient):
     conditions: list[Condition] = Field(default_factory=list)
-    admission: Admission | None = None
+    admission: AdmissionRecord | None = None
     pending_reason: str | None = None
     requeue_state: RequeueState | None = None
 

@@ -53,7 +53,6 @@ class Cache:
         api: Client,
         *,
         podgroup_kind: Kind | None,
-        on_change: Listener | None = None,
         namespace_selector: str | None = None,
         adapters: Mapping[Kind, WorkloadAdapter] = ADAPTERS,
     ) -> None:
@@ -62,7 +61,6 @@ class Cache:
                 api,
                 kind,
                 decoder(model),
-                listener=on_change,
                 optional=kind in OPTIONAL,
                 label_selector=namespace_selector if kind == kinds.NAMESPACES else None,
             )

@@ -94,8 +94,8 @@ class LeaderElector:
             if err.status != 404:
                 raise
             body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
+                "apiVersion": kinds.LEASES.api_version,
+                "kind": kinds.LEASES.kind,
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": self._spec(0, None),
             }

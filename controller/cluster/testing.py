@@ -6,7 +6,7 @@ would look at (`kubectl get workloads`, `kubectl describe job`, the pods and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from controller.api import kinds, names
@@ -239,7 +239,3 @@ def reserved(workload: Mapping[str, Any] | None) -> bool:
 
 def pending_reason(workload: Mapping[str, Any] | None) -> str:
     return str(lookup(workload, ["status", "pendingReason"]) or "")
-
-
-def names_of(objs: Sequence[Mapping[str, Any]]) -> list[str]:
-    return sorted(str(o["metadata"]["name"]) for o in objs)

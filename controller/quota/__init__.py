@@ -1,7 +1,8 @@
-"""The pure decision core: snapshot in, decisions out, deterministic and input-order independent.
+"""The pure decision core: state in, decisions out, deterministic and input-order independent.
 
-Rule: no I/O, no asyncio, no clock, no Kubernetes client here. The controller, the simulator and
-the benchmarks all call `decide` (or keep an `Engine` and feed it changes).
+Rule: no I/O, no asyncio, no clock, no Kubernetes client here. The controller and the simulator
+keep one `Engine` alive and feed it what changes; `decide` runs one cycle over a whole snapshot
+(tests and benches).
 """
 
 from __future__ import annotations

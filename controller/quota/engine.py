@@ -142,7 +142,11 @@ class Engine:
     # -- the cluster's shape ------------------------------------------------------------------
 
     def _build_queues(self, specs: Iterable[QueueSpec]) -> None:
+        before = getattr(self, "queues", {})
         self.queues = {name: QueueRuntime(state) for name, state in build_cohorts(specs).items()}
+        for name, queue in self.queues.items():
+            if name in before:  # the reasons reported so far stay reported
+                queue.reported = before[name].reported
         self._members = {}
         for runtime in self.queues.values():
             if runtime.state.cohort is not None:
@@ -170,7 +174,9 @@ class Engine:
         return pending, running
 
     def _rebuild(self, pending: list[Gang], running: list[AdmittedGang]) -> None:
-        """Put every gang back on fresh queues and nodes; then judge everything again."""
+        """Put every gang back on fresh queues and nodes (O(gangs): queues and nodes change
+        rarely); then judge everything again. Only reasons that change are reported."""
+        fresh = set(self._fresh)
         self.index = NodeIndex(self._nodes.values())
         self.pending.clear()
         self.running.clear()
@@ -178,6 +184,7 @@ class Engine:
             self.add_pending(gang)
         for admitted in running:
             self.add_admitted(admitted)
+        self._fresh = fresh
         self._freed = True
 
     def set_node_used(self, name: str, used: Mapping[str, int]) -> None:
@@ -319,9 +326,9 @@ class Engine:
         why = self._class_reason(name)
         return why.holding(held) if held else why
 
-    def pending_reasons(self) -> dict[str, Pending]:
-        """Every pending gang -> why it is still pending after the last cycle."""
-        return {name: self.reason(name) for name in self.pending}
+    def judged(self, name: str) -> bool:
+        """Whether a cycle has looked at pending gang `name` since it arrived."""
+        return name in self.pending and name not in self._fresh
 
     def _changed_reasons(
         self, reserved_before: Mapping[str, tuple[str, ...]]
@@ -408,6 +415,8 @@ class Engine:
         victims = self._choose_victims(queue, info, now)
         if victims is None:
             self._no_victims_at[info.name] = now
+            if self.config.waste_budget is not None:  # it grows with the wait
+                self._recheck_by(now + PREEMPTION_RETRY)
             return reason
         self._no_victims_at.pop(info.name, None)
         for victim in victims:
@@ -455,8 +464,11 @@ class Engine:
     def _evict(self, victim: RunningGang, preemptor: GangInfo, by: QueueRuntime, log: _Log) -> None:
         queue, _ = self.running[victim.name]
         assert queue is not None
+        cause = EvictionCause.PREEMPTED
+        if queue is not by:
+            reclaim = self._reclaimer(by, preemptor)
+            cause = EvictionCause.RECLAIMED if reclaim else EvictionCause.FAIR_SHARING
         self.finish(victim.name)
-        cause = EvictionCause.PREEMPTED if queue is by else EvictionCause.RECLAIMED
         log.evictions.append(Eviction(victim.name, queue.name, preemptor.name, cause, by.name))
 
     # -- preemption -----------------------------------------------------------------------------

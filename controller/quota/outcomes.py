@@ -152,8 +152,8 @@ NOT_CONSIDERED = Pending(PendingCause.NOT_CONSIDERED)
 class EvictionCause(enum.Enum):
     PREEMPTED = "preempted"  # by a higher-priority gang of the same queue
     RECLAIMED = "reclaimed"  # its queue borrowed quota a lender takes back
-    FAIR_SHARING = "fair-sharing"  # a queue with a lower share takes quota back
-    PODS_READY_TIMEOUT = "pods-ready-timeout"  # decided by the controller
+    FAIR_SHARING = "fair-sharing"  # a borrowing queue whose share stays lower takes it
+    PODS_READY_TIMEOUT = "pods-ready-timeout"  # decided by the controller: pods did not start
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,17 +182,33 @@ class Admission:
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
-    """Evict the whole admitted `gang` of `queue` for `preemptor` of `preemptor_queue`."""
+    """Evict the whole admitted `gang` of `queue` for `preemptor` of `preemptor_queue`, or
+    (PODS_READY_TIMEOUT) because only `running` of its `needed` pods ran `after` seconds
+    after its admission."""
 
     gang: str
     queue: str
     preemptor: str
     cause: EvictionCause
     preemptor_queue: str = ""
+    running: int = 0
+    needed: int = 0
+    after: float = 0.0
 
     def describe(self) -> str:
-        if self.cause is EvictionCause.PREEMPTED:
+        cause = self.cause
+        if cause is EvictionCause.PREEMPTED:
             return f"preempted by higher-priority gang {self.preemptor} of the same queue"
+        if cause is EvictionCause.FAIR_SHARING:
+            return (
+                f"preempted for fair sharing: queue {self.preemptor_queue}'s share stays lower"
+                f" with gang {self.preemptor}"
+            )
+        if cause is EvictionCause.PODS_READY_TIMEOUT:
+            return (
+                f"only {self.running} of {self.needed} pods running {self.after:.0f}s"
+                " after admission"
+            )
         return (
             f"reclaimed: queue {self.preemptor_queue} takes back lent quota for gang"
             f" {self.preemptor}"

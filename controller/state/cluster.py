@@ -2,8 +2,9 @@
 
 Rule: `observe` is the informers' listener and only records what changed; `sync` brings the
 long-lived decision engine in step with the records of the gangs that changed and plans the
-writes they need; `decided` turns one engine cycle's decisions into writes. Nothing here does
-I/O, awaits, or reads the clock: `now` is given. The simulator feeds the same engine.
+writes they need; `decide` runs one engine cycle, and `*_work` turn its decisions into writes.
+Nothing here does I/O, awaits, or reads the clock: `now` is given. The simulator feeds the
+same engine.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from controller.quota.outcomes import Admission, Decisions, Eviction, EvictionCa
 from controller.quota.quota import share
 from controller.settings import Settings
 from controller.state import objects
-from controller.state.gangs import GangIndex, GangKey, ManagedGang
+from controller.state.gangs import GangIndex, GangKey, ManagedGang, id_of
 from controller.state.objects import EvictionRecord, PodGroupSettings, QueueFigures
 from controller.state.steps import (
     CreateWorkload,
@@ -170,11 +171,9 @@ class ClusterState:
         # node -> pod (namespace, name) -> (its gang, its requests)
         self._on_node: dict[str, dict[GangKey, tuple[GangKey | None, dict[str, int]]]] = {}
         self.members: dict[GangKey, Member] = {}
-        self._by_id: dict[str, GangKey] = {}
         self._counted: dict[GangKey, tuple[str, str, bool]] = {}
         self._figures: dict[str, list[int]] = {}
         self._reported: dict[GangKey, Reported] = {}
-        self._refresh_at: dict[GangKey, float] = {}
         self._timers: list[tuple[float, GangKey]] = []
         self._next_timer: dict[GangKey, float] = {}
         self._queues_changed = False
@@ -183,13 +182,18 @@ class ClusterState:
         self._dirty_queues: set[str] = set()
         self._relevant: set[str] = set()
         self._specs: tuple[quota.QueueSpec, ...] = ()
-        self._timeouts: list[tuple[str, str]] = []
+        self._timeouts: list[tuple[GangKey, str]] = []
 
     # -- reading ------------------------------------------------------------------------------
 
     def gang(self, gang_id: str) -> ManagedGang | None:
-        key = self._by_id.get(gang_id)
-        return self.index.get(key) if key else None
+        return self.index.get(self.key(gang_id))
+
+    @staticmethod
+    def key(gang_id: str) -> GangKey:
+        """The key of a gang the core names `namespace/name` (namespaces have no slash)."""
+        namespace, _, name = gang_id.partition("/")
+        return (namespace, name)
 
     def ours(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
@@ -227,7 +231,11 @@ class ClusterState:
                 self.priority_classes.pop(obj.metadata.name, None)
             else:
                 self.priority_classes[obj.metadata.name] = new.value
-        elif kind == kinds.NAMESPACES and self.namespaces is not None:
+        elif (
+            kind == kinds.NAMESPACES
+            and self.namespaces is not None
+            and (old is None) != (new is None)
+        ):  # a namespace selected, or no longer selected
             name = (new or old).metadata.name
             if new is None:
                 self.namespaces.discard(name)
@@ -350,7 +358,6 @@ class ClusterState:
         if gang is None or not self.ours(key[0]):
             self._set_member(key, None)
             self._reported.pop(key, None)
-            self._refresh_at.pop(key, None)
             return []
         steps = self._bookkeeping(gang, now)
         if steps is not None:
@@ -362,8 +369,7 @@ class ClusterState:
         self._count(gang, member)
         if member.why is not None:
             steps += self.pending_steps(gang, member.why, now)
-        elif member.state == "pending" and self._refresh_at.get(key, math.inf) <= now:
-            del self._refresh_at[key]
+        elif member.state == "pending" and self.engine.judged(gang.id):
             steps += self.pending_steps(gang, self.engine.reason(gang.id), now)
         return steps
 
@@ -379,10 +385,7 @@ class ClusterState:
             if wl.metadata.labels.get(names.MANAGED_LABEL) != names.MANAGED_VALUE:
                 return []
             log.info("deleting Workload %s: its owner is gone", gang.id)
-            steps: list[Step] = [DeleteWorkload(gang.namespace, gang.name)]
-            if self.podgroups.kind is not None:
-                steps.insert(0, DeletePodGroup(self.podgroups.kind, gang.namespace, gang.name))
-            return steps
+            return [*self._delete_podgroup(gang), DeleteWorkload(gang.namespace, gang.name)]
         if gang.finished is not None:
             if gang.workload_finished:
                 return []
@@ -409,16 +412,19 @@ class ClusterState:
         owner, pods = gang.owner, list(gang.pods.values())
         steps: list[Step] = []
         if not gang.reserved:
-            if gang.podgroup is not None and self.podgroups.kind is not None:
-                steps.append(DeletePodGroup(self.podgroups.kind, gang.namespace, gang.name))
-            return steps + owner.adapter.hold(owner.obj, pods)
+            return [*self._delete_podgroup(gang), *owner.adapter.hold(owner.obj, pods)]
         if self._timed_out(gang, now):
-            message = (
-                f"only {gang.running_pods()} of {gang.shape.min_member} pods running "
-                f"{self.settings.pods_ready_timeout:.0f}s after admission"
+            timeout = Eviction(
+                gang.id,
+                gang.admitted_in() or "",
+                "",
+                EvictionCause.PODS_READY_TIMEOUT,
+                running=gang.running_pods(),
+                needed=gang.shape.min_member,
+                after=self.settings.pods_ready_timeout or 0.0,
             )
-            self._timeouts.append((gang.admitted_in() or "", Reason.PODS_READY_TIMEOUT))
-            return self._evict(gang, Reason.PODS_READY_TIMEOUT, message, None, now)
+            self._timeouts.append((gang.key, timeout.queue))
+            return self._evict(gang, Reason.PODS_READY_TIMEOUT, timeout.describe(), None, now)
         if gang.podgroup is None:
             podgroup = objects.podgroup_for(gang, self.podgroups)
             if podgroup is not None:
@@ -456,7 +462,7 @@ class ClusterState:
         requeue_at = gang.requeue_at()
         if requeue_at > now:
             self._at(gang.key, requeue_at)
-            why = Pending(PendingCause.REQUEUED, until=requeue_at)
+            why = Pending(PendingCause.REQUEUED, until=requeue_at, eviction=gang.evicted_because())
             return Member("waiting", local, why=why)
         return Member("pending", local, self._core_gang(gang, local))
 
@@ -476,7 +482,7 @@ class ClusterState:
         if old == new:
             return
         engine = self.engine
-        gang_id = f"{key[0]}/{key[1]}"
+        gang_id = id_of(key)
         if old is not None and old.state == "admitted":
             moved = (
                 new is not None
@@ -494,11 +500,9 @@ class ClusterState:
             engine.remove_pending(gang_id)
         if new is None:
             self.members.pop(key, None)
-            self._by_id.pop(gang_id, None)
             self._count(None, None, key)
             return
         self.members[key] = new
-        self._by_id[gang_id] = key
         if new.state == "pending" and new.gang is not None:
             engine.add_pending(new.gang)
         elif new.state == "admitted" and new.gang is not None:
@@ -551,7 +555,6 @@ class ClusterState:
         last = self._reported.get(gang.key)
         refresh = self.settings.reason_refresh
         if last is not None and last.cause is why.cause and now - last.at < refresh:
-            self._refresh_at[gang.key] = last.at + refresh
             self._at(gang.key, last.at + refresh)
             return []
         self._reported[gang.key] = Reported(why.cause, now)
@@ -568,12 +571,11 @@ class ClusterState:
         """One engine cycle; the members follow its decisions (the writes come from `planned`)."""
         decisions = self.engine.cycle(now)
         for eviction in decisions.evictions:
-            key = self._by_id[eviction.gang]
+            key = self.key(eviction.gang)
             self._touch_nodes(key)
             self.members.pop(key, None)
-            self._by_id.pop(eviction.gang, None)
         for admission in decisions.admissions:
-            key = self._by_id[admission.gang]
+            key = self.key(admission.gang)
             old = self.members[key]
             self.members[key] = replace(
                 old, state="admitted", admitted_at=now, placement=admission.placement
@@ -619,13 +621,6 @@ class ClusterState:
         gang = self.gang(gang_id)
         return [] if gang is None else self.pending_steps(gang, why, now)
 
-    def key(self, gang_id: str) -> GangKey:
-        key = self._by_id.get(gang_id)
-        if key is not None:
-            return key
-        namespace, _, name = gang_id.partition("/")
-        return (namespace, name)
-
     def _evict(
         self, gang: ManagedGang, reason: Reason, why: str, preempted: Reason | None, now: float
     ) -> list[Step]:
@@ -635,20 +630,23 @@ class ClusterState:
         count = gang.requeue_count() + 1
         delay = min(self.settings.requeue_cap, self.settings.requeue_base * 2 ** (count - 1))
         delay *= self.rng.uniform(1.0, 1.1)
-        message = objects.eviction_message(why, count, delay)
-        requeued = Pending(PendingCause.REQUEUED, until=now + delay, eviction=why)
-        record = EvictionRecord(reason, message, preempted, count, now + delay, requeued.describe())
+        back = float(math.ceil(now + delay))  # the record keeps whole seconds
+        requeued = Pending(PendingCause.REQUEUED, until=back, eviction=why)
+        record = EvictionRecord(reason, why, preempted, count, back, requeued.describe())
         self._reported[gang.key] = Reported(PendingCause.REQUEUED, now)
-        steps: list[Step] = [
-            WriteWorkloadStatus(
-                gang.namespace, gang.name, objects.evicted_status(gang, record, now)
-            )
+        status = objects.evicted_status(gang, record, now)
+        return [
+            WriteWorkloadStatus(gang.namespace, gang.name, status),
+            *gang.owner.adapter.hold(gang.owner.obj, list(gang.pods.values())),
+            *self._delete_podgroup(gang),
+            objects.event(gang, reason, objects.eviction_event(why, count, delay), warning=True),
         ]
-        steps += gang.owner.adapter.hold(gang.owner.obj, list(gang.pods.values()))
-        if self.podgroups.kind is not None:
-            steps.append(DeletePodGroup(self.podgroups.kind, gang.namespace, gang.name))
-        steps.append(objects.event(gang, reason, f"Evicted: {message}", warning=True))
-        return steps
+
+    def _delete_podgroup(self, gang: ManagedGang) -> list[Step]:
+        kind = self.podgroups.kind
+        if kind is None or gang.podgroup is None:
+            return []
+        return [DeletePodGroup(kind, gang.namespace, gang.name)]
 
     # -- ClusterQueues ----------------------------------------------------------------------------
 
@@ -674,19 +672,30 @@ class ClusterState:
         return steps, names_
 
     def mark_dirty(self, keys: Iterable[GangKey]) -> None:
-        """Look at these gangs again next pass (their writes failed)."""
-        self.index.dirty.update(keys)
+        """Look at these gangs again next pass (their writes failed): what they were to be
+        told is told again."""
+        for key in keys:
+            self.index.dirty.add(key)
+            self._reported.pop(key, None)
 
-    def resync(self) -> None:
-        """Look at every gang and queue again (after a pass that did not end as planned)."""
+    def reset(self) -> None:
+        """Forget the engine and everything derived from the records, and build them again
+        from the objects on the next sync: after a pass that did not end as planned, or when
+        this replica (again) becomes the leader."""
+        self.engine = Engine((), (), self.settings.core)
+        self.members.clear()
+        self._counted.clear()
+        self._figures.clear()
+        self._reported.clear()
+        self._specs = ()
+        self._queues_changed = self._nodes_changed = True
         self.index.dirty.update(g.key for g in self.index)
-        self.index.dirty.update(self.members)
         self._dirty_queues.update(self._relevant)
 
     def mark_queues_dirty(self, names_: Iterable[str]) -> None:
         self._dirty_queues.update(names_)
 
-    def take_timeouts(self) -> list[tuple[str, str]]:
-        """(ClusterQueue, reason) of the evictions `sync` planned since the last call."""
+    def take_timeouts(self) -> list[tuple[GangKey, str]]:
+        """(gang, ClusterQueue) of the pods-ready evictions `sync` planned since the last call."""
         taken, self._timeouts = self._timeouts, []
         return taken

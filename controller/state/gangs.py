@@ -15,16 +15,21 @@ from typing import Any
 
 from controller.api import kube, names
 from controller.api.common import OwnerReference, parse_time
-from controller.api.conditions import WorkloadCondition, is_true
+from controller.api.conditions import WorkloadCondition, find, is_true
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError
 from controller.api.workload import Workload
 from controller.quota import PodPlacement
-from controller.workloads.base import Finished, GangShape, WorkloadAdapter, is_gated, queue_in
+from controller.workloads.base import Finished, GangShape, WorkloadAdapter, queue_in
 
 log = logging.getLogger("kohort.state")
 
 GangKey = tuple[str, str]  # (namespace, name)
+
+
+def id_of(key: GangKey) -> str:
+    """A gang's name in the decision core and in logs: `namespace/name`."""
+    return f"{key[0]}/{key[1]}"
 
 
 @dataclass(frozen=True)
@@ -77,8 +82,7 @@ class ManagedGang:
 
     @property
     def id(self) -> str:
-        """The gang's name in the decision core and in logs: `namespace/name`."""
-        return f"{self.key[0]}/{self.key[1]}"
+        return id_of(self.key)
 
     def empty(self) -> bool:
         return (
@@ -132,6 +136,12 @@ class ManagedGang:
         status = self.workload.status if self.workload else None
         return status.requeue_state.count if status and status.requeue_state else 0
 
+    def evicted_because(self) -> str | None:
+        """Why the gang was last evicted, as its Evicted condition says."""
+        status = self.workload.status if self.workload else None
+        evicted = find(status.conditions, WorkloadCondition.EVICTED) if status else None
+        return evicted.message if evicted is not None and evicted.status == "True" else None
+
     def pending_reason(self) -> str:
         status = self.workload.status if self.workload else None
         return (status.pending_reason or "") if status else ""
@@ -156,20 +166,18 @@ class ManagedGang:
             if p.status.phase in ("Running", "Succeeded") and p.metadata.deletion_timestamp is None
         )
 
-    def gated_pods(self) -> int:
-        return sum(1 for p in self.live_pods() if is_gated(p))
-
     def placement(self) -> tuple[PodPlacement, ...]:
         """Where the gang's pods are: where they run once all are bound, else the admission's
         plan."""
         assert self.shape is not None
         bound = [p for p in self.live_pods() if p.spec.node_name]
-        if bound and len(bound) >= sum(ps.count for ps in self.shape.pod_sets):
+        if bound and self.owner and len(bound) >= sum(ps.count for ps in self.shape.pod_sets):
             sets = {ps.name for ps in self.shape.pod_sets}
             first = self.shape.pod_sets[0].name
             counts: dict[tuple[str, str], int] = {}
             for pod in bound:
-                key = (_pod_set_of(pod, sets) or first, str(pod.spec.node_name))
+                pod_set = self.owner.adapter.pod_set_of(pod)
+                key = (pod_set if pod_set in sets else first, str(pod.spec.node_name))
                 counts[key] = counts.get(key, 0) + 1
             return tuple(PodPlacement(ps, node, n) for (ps, node), n in sorted(counts.items()))
         status = self.workload.status if self.workload else None
@@ -180,14 +188,6 @@ class ManagedGang:
             for a in status.admission.pod_set_assignments
             for n in a.nodes
         )
-
-
-def _pod_set_of(pod: kube.Pod, sets: set[str]) -> str | None:
-    worker_index = pod.metadata.labels.get(names.LWS_WORKER_INDEX_LABEL)
-    if worker_index is None:
-        return None
-    role = "leader" if worker_index == "0" else "worker"
-    return role if role in sets else None
 
 
 class GangIndex:
@@ -243,9 +243,9 @@ class GangIndex:
         for shape in shapes:
             key = (meta.namespace, shape.name)
             gang = self._gang(key)
-            if gang.owner is not None and (gang.owner.kind, gang.owner.meta.uid) != (
+            if gang.owner is not None and (gang.owner.kind, gang.owner.meta.name) != (
                 adapter.KIND,
-                meta.uid,
+                meta.name,
             ):
                 log.warning("gang %s/%s already belongs to another object", *key)
                 continue

@@ -23,9 +23,7 @@ from controller.api.kinds import COSCHEDULING_PODGROUPS, VOLCANO_PODGROUPS, WORK
 from controller.api.quantity import format_quantity, parse_quantity
 from controller.api.queues import ClusterQueue, ClusterQueueStatus, FlavorUsage, ResourceUsage
 from controller.api.workload import (
-    Admission as AdmissionRecord,
-)
-from controller.api.workload import (
+    AdmissionRecord,
     NodeAssignment,
     PodSet,
     PodSetAssignment,
@@ -142,10 +140,10 @@ class EvictionRecord:
     """An eviction as the Workload records it."""
 
     reason: Reason  # of the Evicted condition: Preempted or PodsReadyTimeout
-    message: str
+    message: str  # why, the Eviction's describe()
     preempted: Reason | None  # InClusterQueue / InCohortReclamation for preemptions
     requeue_count: int
-    requeue_at: float
+    requeue_at: float  # whole seconds, as the record keeps it
     pending_reason: str
 
 
@@ -179,7 +177,7 @@ def evicted_status(gang: ManagedGang, eviction: EvictionRecord, now: float) -> W
     status.admission = None
     status.pending_reason = eviction.pending_reason
     status.requeue_state = RequeueState(
-        count=eviction.requeue_count, requeue_at=format_time(math.ceil(eviction.requeue_at))
+        count=eviction.requeue_count, requeue_at=format_time(eviction.requeue_at)
     )
     return status
 
@@ -392,5 +390,5 @@ def as_patch(status: WorkloadStatus | ClusterQueueStatus) -> dict[str, object]:
     return body
 
 
-def eviction_message(why: str, count: int, delay: float) -> str:
-    return f"{why}; requeued (attempt {count}), back in the queue in {delay:.0f}s"
+def eviction_event(why: str, count: int, delay: float) -> str:
+    return f"Evicted: {why}; requeued (attempt {count}), back in the queue in {delay:.0f}s"

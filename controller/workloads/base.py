@@ -172,6 +172,10 @@ class WorkloadAdapter(Protocol):
         """Whether the workload is done (its quota can be given back)."""
         ...
 
+    def pod_set_of(self, pod: kube.Pod) -> str | None:
+        """Which of the gang's pod sets a pod of it belongs to (None: the first)."""
+        ...
+
     def release(self, obj: Any, pods: Sequence[kube.Pod]) -> list[Write]:
         """The writes that let an admitted gang's pods be scheduled; none when they may be."""
         ...

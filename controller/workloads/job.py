@@ -103,6 +103,9 @@ class JobAdapter:
             return Finished.FAILED
         return None
 
+    def pod_set_of(self, pod: kube.Pod) -> str | None:
+        return None
+
     def release(self, obj: kube.Job, pods: Sequence[kube.Pod]) -> list[Write]:
         return [] if obj.spec.suspend is not True else [self._suspend(obj, False)]
 

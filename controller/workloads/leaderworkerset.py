@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from controller.api import kube
+from controller.api import kube, names
 from controller.api.kinds import Kind
 from controller.quota.snapshot import PodSet
 from controller.workloads.base import (
@@ -107,6 +107,11 @@ class LeaderWorkerSetAdapter:
 
     def finished(self, obj: kube.LeaderWorkerSet) -> Finished | None:
         return None
+
+    def pod_set_of(self, pod: kube.Pod) -> str | None:
+        """A group's leader has worker index 0."""
+        index = pod.metadata.labels.get(names.LWS_WORKER_INDEX_LABEL)
+        return None if index is None else ("leader" if index == "0" else "worker")
 
     def release(self, obj: kube.LeaderWorkerSet, pods: Sequence[kube.Pod]) -> list[Write]:
         return ungate(pods)

@@ -111,6 +111,9 @@ class PodAdapter:
             return Finished.SUCCEEDED
         return Finished.FAILED if phase == Finished.FAILED else None
 
+    def pod_set_of(self, pod: kube.Pod) -> str | None:
+        return None
+
     def release(self, obj: kube.Pod, pods: Sequence[kube.Pod]) -> list[Write]:
         return ungate(pods)
 

@@ -123,6 +123,9 @@ class StatefulSetAdapter:
     def finished(self, obj: kube.StatefulSet) -> Finished | None:
         return None
 
+    def pod_set_of(self, pod: kube.Pod) -> str | None:
+        return None
+
     def release(self, obj: kube.StatefulSet, pods: Sequence[kube.Pod]) -> list[Write]:
         return ungate(pods)
 

@@ -17,7 +17,7 @@ from controller.settings import Settings
 from controller.state.cluster import ClusterState, queue_spec
 from controller.state.objects import PodGroupSettings, admitted_status, podgroup_for, workload_for
 from controller.state.steps import CreateWorkload, DeletePodGroup, DeleteWorkload
-from controller.workloads.base import Backend, Mutation
+from controller.workloads.base import Backend, Mutation, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.registry import ADAPTERS
@@ -131,11 +131,21 @@ def test_a_completed_job_is_a_finished_gang() -> None:
 
 
 def test_a_workload_whose_owner_is_gone_is_deleted_with_its_podgroup() -> None:
-    state = state_of((kinds.WORKLOADS, workload_of("job-gone")))
+    podgroup = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"namespace": "team-a", "name": "job-gone"},
+        "spec": {"minMember": 1},
+    }
+    state = state_of(
+        (kinds.WORKLOADS, workload_of("job-gone")), (kinds.VOLCANO_PODGROUPS, podgroup)
+    )
+    alone = state_of((kinds.WORKLOADS, workload_of("job-gone")))
 
     steps = state.sync(NOW)[("team-a", "job-gone")]
 
     assert [type(s) for s in steps] == [DeletePodGroup, DeleteWorkload]
+    assert [type(s) for s in alone.sync(NOW)[("team-a", "job-gone")]] == [DeleteWorkload]
 
 
 def test_statefulset_pods_join_their_gang_by_the_pod_group_label() -> None:
@@ -153,7 +163,7 @@ def test_statefulset_pods_join_their_gang_by_the_pod_group_label() -> None:
     gang = state_of((kinds.STATEFULSETS, sts), (kinds.PODS, pod)).index.get(("team-a", "sts-serve"))
 
     assert gang is not None
-    assert list(gang.pods) == ["serve-0"] and gang.gated_pods() == 1
+    assert list(gang.pods) == ["serve-0"] and is_gated(gang.pods["serve-0"])
 
 
 def test_cluster_queue_quota_sums_flavors_and_keeps_cohort_weight_and_policy() -> None:

@@ -77,6 +77,9 @@ class TrainingRunAdapter:
     def finished(self, obj: TrainingRun) -> Finished | None:
         return Finished.SUCCEEDED if obj.status.phase == "Done" else None
 
+    def pod_set_of(self, pod: kube.Pod) -> str | None:
+        return None
+
     def release(self, obj: TrainingRun, pods: Sequence[kube.Pod]) -> list[Write]:
         return [self._pause(obj, False)] if obj.spec.paused else []
 

@@ -410,7 +410,6 @@ class Engine:
             return reason
         last = self._no_victims_at.get(info.name)
         if last is not None and now - last < PREEMPTION_RETRY:
-            self._recheck_by(last + PREEMPTION_RETRY)
             return reason
         victims = self._choose_victims(queue, info, now)
         if victims is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from controller.api.conditions import WorkloadCondition
 from controller.api.names import GROUP, VERSION
 from controller.api.quantity import QUANTITY_PATTERN
 from controller.api.queues import ClusterQueue, LocalQueue, ResourceFlavor
@@ -54,7 +55,7 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         {
             "name": "Admitted",
             "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Admitted")].status',
+            "jsonPath": f'.status.conditions[?(@.type=="{WorkloadCondition.ADMITTED}")].status',
         },
         {"name": "Reason", "type": "string", "jsonPath": ".status.pendingReason"},
         _AGE,

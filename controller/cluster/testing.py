@@ -115,7 +115,7 @@ def gang_job(
 ) -> JSONDict:
     """A Job of `pods` pods that must start together, in LocalQueue `queue`."""
     return {
-        "apiVersion": "batch/v1",
+        "apiVersion": kinds.JOBS.api_version,
         "kind": "Job",
         "metadata": {"name": name, "labels": {names.QUEUE_LABEL: queue}},
         "spec": {
@@ -142,7 +142,7 @@ def gang_statefulset(
     template = pod_template(requests, isolation=isolation, labels={"app": name})
     template["spec"]["restartPolicy"] = "Always"
     return {
-        "apiVersion": "apps/v1",
+        "apiVersion": kinds.STATEFULSETS.api_version,
         "kind": "StatefulSet",
         "metadata": {"name": name, "labels": {names.QUEUE_LABEL: queue}},
         "spec": {

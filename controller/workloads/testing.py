@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.api import names
+from controller.api import kinds, names
 
 JSONDict = dict[str, Any]
 
@@ -69,7 +69,7 @@ def make_job(
     if suspend is not None:
         spec["suspend"] = suspend
     return {
-        "apiVersion": "batch/v1",
+        "apiVersion": kinds.JOBS.api_version,
         "kind": "Job",
         "metadata": metadata(name, namespace, queue, labels),
         "spec": spec,
@@ -96,7 +96,7 @@ def make_statefulset(
     if policy is not None:
         spec["podManagementPolicy"] = policy
     return {
-        "apiVersion": "apps/v1",
+        "apiVersion": kinds.STATEFULSETS.api_version,
         "kind": "StatefulSet",
         "metadata": metadata(name, namespace, queue, labels),
         "spec": spec,
@@ -135,7 +135,8 @@ def make_pod(
 ) -> JSONDict:
     meta = metadata(name, namespace, queue, labels)
     if owner_kind is not None:
-        api_version = {"Job": "batch/v1", "StatefulSet": "apps/v1"}.get(owner_kind, "v1")
+        owners = {k.kind: k.api_version for k in (kinds.JOBS, kinds.STATEFULSETS)}
+        api_version = owners.get(owner_kind, "v1")
         meta["ownerReferences"] = [
             {
                 "apiVersion": api_version,

@@ -2,7 +2,11 @@
 
     PYTHONPATH=. .venv/bin/python bench/bench_reconcile.py [--pending 1500 10000]
         [--max-passes 50] [--changes 20] [--starvation-after 3600] [--latency MS]
-        [--profile [N]]
+        [--profile [N]] [--compare REV]
+
+`--compare c08373c` first runs this bench as it was at that commit (the controller before it
+kept one engine and typed state), from `git archive`, then the current one: before and after
+in one run, on the same machine.
 
 For each size, a world of 30 ClusterQueues in 5 cohorts of 6 (cpu: nominal 20, borrowingLimit
 100), one namespace with a LocalQueue per ClusterQueue, kwok-like Nodes (32 cpu each, enough that
@@ -24,8 +28,7 @@ collector ("GC", from gc.callbacks). Write counts are the calls the controller m
 and plural[/subresource]; Events are writes too. `--latency` adds that many milliseconds to
 every request, as a round trip to a real API server would.
 
-The figures before the controller kept one engine and typed state (commit f4820cd, this bench
-with its own in-memory API whose watches delivered nothing) are in docs/controller.md.
+Figures before and after are in docs/controller.md.
 """
 
 from __future__ import annotations
@@ -41,9 +44,13 @@ import os
 import platform
 import pstats
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from controller import quota
@@ -371,6 +378,23 @@ def table(results: list[Result]) -> None:
     print("(settle: passes after pass 1 until one admitted and evicted nothing; + = cap reached)")
 
 
+def run_before(args: argparse.Namespace) -> None:
+    """This bench as it was at `args.compare`, with the code of that commit (its in-memory API
+    delivers no watch events and knows no --latency)."""
+    with tempfile.TemporaryDirectory() as tree:
+        archive = subprocess.run(
+            ["git", "archive", args.compare], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        command = [sys.executable, str(Path(tree) / "bench" / "bench_reconcile.py")]
+        command += ["--pending", *map(str, args.pending), "--changes", str(args.changes)]
+        command += ["--max-passes", str(args.max_passes)]
+        command += ["--starvation-after", str(args.starvation_after)]
+        print(f"==== before: this bench at {args.compare}", flush=True)
+        subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": tree})
+        print(f"\n==== after: this bench at the working tree (--latency {args.latency:g} ms)")
+
+
 async def main_async(args: argparse.Namespace) -> None:
     gc_clock = GcClock()
     results = [await run_size(n, args, gc_clock) for n in args.pending]
@@ -401,6 +425,11 @@ def main() -> None:
         help="milliseconds added to every API request (a round trip; default 0)",
     )
     parser.add_argument(
+        "--compare",
+        metavar="REV",
+        help="first run this bench as it was at git revision REV (before), then now (after)",
+    )
+    parser.add_argument(
         "--profile",
         type=int,
         nargs="?",
@@ -409,7 +438,10 @@ def main() -> None:
         metavar="N",
         help="cProfile pass 1 and print its top N cumulative entries (default 10)",
     )
-    asyncio.run(main_async(parser.parse_args()))
+    args = parser.parse_args()
+    if args.compare:
+        run_before(args)
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

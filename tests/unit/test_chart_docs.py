@@ -90,7 +90,7 @@ PENDING_REASONS = {
     "every matching node is reserved": "every matching node is reserved",
     "StrictFIFO: waiting behind": "StrictFIFO: waiting behind",
     "Requeued after eviction; back in the queue at": "Requeued after eviction; back in the queue",
-    "evicted: ...": "(evicted: ",
+    "(evicted: ...)": "(evicted: ",
     "Not considered yet: the cycle ended before it": "Not considered yet: the cycle ended",
 }
 

@@ -235,8 +235,6 @@ def _state(wl: dict[str, Any]) -> tuple[str, str]:
         borrowing = "borrowing" in conditions["QuotaReserved"].get("message", "")
         return "Admitted", "borrowing from the cohort" if borrowing else "within its quota"
     reason = (wl.get("status") or {}).get("pendingReason", "")
-    if true("Evicted") and reason.startswith("evicted"):
-        return "Evicted", conditions["Evicted"].get("message", "")
     if true("Evicted"):
         return "Requeued", reason
     return "Pending", reason

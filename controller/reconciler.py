@@ -140,9 +140,7 @@ class Reconciler:
         for eviction in (e for e in decisions.evictions if state.key(e.gang) not in failed):
             stats.evicted += 1
             self.metrics.evictions.labels(eviction.queue, Reason.PREEMPTED).inc()
-        admissions = {
-            state.key(a.gang): state.admission_steps(a, now) for a in decisions.admissions
-        }
+        admissions = state.admission_work(decisions.admissions, now)
         if failed:
             log.warning("an eviction failed; admissions of this pass are skipped")
             failed |= admissions.keys()
@@ -153,10 +151,7 @@ class Reconciler:
             log.info("admitted %s in %s", admission.gang, admission.queue)
             gang = state.gang(admission.gang)
             self.metrics.admitted(admission.queue, now - gang.waiting_since() if gang else 0.0)
-        reasons = {
-            state.key(g): state.reason_steps(g, why, now) for g, why in decisions.pending.items()
-        }
-        return failed | await self._perform(reasons, stats)
+        return failed | await self._perform(state.reason_work(decisions.pending, now), stats)
 
     async def _report(self, now: float, stats: PassStats, failed: set[GangKey]) -> None:
         """ClusterQueue status (when it changed) and the metrics of the queues looked at."""

@@ -425,11 +425,7 @@ class ClusterState:
             )
             self._timeouts.append((gang.key, timeout.queue))
             return self._evict(gang, Reason.PODS_READY_TIMEOUT, timeout.describe(), None, now)
-        if gang.podgroup is None:
-            podgroup = objects.podgroup_for(gang, self.podgroups)
-            if podgroup is not None:
-                steps.append(podgroup)
-        steps += owner.adapter.release(owner.obj, pods)
+        steps += self._release(gang)
         if not gang.pods_ready and gang.running_pods() >= gang.shape.min_member:
             status = objects.pods_ready_status(gang, now)
             steps.append(WriteWorkloadStatus(gang.namespace, gang.name, status))
@@ -609,10 +605,7 @@ class ClusterState:
         self._reported.pop(gang.key, None)
         status = objects.admitted_status(gang, admission, now)
         steps: list[Step] = [WriteWorkloadStatus(gang.namespace, gang.name, status)]
-        podgroup = objects.podgroup_for(gang, self.podgroups)
-        if podgroup is not None and gang.podgroup is None:
-            steps.append(podgroup)
-        steps += gang.owner.adapter.release(gang.owner.obj, list(gang.pods.values()))
+        steps += self._release(gang)
         message = f"Admitted by ClusterQueue {admission.queue}: {admission.describe()}"
         steps.append(objects.event(gang, Reason.ADMITTED, message))
         return steps
@@ -641,6 +634,13 @@ class ClusterState:
             *self._delete_podgroup(gang),
             objects.event(gang, reason, objects.eviction_event(why, count, delay), warning=True),
         ]
+
+    def _release(self, gang: ManagedGang) -> list[Step]:
+        """The gang's PodGroup if it has none yet, then its release through its adapter."""
+        assert gang.owner is not None
+        podgroup = objects.podgroup_for(gang, self.podgroups) if gang.podgroup is None else None
+        steps: list[Step] = [podgroup] if podgroup is not None else []
+        return steps + gang.owner.adapter.release(gang.owner.obj, list(gang.pods.values()))
 
     def _delete_podgroup(self, gang: ManagedGang) -> list[Step]:
         kind = self.podgroups.kind

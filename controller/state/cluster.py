@@ -167,7 +167,8 @@ class ClusterState:
         # Namespaces whose workloads this controller manages (None: all).
         self.namespaces: set[str] | None = set() if namespace_filter else None
         self.priority_classes: dict[str, int] = {}
-        self.nodes: dict[str, kube.Node] = {}
+        # Each node as the core sees it, without usage (None: not Ready).
+        self._nodes: dict[str, quota.Node | None] = {}
         # node -> pod (namespace, name) -> (its gang, its requests)
         self._on_node: dict[str, dict[GangKey, tuple[GangKey | None, dict[str, int]]]] = {}
         self.members: dict[GangKey, Member] = {}
@@ -256,12 +257,10 @@ class ClusterState:
 
     def _node_changed(self, old: kube.Node | None, new: kube.Node | None) -> None:
         name = (new or old).metadata.name  # type: ignore[union-attr]
-        before = core_node(old, {}) if old is not None else None
+        before = self._nodes.pop(name, None)
         after = core_node(new, {}) if new is not None else None
-        if new is None:
-            self.nodes.pop(name, None)
-        else:
-            self.nodes[name] = new
+        if new is not None:
+            self._nodes[name] = after
         if before != after:
             self._nodes_changed = True
 
@@ -336,12 +335,11 @@ class ClusterState:
         self._relevant = relevant
 
     def _core_nodes(self) -> list[quota.Node]:
-        out = []
-        for name, node in sorted(self.nodes.items()):
-            found = core_node(node, self._node_used(name))
-            if found is not None:
-                out.append(found)
-        return out
+        return [
+            replace(node, used=self._node_used(name))
+            for name, node in sorted(self._nodes.items())
+            if node is not None
+        ]
 
     def _node_used(self, name: str) -> dict[str, int]:
         """What pods outside admitted gangs use on the node (the engine counts those gangs)."""

@@ -154,14 +154,18 @@ def _clear_one_node(
         for c in on_node:
             if all(f >= q for f, q in zip(free, request, strict=True)):
                 break
+            # Judged with the victims already picked here removed: together, not each alone,
+            # they must leave their queues at their nominal quota.
             if c.victim.name in taken or not trial.may_take(c):
                 continue
             freed = trial.freed_on(c.victim, node)
             free = [f + g for f, g in zip(free, freed, strict=True)]
+            trial.remove(c.victim)
             picked.append(c)
             cost += c.lost_work
             if cost > budget:
                 break
+        _release(trial, picked)
         if (
             cost > budget
             or not picked

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.quota import AdmittedGang, Config, Decisions, Gang, Snapshot, decide
+from controller.quota.outcomes import EvictionCause
 from controller.quota.quota import guaranteed, lendable
 from controller.quota.snapshot import QueueSpec
 from tests.unit.test_quota_builders import GPU, gang, node, queue
@@ -186,3 +187,51 @@ def test_every_eviction_admits_its_preemptor_and_spares_protected_gangs(s: Scena
             assert any(before[e.queue].get(r, 0) > q.nominal for r, q in quotas.items())
     for name in d.pending:
         assert name not in admitted
+
+
+def usage_after_evictions(s: Scenario, d: Decisions) -> dict[str, dict[str, int]]:
+    evicted = {e.gang for e in d.evictions}
+    return usage_by_queue([a for a in s.snapshot.admitted if a.gang.name not in evicted])
+
+
+@st.composite
+def reclaim_scenarios(draw: st.DrawFn) -> Scenario:
+    """One queue borrows with many small gangs packed onto few nodes; the other queue, under
+    its nominal quota, asks for whole nodes: reclaim has several victim sets to choose from."""
+    nominal = draw(st.sampled_from([4, 8, 12]))
+    queues = [queue("lender", nominal), queue("owner", draw(st.sampled_from([8, 16])))]
+    nodes = [node(f"n{i}", 8) for i in range(draw(st.integers(2, 4)))]
+    first = [
+        gang(f"old{i}", "lender", gpus=draw(st.sampled_from([2, 4])), created=float(i))
+        for i in range(draw(st.integers(2, 8)))
+    ]
+    d = decide(Snapshot(tuple(queues), tuple(nodes), tuple(first)), 0.0)
+    by_name = {g.name: g for g in first}
+    admitted = tuple(
+        AdmittedGang(by_name[a.gang], float(draw(st.integers(0, 250))), a.placement)
+        for a in d.admissions
+    )
+    later = [
+        gang(f"new{i}", "owner", pods=draw(st.integers(1, 2)), gpus=8, created=100.0 + i)
+        for i in range(draw(st.integers(1, 2)))
+    ]
+    config = draw(st.sampled_from(CONFIGS))
+    return Scenario(Snapshot(tuple(queues), tuple(nodes), tuple(later), admitted), 300.0, config)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios() | reclaim_scenarios())
+def test_reclaim_never_takes_a_lender_below_its_nominal_quota(s: Scenario) -> None:
+    """All the victims of one decision together, not each one alone, leave every queue that
+    loses gangs to reclaim at or above its nominal quota on what it was borrowing."""
+    if s.config.victims != "placement-aware":
+        return  # the baselines (naive, classic) make no such promise
+    d = decide(s.snapshot, s.now, s.config)
+    before = usage_by_queue(list(s.snapshot.admitted))
+    after = usage_after_evictions(s, d)
+    specs = {q.name: q for q in s.snapshot.queues}
+    reclaimed = {e.queue for e in d.evictions if e.cause is EvictionCause.RECLAIMED}
+    for name in reclaimed:
+        for r, quota in specs[name].quotas.items():
+            if before.get(name, {}).get(r, 0) > quota.nominal:
+                assert after.get(name, {}).get(r, 0) >= quota.nominal, (name, r)

@@ -135,6 +135,24 @@ def test_reclaim_never_pushes_the_victim_queue_below_nominal() -> None:
     assert d.admissions == ()
 
 
+def test_reclaim_judges_all_its_victims_together_against_the_lenders_nominal_quota() -> None:
+    # a (nominal 8) runs 12 GPUs: a3 (4 GPUs, 10 h old) alone on n0, a1 and a2 (4 GPUs each,
+    # 1 h old) on n1. b (nominal 8, using 0) needs one 8-GPU pod. Evicting a1 and a2 loses
+    # less work but leaves a at 4; each alone would keep a at 8. Only a3 may go.
+    queues = [queue("a", 8), queue("b", 8)]
+    hour = 3600.0
+    now = 10 * hour
+    admitted = [
+        running(gang("a3", "a", gpus=4), "n0", at=0),
+        running(gang("a1", "a", gpus=4), "n1", at=now - hour),
+        running(gang("a2", "a", gpus=4), "n1", at=now - hour),
+    ]
+    nodes = [node("n0", used_gpus=0), node("n1")]
+    d = decide(world(queues, nodes, [gang("b1", "b")], admitted), now)
+    assert evicted_names(d) == ["a3"]
+    assert admitted_names(d) == ["b1"]
+
+
 def test_young_gangs_are_protected_by_the_minimum_runtime() -> None:
     queues = [queue("a", 8), queue("b", 8, min_runtime=600)]
     admitted = [running(gang("b1", "b"), "n1", at=0), running(gang("b2", "b"), "n2", at=50)]

@@ -175,7 +175,8 @@ def test_every_eviction_admits_its_preemptor_and_spares_protected_gangs(s: Scena
     d = decide(s.snapshot, s.now, s.config)
     admitted = {a.gang for a in d.admissions}
     specs = {q.name: q for q in s.snapshot.queues}
-    before = usage_by_queue(list(s.snapshot.admitted))
+    # A queue may borrow by admitting a gang in the same decision that reclaims from it.
+    before = usage_by_queue(list(s.snapshot.admitted) + admitted_now(s, d))
     pending_queue = {g.name: g.queue for g in s.snapshot.pending}
     by_name = {a.gang.name: a for a in s.snapshot.admitted}
     for e in d.evictions:
@@ -189,9 +190,9 @@ def test_every_eviction_admits_its_preemptor_and_spares_protected_gangs(s: Scena
         assert name not in admitted
 
 
-def usage_after_evictions(s: Scenario, d: Decisions) -> dict[str, dict[str, int]]:
-    evicted = {e.gang for e in d.evictions}
-    return usage_by_queue([a for a in s.snapshot.admitted if a.gang.name not in evicted])
+def admitted_now(s: Scenario, d: Decisions) -> list[AdmittedGang]:
+    pending = {g.name: g for g in s.snapshot.pending}
+    return [AdmittedGang(pending[a.gang], s.now, a.placement) for a in d.admissions]
 
 
 @st.composite
@@ -227,8 +228,8 @@ def test_reclaim_never_takes_a_lender_below_its_nominal_quota(s: Scenario) -> No
     if s.config.victims != "placement-aware":
         return  # the baselines (naive, classic) make no such promise
     d = decide(s.snapshot, s.now, s.config)
-    before = usage_by_queue(list(s.snapshot.admitted))
-    after = usage_after_evictions(s, d)
+    before = usage_by_queue(list(s.snapshot.admitted) + admitted_now(s, d))
+    after = usage_by_queue(final_admitted(s, d))
     specs = {q.name: q for q in s.snapshot.queues}
     reclaimed = {e.queue for e in d.evictions if e.cause is EvictionCause.RECLAIMED}
     for name in reclaimed:

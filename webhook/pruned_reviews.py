@@ -34,6 +34,7 @@ class _View(Struct, omit_defaults=True):
 class OwnerReference(_View):
     apiVersion: str | UnsetType | None = UNSET
     kind: str | UnsetType | None = UNSET
+    name: str | UnsetType | None = UNSET
     controller: bool | UnsetType | None = UNSET
 
 

@@ -5,8 +5,12 @@
 2. Requests from kohort's controller are allowed: releasing and evicting gangs is its job.
 3. A new managed workload must arrive held (the mutating webhook fails open, so this is where
    the hold is enforced).
-4. An update must not release the hold (unsuspend a Job, remove the admission gate) nor move a
-   started workload to another queue.
+4. An update must not release the hold (unsuspend a Job, remove the admission gate), move a
+   started workload to another queue, take a workload out of kohort (remove its queue label,
+   add `kohort.dev/opt-out`) or bring an existing one in, nor change the gang fields kohort
+   wrote into its pod templates (schedulerName, PodGroup names, group size).
+5. No managed pod or pod template may name a node (`spec.nodeName` skips every scheduler).
+See docs/security.md for the threat model.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from pydantic import ValidationError
 
 from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, names
 from controller.api.common import Resource
-from controller.workloads.base import Denied, WorkloadAdapter, labels, queue_of
+from controller.workloads.base import Denied, WorkloadAdapter, queue_of
+from controller.workloads.edits import lookup
 from controller.workloads.registry import adapter_for
 from webhook import reviews
 from webhook.settings import Settings
@@ -93,23 +98,72 @@ def creation_problem(
     """Why a new workload may not be created as it is (it is managed but not held)."""
     if queue_of(obj, default_queue) is None:
         return None
-    return adapter.unheld(obj)
+    return node_name_problem(adapter, obj) or adapter.unheld(obj)
+
+
+def node_name_problem(adapter: WorkloadAdapter, obj: dict[str, Any]) -> str | None:
+    """Why a managed pod or pod template may not name its node."""
+    for path in adapter.templates(obj):
+        if lookup(obj, [*path, "spec", "nodeName"]):
+            where = ".".join(str(p) for p in [*path, "spec", "nodeName"])
+            return (
+                f"{where} binds pods to a node without any scheduler, so kohort could neither"
+                " hold nor place them; use a nodeSelector or node affinity instead"
+            )
+    return None
+
+
+# Written by kohort's webhook into managed pod templates; users may not change them.
+GANG_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("spec", "schedulerName"),
+    ("metadata", "labels", names.POD_GROUP_LABEL),
+    ("metadata", "labels", names.POD_GROUP_TOTAL_COUNT_LABEL),
+    ("metadata", "labels", names.COSCHEDULING_GROUP_LABEL),
+    ("metadata", "annotations", names.VOLCANO_GROUP_ANNOTATION),
+)
 
 
 def update_problem(
     adapter: WorkloadAdapter, old: dict[str, Any], new: dict[str, Any]
 ) -> str | None:
     """Why an update by someone other than the controller is not allowed."""
-    if queue_of(old) is None and queue_of(new) is None:
+    old_queue, new_queue = queue_of(old), queue_of(new)
+    if old_queue is None and new_queue is None:
         return None
-    bypass = adapter.bypass(old, new)
+    if old_queue is None:
+        return (
+            f"an existing workload cannot be put in a kohort queue: set {names.QUEUE_LABEL}"
+            f" (without {names.OPT_OUT_LABEL}=true) when it is created"
+        )
+    if new_queue is None:
+        return (
+            f"a workload in a kohort queue cannot leave it (by removing {names.QUEUE_LABEL} or"
+            f" adding {names.OPT_OUT_LABEL}=true); delete it and create it again outside kohort"
+        )
+    bypass = adapter.bypass(old, new) or gang_fields_problem(adapter, old, new)
     if bypass:
         return bypass
-    old_queue = labels(old).get(names.QUEUE_LABEL)
-    new_queue = labels(new).get(names.QUEUE_LABEL)
     if old_queue != new_queue and not adapter.queue_may_change(old):
         return (
             f"the {names.QUEUE_LABEL} label cannot change from {old_queue!r} to {new_queue!r} "
             "once the workload may have started; delete and recreate it in the new queue"
         )
+    return None
+
+
+def gang_fields_problem(
+    adapter: WorkloadAdapter, old: dict[str, Any], new: dict[str, Any]
+) -> str | None:
+    """Why an update changes what kohort wrote into the pod templates, or names a node."""
+    for path in adapter.templates(old):
+        for field in GANG_FIELDS:
+            before, after = lookup(old, [*path, *field]), lookup(new, [*path, *field])
+            if before is not None and after != before:
+                where = ".".join(str(p) for p in [*path, *field])
+                return (
+                    f"{where} was set by kohort for the gang's admission and placement and cannot"
+                    f" change (from {before!r} to {after!r}); delete and recreate the workload"
+                )
+        if path and lookup(new, [*path, "spec", "nodeName"]):
+            return node_name_problem(adapter, new)
     return None

@@ -18,6 +18,9 @@ OPT_OUT_LABEL: Final = "kohort.dev/opt-out"
 ADMISSION_GATE: Final = "kohort.dev/admission"
 # Name of the PodGroup (and Workload) a pod belongs to.
 POD_GROUP_LABEL: Final = "kohort.dev/pod-group"
+# On a pod that is a gang by itself, or one of a plain pod group: how many pods the gang has.
+# Pods of a Job, StatefulSet or LeaderWorkerSet join their owner's gang and do not carry it.
+POD_GROUP_TOTAL_COUNT_LABEL: Final = "kohort.dev/pod-group-total-count"
 # Marks objects that kohort manages (pod templates, PodGroups, Workloads).
 MANAGED_LABEL: Final = "kohort.dev/managed-by"
 MANAGED_VALUE: Final = "kohort"

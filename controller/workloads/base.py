@@ -162,6 +162,10 @@ class WorkloadAdapter(Protocol):
         """Whether the queue label may still change (the workload has not started)."""
         ...
 
+    def templates(self, obj: JSONDict) -> list[Path]:
+        """Where the object's pod templates are (`()`: the object is a pod itself)."""
+        ...
+
     # -- controller side: the typed view --------------------------------------------------------
 
     def gangs(self, obj: Any) -> list[GangShape]:

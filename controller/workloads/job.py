@@ -22,7 +22,7 @@ from controller.workloads.base import (
     template_gang,
     template_requests,
 )
-from controller.workloads.edits import Editor, JSONDict, lookup
+from controller.workloads.edits import Editor, JSONDict, Path, lookup
 
 TEMPLATE = ("spec", "template")
 UNSUSPENDED = "a workload in a kohort queue must be created with spec.suspend: true"
@@ -79,6 +79,9 @@ class JobAdapter:
 
     def queue_may_change(self, old: JSONDict) -> bool:
         return _suspended(old)
+
+    def templates(self, obj: JSONDict) -> list[Path]:
+        return [TEMPLATE]
 
     # -- controller side ------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from controller.workloads.base import (
     priority_classes,
     ungate,
 )
-from controller.workloads.edits import Editor, JSONDict, lookup
+from controller.workloads.edits import Editor, JSONDict, Path, lookup
 
 GROUP_TEMPLATE = ("spec", "leaderWorkerTemplate")
 WORKER = (*GROUP_TEMPLATE, "workerTemplate")
@@ -85,6 +85,9 @@ class LeaderWorkerSetAdapter:
 
     def queue_may_change(self, old: JSONDict) -> bool:
         return False
+
+    def templates(self, obj: JSONDict) -> list[Path]:
+        return [t for t in (WORKER, LEADER) if lookup(obj, list(t)) is not None]
 
     # -- controller side ------------------------------------------------------------------------
 

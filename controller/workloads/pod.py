@@ -1,8 +1,14 @@
-"""core/v1 Pod: the pods of managed workloads, and bare pods in a queue (a gang of one).
+"""core/v1 Pod: the pods of managed workloads, bare pods, and plain pod groups.
 
-Pods made by a managed Job are created only once the Job is released, so they get no gate.
-Every other managed pod gets the gate if it arrives without it (defence in depth), and a
-LeaderWorkerSet pod gets its group's PodGroup, known from its group-index label.
+Which gang a new pod joins:
+- a pod of a LeaderWorkerSet: its group's, known from its group-index label;
+- a pod of a managed Job or StatefulSet: its owner's, named on the owner's pod template (a Job's
+  pods are created only once the Job is released, so they get no gate);
+- a pod that shares a user-chosen `kohort.dev/pod-group` with others: that plain pod group,
+  whose size the user gives with `kohort.dev/pod-group-total-count`;
+- any other pod in a queue (bare, or made by a controller kohort has no adapter for, such as a
+  ReplicaSet): a gang by itself, marked with a total count of 1.
+Every pod but a Job's gets the gate if it arrives without it (defence in depth).
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from typing import Any, ClassVar
 
 from controller.api import kube, names
 from controller.api.kinds import Kind
+from controller.quota.snapshot import PodSet
 from controller.workloads.base import (
+    Denied,
     Finished,
     GangShape,
     Mutation,
@@ -22,13 +30,14 @@ from controller.workloads.base import (
     gang_name,
     gate_problem,
     has_gate,
+    is_gated,
     labels,
     object_name,
     pod_set,
     priority_classes,
     ungate,
 )
-from controller.workloads.edits import Editor, JSONDict, lookup
+from controller.workloads.edits import Editor, JSONDict, Path, lookup
 from controller.workloads.leaderworkerset import group_gang_name
 
 ROOT: tuple[str, ...] = ()
@@ -51,6 +60,58 @@ def owned_by_job(obj: JSONDict) -> bool:
     )
 
 
+def owned_by_statefulset(obj: JSONDict) -> bool:
+    owner = controller_owner(obj)
+    return (
+        owner is not None
+        and owner.get("kind") == "StatefulSet"
+        and str(owner.get("apiVersion", "")).startswith("apps/")
+    )
+
+
+# More pods than this in one plain group is a typo, not a gang.
+MAX_GROUP_SIZE = 10_000
+
+
+def group_size(value: Any) -> int:
+    """The pod count a `kohort.dev/pod-group-total-count` label value gives; ValueError if bad."""
+    if not isinstance(value, str) or not value.isdigit() or not 1 <= int(value) <= MAX_GROUP_SIZE:
+        raise ValueError(
+            f"label {names.POD_GROUP_TOTAL_COUNT_LABEL} must be the number of pods in the group"
+            f" (1 to {MAX_GROUP_SIZE}), got {value!r}"
+        )
+    return int(value)
+
+
+def _declared_size(obj: JSONDict) -> int | None:
+    value = labels(obj).get(names.POD_GROUP_TOTAL_COUNT_LABEL)
+    if value is None:
+        return None
+    try:
+        return group_size(value)
+    except ValueError as err:
+        raise Denied(str(err)) from err
+
+
+def _owner_text(obj: JSONDict) -> str:
+    owner = controller_owner(obj) or {}
+    return f"{owner.get('kind', 'owner')} {owner.get('name', '')}".strip()
+
+
+def _missing_size(group: str) -> str:
+    return (
+        f"pods that share {names.POD_GROUP_LABEL}={group} run as one gang: set"
+        f" {names.POD_GROUP_TOTAL_COUNT_LABEL} to the number of pods in the group"
+    )
+
+
+def _job_not_queued(obj: JSONDict) -> str:
+    return (
+        f"its {_owner_text(obj)} is not in a kohort queue (its pod template is labelled, the Job"
+        f" is not): put {names.QUEUE_LABEL} on the Job itself"
+    )
+
+
 class PodAdapter:
     KIND: ClassVar[Kind] = kube.Pod.KIND
     model: ClassVar[type[kube.Pod]] = kube.Pod
@@ -70,17 +131,39 @@ class PodAdapter:
     # -- webhook side ---------------------------------------------------------------------------
 
     def default(self, editor: Editor, mutation: Mutation) -> list[str]:
-        gang = self.gang_name(editor.doc, mutation.request_uid)
-        gate = not owned_by_job(editor.doc)
-        return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=gate)
+        obj = editor.doc
+        gang = self.gang_name(obj, mutation.request_uid)
+        pod_labels = labels(obj)
+        if pod_labels.get(names.LWS_NAME_LABEL):
+            return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=True)
+        size = _declared_size(obj)
+        group = pod_labels.get(names.POD_GROUP_LABEL)
+        if owned_by_job(obj):
+            if not group:
+                raise Denied(_job_not_queued(obj))
+            return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=False)
+        if group and size is None:
+            if owned_by_statefulset(obj):  # named on its managed StatefulSet's template
+                return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=True)
+            raise Denied(_missing_size(str(group)))
+        if size is None:
+            editor.merge(("metadata", "labels"), {names.POD_GROUP_TOTAL_COUNT_LABEL: "1"})
+        return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=True)
 
     def keep_defaults(self, editor: Editor, old: JSONDict, mutation: Mutation) -> list[str]:
         # Scheduling gates can be removed from a pod but never added back.
         return []
 
     def unheld(self, obj: JSONDict) -> str | None:
-        # A Job's pods exist only once the Job is released.
-        return None if owned_by_job(obj) else gate_problem(obj, [ROOT])
+        pod_labels = labels(obj)
+        group = pod_labels.get(names.POD_GROUP_LABEL)
+        if owned_by_job(obj):
+            # A managed Job's pods exist only once the Job is released.
+            return None if group else _job_not_queued(obj)
+        lws = pod_labels.get(names.LWS_NAME_LABEL)
+        if not lws and _declared_size(obj) is None and not owned_by_statefulset(obj):
+            return _missing_size(str(group or "<name>"))
+        return gate_problem(obj, [ROOT])
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
         if has_gate(old) and not has_gate(new):
@@ -93,17 +176,26 @@ class PodAdapter:
     def queue_may_change(self, old: JSONDict) -> bool:
         return False
 
-    # -- controller side: a bare pod is a gang of one, owned by itself ----------------------------
+    def templates(self, obj: JSONDict) -> list[Path]:
+        return [ROOT]
+
+    # -- controller side: a pod that is a gang by itself, or one of a plain pod group ------------
 
     def gangs(self, obj: kube.Pod) -> list[GangShape]:
         meta = obj.metadata
+        declared = meta.labels.get(names.POD_GROUP_TOTAL_COUNT_LABEL)
         # Pods of Jobs, StatefulSets and LeaderWorkerSets belong to their owner's gang (an LWS
-        # pod whose LeaderWorkerSet is not known yet waits for it).
-        if meta.controller_owner() is not None or meta.labels.get(names.LWS_NAME_LABEL):
+        # pod whose LeaderWorkerSet is not known yet waits for it). Pods made before the total
+        # count existed are gangs of one when nothing owns them.
+        if meta.labels.get(names.LWS_NAME_LABEL):
             return []
+        if declared is None and meta.controller_owner() is not None:
+            return []
+        size = 1 if declared is None else group_size(declared)
         name = meta.labels.get(names.POD_GROUP_LABEL) or gang_name("pod", meta.name)
         template = kube.PodTemplate(spec=obj.spec)
-        return [GangShape(name, 1, (pod_set("main", 1, template),), priority_classes(template))]
+        pods = pod_set("main", size, template)
+        return [GangShape(name, size, (pods,), priority_classes(template))]
 
     def finished(self, obj: kube.Pod) -> Finished | None:
         phase = obj.status.phase
@@ -115,8 +207,24 @@ class PodAdapter:
         return None
 
     def release(self, obj: kube.Pod, pods: Sequence[kube.Pod]) -> list[Write]:
-        return ungate(pods)
+        """Ungate the gang's pods: at most its size, and only pods alike the one that gave the
+        gang its shape (a pod that joins a group later with other requests stays held)."""
+        gangs = self.gangs(obj)
+        if not gangs:
+            return ungate(pods)
+        size, expected = gangs[0].min_member, alike(obj)
+        running = sum(1 for p in pods if p.live() and not is_gated(p))
+        chosen = sorted(
+            (p for p in pods if p.live() and is_gated(p) and alike(p) == expected),
+            key=lambda p: (p.metadata.creation_timestamp or "", p.metadata.name),
+        )
+        return ungate(chosen[: max(0, size - running)])
 
     def hold(self, obj: kube.Pod, pods: Sequence[kube.Pod]) -> list[Write]:
         # A scheduling gate cannot be put back on a pod: a bare pod is evicted by deleting it.
         return delete_ungated(pods)
+
+
+def alike(pod: kube.Pod) -> PodSet:
+    """What a pod asks for, as one pod of a pod set: the pods of a plain group must be alike."""
+    return pod_set("main", 1, kube.PodTemplate(spec=pod.spec))

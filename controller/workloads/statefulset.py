@@ -35,7 +35,7 @@ from controller.workloads.base import (
     template_gang,
     ungate,
 )
-from controller.workloads.edits import Editor, JSONDict, lookup
+from controller.workloads.edits import Editor, JSONDict, Path, lookup
 
 TEMPLATE = ("spec", "template")
 POLICY = ("spec", "podManagementPolicy")
@@ -108,6 +108,9 @@ class StatefulSetAdapter:
     def queue_may_change(self, old: JSONDict) -> bool:
         # Its pods may already run: moving it to another queue would bypass admission.
         return False
+
+    def templates(self, obj: JSONDict) -> list[Path]:
+        return [TEMPLATE]
 
     # -- controller side ------------------------------------------------------------------------
 

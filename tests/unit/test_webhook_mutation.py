@@ -158,7 +158,7 @@ def test_managed_pod_arriving_without_the_gate_gets_it() -> None:
 
 
 def test_pod_of_a_released_job_is_not_gated() -> None:
-    pod = mutated(make_pod(owner_kind="Job"))
+    pod = mutated(make_pod(owner_kind="Job", labels={names.POD_GROUP_LABEL: "job-train"}))
     assert "schedulingGates" not in pod["spec"]
 
 

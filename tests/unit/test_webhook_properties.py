@@ -89,12 +89,11 @@ def other_kinds(draw: st.DrawFn) -> dict[str, Any]:
             ]
         )
     )
-    return make_pod(
-        name,
-        labels=lws_labels,
-        owner_kind=draw(st.sampled_from([None, "Job", "StatefulSet"])),
-        scheduler_name=scheduler,
-    )
+    owner = draw(st.sampled_from([None, "Job", "StatefulSet", "ReplicaSet"]))
+    if owner == "Job" or (owner == "StatefulSet" and draw(st.booleans())):
+        # Its owner's template, decorated by the webhook, named the gang.
+        lws_labels = {**lws_labels, names.POD_GROUP_LABEL: f"job-{name}"}
+    return make_pod(name, labels=lws_labels, owner_kind=owner, scheduler_name=scheduler)
 
 
 @settings(max_examples=200, deadline=None)

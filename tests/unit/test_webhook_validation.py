@@ -62,10 +62,46 @@ def scale(obj: dict[str, Any]) -> None:
     obj["spec"]["parallelism"] = 2
 
 
+def opt_out(obj: dict[str, Any]) -> None:
+    obj["metadata"]["labels"][names.OPT_OUT_LABEL] = "true"
+
+
+def opt_back_in(obj: dict[str, Any]) -> None:
+    del obj["metadata"]["labels"][names.OPT_OUT_LABEL]
+
+
+def add_queue(obj: dict[str, Any]) -> None:
+    obj["metadata"].setdefault("labels", {})[names.QUEUE_LABEL] = "research"
+
+
+def template_scheduler(sts: dict[str, Any]) -> None:
+    sts["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"
+
+
+def template_node(sts: dict[str, Any]) -> None:
+    sts["spec"]["template"]["spec"]["nodeName"] = "n1"
+
+
+def regroup(pod: dict[str, Any]) -> None:
+    pod["metadata"]["labels"][names.POD_GROUP_LABEL] = "sts-admitted-gang"
+
+
+def resize_group(pod: dict[str, Any]) -> None:
+    pod["metadata"]["labels"][names.POD_GROUP_TOTAL_COUNT_LABEL] = "1"
+
+
+def scale_set(sts: dict[str, Any]) -> None:
+    sts["spec"]["replicas"] = 6
+
+
 HELD_JOB = held(make_job())
 HELD_POD = held(make_pod(owner_kind="StatefulSet"))
 HELD_STS = held(make_statefulset())
 RUNNING_JOB = updated(HELD_JOB, unsuspend)
+OPTED_OUT_JOB = updated(make_job(suspend=True), opt_out)
+GROUP_POD = held(
+    make_pod(labels={names.POD_GROUP_LABEL: "ring", names.POD_GROUP_TOTAL_COUNT_LABEL: "4"})
+)
 
 # (old object, change, user, groups, want allowed, words the denial must contain)
 ANTI_BYPASS: dict[str, tuple[Any, ...]] = {
@@ -76,10 +112,70 @@ ANTI_BYPASS: dict[str, tuple[Any, ...]] = {
     "controller removes the pod gate": (HELD_POD, ungate, CONTROLLER_SA, (), True, ""),
     "user ungates the sts template": (HELD_STS, ungate_template, "alice", (), False, "gate"),
     "user moves a running Job": (RUNNING_JOB, move_queue, "alice", (), False, "cannot change"),
-    "user unlabels a running Job": (RUNNING_JOB, drop_queue, "alice", (), False, "cannot change"),
+    "user unlabels a running Job": (RUNNING_JOB, drop_queue, "alice", (), False, "cannot leave"),
     "user moves a pending Job": (HELD_JOB, move_queue, "alice", (), True, ""),
     "user moves a StatefulSet": (HELD_STS, move_queue, "alice", (), False, "cannot change"),
     "user scales a held Job": (HELD_JOB, scale, "alice", (), True, ""),
+    "user opts a held Job out": (HELD_JOB, opt_out, "alice", (), False, "cannot leave"),
+    "user opts a held pod out": (HELD_POD, opt_out, "alice", (), False, "cannot leave"),
+    "user opts a held StatefulSet out": (HELD_STS, opt_out, "alice", (), False, "cannot leave"),
+    "user unlabels a held Job": (HELD_JOB, drop_queue, "alice", (), False, "cannot leave"),
+    "user queues an existing Job": (
+        make_job(queue=None, suspend=True),
+        add_queue,
+        "alice",
+        (),
+        False,
+        "when it is created",
+    ),
+    "user opts an opted-out Job back in": (
+        OPTED_OUT_JOB,
+        opt_back_in,
+        "alice",
+        (),
+        False,
+        "cannot be put in a kohort queue",
+    ),
+    "user changes a StatefulSet template's scheduler": (
+        HELD_STS,
+        template_scheduler,
+        "alice",
+        (),
+        False,
+        "spec.template.spec.schedulerName was set by kohort",
+    ),
+    "user pins a StatefulSet template to a node": (
+        HELD_STS,
+        template_node,
+        "alice",
+        (),
+        False,
+        "spec.template.spec.nodeName binds pods to a node",
+    ),
+    "user moves a held pod to another gang": (
+        HELD_POD,
+        regroup,
+        "alice",
+        (),
+        False,
+        f"metadata.labels.{names.POD_GROUP_LABEL} was set by kohort",
+    ),
+    "user shrinks a pod group's size": (
+        GROUP_POD,
+        resize_group,
+        "alice",
+        (),
+        False,
+        names.POD_GROUP_TOTAL_COUNT_LABEL,
+    ),
+    "user scales a StatefulSet (requeued by the controller)": (
+        HELD_STS,
+        scale_set,
+        "alice",
+        (),
+        True,
+        "",
+    ),
     "user unsuspends an unmanaged Job": (
         make_job(queue=None, suspend=True),
         unsuspend,
@@ -151,3 +247,41 @@ def test_in_an_opted_in_namespace_workloads_from_before_the_opt_in_stay_free() -
     old = make_job(queue=None, suspend=True)
     review = make_review(updated(old, unsuspend), operation="UPDATE", old=old)
     assert validate(review, SETTINGS, default_queue="default")["response"]["allowed"] is True
+
+
+@pytest.mark.parametrize(
+    ("obj", "want_words"),
+    [
+        (
+            make_pod(labels={names.POD_GROUP_LABEL: "ring"}, gates=(names.ADMISSION_GATE,)),
+            "set kohort.dev/pod-group-total-count to the number of pods",
+        ),
+        (make_pod(owner_kind="Job"), "put kohort.dev/queue-name on the Job itself"),
+        (
+            make_pod(
+                labels={names.POD_GROUP_LABEL: "ring", names.POD_GROUP_TOTAL_COUNT_LABEL: "-2"},
+                gates=(names.ADMISSION_GATE,),
+            ),
+            "must be the number of pods in the group",
+        ),
+    ],
+    ids=["group without size", "pod of an unqueued Job", "negative group size"],
+)
+def test_pods_that_would_run_outside_their_gang_are_refused(
+    obj: dict[str, Any], want_words: str
+) -> None:
+    response = validate(make_review(obj), SETTINGS)["response"]
+    assert response["allowed"] is False
+    assert want_words in response["status"]["message"]
+
+
+def test_a_pod_or_template_that_names_its_node_is_refused() -> None:
+    pod = held(make_pod())
+    pod["spec"]["nodeName"] = "n1"
+    response = validate(make_review(pod), SETTINGS)["response"]
+    assert response["allowed"] is False
+    assert "spec.nodeName binds pods to a node" in response["status"]["message"]
+    sts = held(make_statefulset())
+    template_node(sts)
+    response = validate(make_review(sts), SETTINGS)["response"]
+    assert "spec.template.spec.nodeName" in response["status"]["message"]

@@ -118,11 +118,52 @@ def test_leaderworkerset_without_leader_template_uses_the_worker_template_for_th
     ]
 
 
-def test_a_bare_pod_is_a_gang_of_one_and_a_pod_with_an_owner_is_not() -> None:
+def test_a_bare_pod_is_a_gang_of_one_and_a_pod_of_a_managed_statefulset_is_not() -> None:
     adapter = PodAdapter()
     [gang] = adapter.gangs(held(make_pod(), adapter))
     assert (gang.name, gang.min_member) == ("pod-worker-0", 1)
-    assert adapter.gangs(held(make_pod(owner_kind="StatefulSet"), adapter)) == []
+    of_managed_set = make_pod(owner_kind="StatefulSet", labels={names.POD_GROUP_LABEL: "sts-a"})
+    assert adapter.gangs(held(of_managed_set, adapter)) == []
+
+
+@pytest.mark.parametrize("owner", ["ReplicaSet", "StatefulSet"])
+def test_a_pod_of_a_controller_kohort_does_not_manage_is_a_gang_of_one(owner: str) -> None:
+    adapter = PodAdapter()
+    pod = held(make_pod(owner_kind=owner), adapter)
+    assert pod.metadata.labels[names.POD_GROUP_TOTAL_COUNT_LABEL] == "1"
+    [gang] = adapter.gangs(pod)
+    assert gang.min_member == 1
+
+
+def test_pods_sharing_a_group_label_need_the_groups_size() -> None:
+    pod = make_pod(labels={names.POD_GROUP_LABEL: "ring"})
+    with pytest.raises(Denied, match="pod-group-total-count to the number of pods"):
+        PodAdapter().default(Editor(pod), Mutation("research"))
+
+
+def test_a_plain_pod_group_is_one_gang_of_its_total_count() -> None:
+    adapter = PodAdapter()
+    group = {names.POD_GROUP_LABEL: "ring", names.POD_GROUP_TOTAL_COUNT_LABEL: "4"}
+    [gang] = adapter.gangs(held(make_pod(labels=group), adapter))
+    assert (gang.name, gang.min_member, gang.pod_sets[0].count) == ("ring", 4, 4)
+
+
+def test_a_pod_of_a_job_that_is_not_in_a_queue_is_refused() -> None:
+    with pytest.raises(Denied, match=r"put kohort\.dev/queue-name on the Job itself"):
+        PodAdapter().default(Editor(make_pod(owner_kind="Job")), Mutation("research"))
+
+
+def test_releasing_a_plain_group_ungates_at_most_its_size_and_only_alike_pods() -> None:
+    group = {names.POD_GROUP_LABEL: "ring", names.POD_GROUP_TOTAL_COUNT_LABEL: "2"}
+    pods = [
+        msgspec.convert(make_pod(f"p{i}", labels=group, gates=(names.ADMISSION_GATE,)), kube.Pod)
+        for i in range(3)
+    ]
+    big = make_pod("p9", labels=group, gates=(names.ADMISSION_GATE,))
+    big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64"
+    pods.insert(0, msgspec.convert(big, kube.Pod))
+    writes = PodAdapter().release(pods[1], pods)
+    assert sorted(w.name for w in writes) == ["p0", "p1"]
 
 
 def test_pod_of_an_lws_group_gets_its_groups_podgroup() -> None:

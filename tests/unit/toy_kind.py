@@ -23,7 +23,7 @@ from controller.workloads.base import (
     gang_name,
     pod_set,
 )
-from controller.workloads.edits import Editor, JSONDict, lookup
+from controller.workloads.edits import Editor, JSONDict, Path, lookup
 
 TRAINING_RUNS = Kind("example.com", "v1", "trainingruns", "TrainingRun")
 
@@ -67,6 +67,9 @@ class TrainingRunAdapter:
 
     def queue_may_change(self, old: JSONDict) -> bool:
         return False
+
+    def templates(self, obj: JSONDict) -> list[Path]:
+        return [("spec", "template")]
 
     # -- controller side ------------------------------------------------------------------------
 

@@ -51,22 +51,21 @@ def controller_owner(obj: JSONDict) -> Mapping[str, Any] | None:
     return None
 
 
-def owned_by_job(obj: JSONDict) -> bool:
+def _owned_by(obj: JSONDict, kind: str, group: str) -> bool:
     owner = controller_owner(obj)
     return (
         owner is not None
-        and owner.get("kind") == "Job"
-        and str(owner.get("apiVersion", "")).startswith("batch/")
+        and owner.get("kind") == kind
+        and str(owner.get("apiVersion", "")).startswith(f"{group}/")
     )
+
+
+def owned_by_job(obj: JSONDict) -> bool:
+    return _owned_by(obj, "Job", "batch")
 
 
 def owned_by_statefulset(obj: JSONDict) -> bool:
-    owner = controller_owner(obj)
-    return (
-        owner is not None
-        and owner.get("kind") == "StatefulSet"
-        and str(owner.get("apiVersion", "")).startswith("apps/")
-    )
+    return _owned_by(obj, "StatefulSet", "apps")
 
 
 # More pods than this in one plain group is a typo, not a gang.

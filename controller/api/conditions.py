@@ -40,6 +40,8 @@ class Reason(enum.StrEnum):
     PENDING = "Pending"
     PREEMPTED = "Preempted"
     PODS_READY_TIMEOUT = "PodsReadyTimeout"
+    RESIZED = "Resized"
+    INADMISSIBLE = "Inadmissible"
     IN_CLUSTER_QUEUE = "InClusterQueue"
     IN_COHORT_RECLAMATION = "InCohortReclamation"
     STARTED = "Started"

@@ -27,6 +27,7 @@ class PendingCause(enum.Enum):
     # Decided by the controller, before the core sees the gang:
     NO_LOCAL_QUEUE = "no-local-queue"
     REQUEUED = "requeued"  # evicted; waiting out its backoff
+    INCOMPLETE = "incomplete"  # a plain pod group whose pods are not all there, or not alike
 
 
 class NoFit(enum.Enum):
@@ -114,6 +115,8 @@ class Pending:
     # REQUEUED: when it goes back in the queue (seconds) and why it was evicted.
     until: float | None = None
     eviction: str | None = None
+    # INCOMPLETE: what is missing or wrong.
+    detail: str | None = None
     # Nodes the starvation guard holds free for this gang.
     held_nodes: tuple[str, ...] = ()
 
@@ -143,6 +146,8 @@ class Pending:
             back = format_time(self.until or 0.0)
             text = f"Requeued after eviction; back in the queue at {back}"
             return f"{text} (evicted: {self.eviction})" if self.eviction else text
+        if cause is PendingCause.INCOMPLETE:
+            return f"Waiting for its pods: {self.detail}"
         return "Not considered yet: the cycle ended before it"
 
 

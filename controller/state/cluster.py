@@ -40,6 +40,7 @@ from controller.state.steps import (
     WriteWorkloadStatus,
 )
 from controller.workloads.base import WorkloadAdapter
+from controller.workloads.pod import alike
 from controller.workloads.registry import ADAPTERS
 from controller.workloads.requests import pod_requests
 
@@ -411,6 +412,10 @@ class ClusterState:
         steps: list[Step] = []
         if not gang.reserved:
             return [*self._delete_podgroup(gang), *owner.adapter.hold(owner.obj, pods)]
+        resized = objects.resized(gang)
+        if resized is not None:
+            log.info("evicting %s: %s", gang.id, resized)
+            return self._evict(gang, Reason.RESIZED, resized, None, now)
         if self._timed_out(gang, now):
             timeout = Eviction(
                 gang.id,
@@ -445,6 +450,9 @@ class ClusterState:
         """What the engine should hold for an active gang, from its records."""
         assert gang.shape is not None
         local = self.local_queues.get((gang.namespace, gang.queue or ""))
+        if gang.reserved and objects.resized(gang) is not None:
+            # Evicted in this pass (see _converge): it charges nothing until it is requeued.
+            return Member("waiting", local)
         if gang.reserved:
             queue = gang.admitted_in() or local or ""
             core = self._core_gang(gang, queue)
@@ -453,12 +461,40 @@ class ClusterState:
         if local is None:
             why = Pending(PendingCause.NO_LOCAL_QUEUE, queue=gang.queue, namespace=gang.namespace)
             return Member("waiting", None, why=why)
+        missing = self._group_problem(gang)
+        if missing is not None:
+            return Member("waiting", local, why=Pending(PendingCause.INCOMPLETE, detail=missing))
         requeue_at = gang.requeue_at()
         if requeue_at > now:
             self._at(gang.key, requeue_at)
             why = Pending(PendingCause.REQUEUED, until=requeue_at, eviction=gang.evicted_because())
             return Member("waiting", local, why=why)
         return Member("pending", local, self._core_gang(gang, local))
+
+    def _group_problem(self, gang: ManagedGang) -> str | None:
+        """Why a plain pod group cannot be admitted yet: fewer pods than its total count, more,
+        or pods that ask for other resources than the one that gave the gang its shape."""
+        owner, shape = gang.owner, gang.shape
+        if owner is None or shape is None or owner.kind != kinds.PODS or shape.min_member < 2:
+            return None
+        live = gang.live_pods()
+        size = shape.min_member
+        label = names.POD_GROUP_TOTAL_COUNT_LABEL
+        if len(live) < size:
+            return f"{len(live)} of the {size} pods of group {gang.name} exist ({label})"
+        if len(live) > size:
+            return (
+                f"{len(live)} pods carry {names.POD_GROUP_LABEL}={gang.name} but {label} says"
+                f" {size}; delete the extra pods or recreate the group with the right count"
+            )
+        expected = alike(owner.obj)
+        odd = sorted(p.metadata.name for p in live if alike(p) != expected)
+        if odd:
+            return (
+                f"pod(s) {', '.join(odd)} ask for other resources than pod"
+                f" {owner.meta.name}; the pods of a plain group must be alike"
+            )
+        return None
 
     def _core_gang(self, gang: ManagedGang, queue: str) -> quota.Gang:
         assert gang.shape is not None and gang.workload is not None

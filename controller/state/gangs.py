@@ -258,9 +258,36 @@ class GangIndex:
             gang = self._gang(key)
             gang.owner = gang.shape = gang.finished = None
             self._set_queue(gang, None)
+            self._adopt(adapter, gang, meta.name)
             self._drop_if_empty(gang)
+        for key in after:
+            self._group_finished(self.gangs[key])
         if after:
             self._owned[ref] = after
+
+    def _adopt(self, adapter: WorkloadAdapter, gang: ManagedGang, gone: str) -> None:
+        """A plain pod group whose owning pod went: another live pod of it that declares the
+        same gang owns it from now on."""
+        if adapter.KIND != kube.Pod.KIND:
+            return
+        for pod in sorted(gang.pods.values(), key=lambda p: p.metadata.name):
+            if pod.metadata.name == gone or not pod.live():
+                continue
+            if any(shape.name == gang.name for shape in self._shapes(adapter, pod)):
+                self.owner_changed(adapter, None, pod)
+                return
+
+    def _group_finished(self, gang: ManagedGang) -> None:
+        """A plain pod group is finished when all of its pods are, not when its owner is."""
+        owner, shape = gang.owner, gang.shape
+        if owner is None or shape is None or owner.kind != kube.Pod.KIND or shape.min_member < 2:
+            return
+        done = [p for p in gang.pods.values() if p.finished()]
+        if len(done) < shape.min_member or len(done) < len(gang.pods):
+            gang.finished = None
+            return
+        failed = any(p.status.phase == Finished.FAILED for p in done)
+        gang.finished = Finished.FAILED if failed else Finished.SUCCEEDED
 
     def _shapes(self, adapter: WorkloadAdapter, obj: Any) -> list[GangShape]:
         meta = obj.metadata
@@ -294,7 +321,9 @@ class GangIndex:
         if new is None or not new_group:
             return None
         key = (new.metadata.namespace, new_group)
-        self._gang(key).pods[new.metadata.name] = new
+        gang = self._gang(key)
+        gang.pods[new.metadata.name] = new
+        self._group_finished(gang)
         return key
 
     def workload_changed(self, old: Workload | None, new: Workload | None) -> None:

@@ -86,6 +86,36 @@ def workload_for(gang: ManagedGang, priority: int) -> Workload:
     )
 
 
+def charged(shape: GangShape) -> list[tuple[str, int, dict[str, str]]]:
+    """What an admission charges for each pod set: its name, pods and total requests."""
+    return [
+        (ps.name, ps.count, _quantities({r: a * ps.count for r, a in ps.requests.items()}))
+        for ps in shape.pod_sets
+    ]
+
+
+def resized(gang: ManagedGang) -> str | None:
+    """How an admitted gang's shape differs from what its admission charged, or None."""
+    status = gang.workload.status if gang.workload else None
+    if gang.shape is None or status is None or status.admission is None:
+        return None
+    was = {a.name: (a.count, a.resource_usage) for a in status.admission.pod_set_assignments}
+    now = {name: (count, usage) for name, count, usage in charged(gang.shape)}
+    if not was or was == now:
+        return None
+    changes = []
+    for name in sorted(was.keys() | now.keys()):
+        before, after = was.get(name, (0, {})), now.get(name, (0, {}))
+        if before[0] != after[0]:
+            changes.append(f"pod set {name} from {before[0]} to {after[0]} pods")
+        elif before != after:
+            changes.append(f"pod set {name}'s requests changed")
+    return (
+        f"resized after admission ({'; '.join(changes)}); requeued to be admitted again with"
+        " its new shape"
+    )
+
+
 def _status(gang: ManagedGang) -> WorkloadStatus:
     status = gang.workload.status if gang.workload else None
     return status.model_copy(deep=True) if status else WorkloadStatus()
@@ -118,16 +148,16 @@ def admitted_status(gang: ManagedGang, admission: Admission, now: float) -> Work
         cluster_queue=admission.queue,
         pod_set_assignments=[
             PodSetAssignment(
-                name=ps.name,
-                count=ps.count,
-                resource_usage=_quantities({r: a * ps.count for r, a in ps.requests.items()}),
+                name=name,
+                count=count,
+                resource_usage=usage,
                 nodes=[
                     NodeAssignment(node=p.node, count=p.count)
                     for p in admission.placement
-                    if p.pod_set == ps.name
+                    if p.pod_set == name
                 ],
             )
-            for ps in gang.shape.pod_sets
+            for name, count, usage in charged(gang.shape)
         ],
         admitted_at=format_time(now),
     )

@@ -115,3 +115,44 @@ async def test_a_replica_that_lost_the_lease_mid_pass_admits_nothing(
 
     assert not [w for w in world.api.log if w[1] in ("workloads/status", "podgroups", "jobs")]
     assert world.suspended("train") is True
+
+
+async def test_a_job_scaled_up_after_admission_is_evicted_and_requeued_with_its_new_size(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, held_job("train", 2)), cpu_quota="4"))
+    await world.reconciler.reconcile_once()
+    assert world.suspended("train") is False
+
+    job = world.api.read_back(kinds.JOBS, "train", "ns")
+    assert job is not None
+    job["spec"]["parallelism"] = job["spec"]["completions"] = 6
+    world.api.put(kinds.JOBS, job)
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    assert world.suspended("train") is True
+    wl = world.workload("job-train")
+    assert wl is not None
+    evicted = condition(wl, "Evicted")
+    assert evicted is not None and evicted["reason"] == "Resized"
+    assert "pod set main from 2 to 6 pods" in evicted["message"]
+    assert condition(wl, "QuotaReserved")["status"] == "False"  # type: ignore[index]
+    events = world.api.all(kinds.EVENTS)
+    assert any(e["reason"] == "Resized" for e in events)
+
+
+async def test_a_job_resized_within_its_admission_keeps_running(started: list[World]) -> None:
+    world = await start(started, World((kinds.JOBS, held_job("train", 2)), cpu_quota="4"))
+    await world.reconciler.reconcile_once()
+    job = world.api.read_back(kinds.JOBS, "train", "ns")
+    assert job is not None
+    job["metadata"]["labels"]["team"] = "a"  # not a change of shape
+    world.api.put(kinds.JOBS, job)
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    assert world.suspended("train") is False
+    assert not any(e["reason"] == "Resized" for e in world.api.all(kinds.EVENTS))

@@ -1,0 +1,114 @@
+"""Plain pod groups: bare pods that share a group label and declare the group's size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from controller.api import kinds, kube, names
+from controller.workloads.base import Mutation, is_gated
+from controller.workloads.edits import Editor
+from controller.workloads.pod import PodAdapter
+from controller.workloads.testing import make_pod
+from tests.unit.controller_world import World, start
+
+JSON = dict[str, Any]
+
+
+def group_pod(name: str, size: int = 4, cpu: str = "1") -> JSON:
+    """A pod of group `ring`, as kohort's webhook stores it."""
+    labels = {names.POD_GROUP_LABEL: "ring", names.POD_GROUP_TOTAL_COUNT_LABEL: str(size)}
+    pod = make_pod(name, namespace="ns", queue="lq", labels=labels)
+    pod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": cpu}
+    editor = Editor(pod)
+    PodAdapter().default(editor, Mutation("lq"))
+    return editor.doc
+
+
+def gated(world: World, name: str) -> bool:
+    pod = world.api.read_back(kinds.PODS, name, "ns")
+    assert pod is not None
+    return is_gated(msgspec.convert(pod, kube.Pod))
+
+
+def reason(world: World) -> str:
+    wl = world.workload("ring")
+    assert wl is not None
+    return str(wl["status"].get("pendingReason"))
+
+
+async def test_a_group_waits_for_all_its_pods_then_is_admitted_whole(
+    started: list[World],
+) -> None:
+    pods = [(kinds.PODS, group_pod(f"r{i}")) for i in range(3)]
+    world = await start(started, World(*pods, cpu_quota="8"))
+    await world.reconciler.reconcile_once()
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    assert "3 of the 4 pods of group ring exist" in reason(world)
+    assert all(gated(world, f"r{i}") for i in range(3))
+
+    world.api.put(kinds.PODS, group_pod("r3"))
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    assert not any(gated(world, f"r{i}") for i in range(4))
+    wl = world.workload("ring")
+    assert wl is not None and wl["spec"]["podSets"][0]["count"] == 4
+
+
+async def test_a_group_larger_than_its_queue_charges_every_pod_not_one(
+    started: list[World],
+) -> None:
+    pods = [(kinds.PODS, group_pod(f"r{i}")) for i in range(4)]
+    world = await start(started, World(*pods, cpu_quota="2"))
+    for _ in range(2):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+
+    assert all(gated(world, f"r{i}") for i in range(4))
+    assert "needs 4 cpu" in reason(world)
+
+
+async def test_a_group_whose_pods_differ_is_not_admitted(started: list[World]) -> None:
+    pods = [(kinds.PODS, group_pod("r0", size=2)), (kinds.PODS, group_pod("r9", size=2, cpu="3"))]
+    world = await start(started, World(*pods, cpu_quota="8"))
+    for _ in range(2):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+
+    assert "the pods of a plain group must be alike" in reason(world)
+    assert gated(world, "r0") and gated(world, "r9")
+
+
+async def test_a_group_keeps_its_quota_until_every_pod_has_finished(started: list[World]) -> None:
+    pods = [(kinds.PODS, group_pod(f"r{i}", size=2)) for i in range(2)]
+    world = await start(started, World(*pods, cpu_quota="8"))
+    for _ in range(2):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+
+    def finish(name: str) -> None:
+        pod = world.api.read_back(kinds.PODS, name, "ns")
+        assert pod is not None
+        pod["status"] = {"phase": "Succeeded"}
+        world.api.put(kinds.PODS, pod)
+
+    def finished() -> bool:
+        wl = world.workload("ring")
+        assert wl is not None
+        return any(
+            c["type"] == "Finished" and c["status"] == "True" for c in wl["status"]["conditions"]
+        )
+
+    finish("r0")  # the pod that gave the gang its shape
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+    assert not finished()
+
+    finish("r1")
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+    assert finished()

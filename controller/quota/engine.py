@@ -38,6 +38,7 @@ from controller.quota.quota import (
     available,
     borrowing,
     build_cohorts,
+    quota_ceiling,
     quota_shortfall,
     share,
     within_nominal,
@@ -390,11 +391,20 @@ class Engine:
         """Admit `info` (evicting victims if that makes it fit); None if admitted, else why not."""
         short = quota_shortfall(queue.state, info.total)
         reason = Pending(PendingCause.QUOTA, quota=short)
-        if short is None:
+        if short is not None:
+            ceiling = quota_ceiling(queue.state, info.total)
+            if ceiling is not None:
+                covered = ceiling.resource in queue.state.spec.quotas
+                cause = PendingCause.NEVER_FITS if covered else PendingCause.NOT_COVERED
+                return Pending(cause, ceiling=ceiling)
+        else:
             plan, failure = self._place(info)
             if failure is None:
                 self._admit(queue, info, plan, now, log, evicted=0)
                 return None
+            never = self.index.never_fits(info.shapes)
+            if never is not None:
+                return Pending(PendingCause.NEVER_FITS, placement=never[1])
             reason = Pending(PendingCause.NO_NODE_FITS, placement=failure.why)
         if now - info.gang.created < self.config.evict_after:
             if self._may_preempt(queue):

@@ -28,6 +28,13 @@ class PendingCause(enum.Enum):
     NO_LOCAL_QUEUE = "no-local-queue"
     REQUEUED = "requeued"  # evicted; waiting out its backoff
     INCOMPLETE = "incomplete"  # a plain pod group whose pods are not all there, or not alike
+    # Decided by the core, and permanent until the queues or the nodes change:
+    NOT_COVERED = "not-covered"  # asks for a resource its queue (and cohort) has no quota for
+    NEVER_FITS = "never-fits"  # more than its queue can ever hold, or than the nodes can host
+
+
+# Causes no amount of waiting cures: reported as Inadmissible.
+PERMANENT = frozenset({PendingCause.NOT_COVERED, PendingCause.NEVER_FITS})
 
 
 class NoFit(enum.Enum):
@@ -39,6 +46,36 @@ class NoFit(enum.Enum):
     TOO_SMALL = "too-small"  # even the emptiest eligible node has too little
     NOT_ENOUGH_FREE = "not-enough-free"  # enough of the scarce resource, but not of the rest
     ONLY_SOME_FIT = "only-some-fit"  # some pods fit, not all
+    # Even empty, the nodes could not host it:
+    NO_NODE_LARGE_ENOUGH = "no-node-large-enough"  # one pod is larger than any eligible node
+    TOO_FEW_NODES = "too-few-nodes"  # all eligible nodes together hold fewer pods than it has
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCeiling:
+    """A request larger than the most of `resource` the queue can ever hold (milli-units)."""
+
+    queue: str
+    resource: str
+    need: int
+    most: int
+    covered: tuple[str, ...]  # the resources the queue has quota for
+    in_cohort: bool
+
+    def describe(self) -> str:
+        r = self.resource
+        if r not in self.covered:
+            covers = ", ".join(self.covered) or "nothing"
+            lent = " and no queue of its cohort lends it" if self.in_cohort else ""
+            return (
+                f"ClusterQueue {self.queue} does not cover {r} (it covers {covers}){lent}; add"
+                f" {r} to one of its resourceGroups, or remove the request"
+            )
+        return (
+            f"needs {format_amount(r, self.need)} {r}, more than ClusterQueue {self.queue} can"
+            f" ever hold ({format_amount(r, self.most)}: its nominal quota plus what it may"
+            " borrow); make the gang smaller or raise the quota"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +133,14 @@ class PlacementShortfall:
             return f"needs {pods}, largest free {where} has {largest}"
         if self.kind is NoFit.NOT_ENOUGH_FREE:
             return f"needs {pods}; no node has enough free {', '.join(self.resources)}"
+        if self.kind is NoFit.NO_NODE_LARGE_ENOUGH:
+            largest = format_amount(self.resource, self.largest_free)
+            return (
+                f"needs {pods}, and the largest node that may host them has"
+                f" {largest} {self.resource} allocatable"
+            )
+        if self.kind is NoFit.TOO_FEW_NODES:
+            return f"needs {pods}; all nodes that may host them together hold only {self.placed}"
         return f"needs {pods}; only {self.placed} fit on free nodes"
 
 
@@ -106,6 +151,8 @@ class Pending:
     cause: PendingCause
     quota: QuotaShortfall | None = None
     placement: PlacementShortfall | None = None
+    # NOT_COVERED, and NEVER_FITS by quota.
+    ceiling: QuotaCeiling | None = None
     # STRICT_FIFO: the gang it waits behind, and why that one waits.
     behind: str | None = None
     blocker: Pending | None = None
@@ -146,6 +193,10 @@ class Pending:
             back = format_time(self.until or 0.0)
             text = f"Requeued after eviction; back in the queue at {back}"
             return f"{text} (evicted: {self.eviction})" if self.eviction else text
+        if cause in PERMANENT and self.ceiling is not None:
+            return "Inadmissible: " + self.ceiling.describe()
+        if cause is PendingCause.NEVER_FITS and self.placement is not None:
+            return "Inadmissible: " + self.placement.describe()
         if cause is PendingCause.INCOMPLETE:
             return f"Waiting for its pods: {self.detail}"
         return "Not considered yet: the cycle ended before it"

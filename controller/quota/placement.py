@@ -102,6 +102,8 @@ class NodeIndex:
         for cls in self.classes:
             cls.entries.sort()
         self._eligible: dict[tuple[object, ...], tuple[_NodeClass, ...]] = {}
+        # Allocatable capacity never changes in an index: what could never fit, never will.
+        self._never_cache: dict[tuple[PodShape, int], PlacementShortfall | None] = {}
         self.reserved: set[int] = set()
 
     def vector(self, amounts: Mapping[str, int]) -> Vector:
@@ -225,6 +227,48 @@ class NodeIndex:
         """Give back (request, node index, count) triples."""
         for request, node, count in plan:
             self.give(node, request, count)
+
+    def never_fits(
+        self, shapes: Sequence[tuple[int, PodShape, int]]
+    ) -> tuple[int, PlacementShortfall] | None:
+        """A pod set the nodes could not host even if all of them were empty, and why; None
+        when each pod set alone would fit on the empty cluster."""
+        for ps, shape, count in shapes:
+            key = (shape, count)
+            if key not in self._never_cache:
+                self._never_cache[key] = self._never(shape, count)
+            why = self._never_cache[key]
+            if why is not None:
+                return ps, why
+        return None
+
+    def _never(self, shape: PodShape, count: int) -> PlacementShortfall | None:
+        primary = next((k for k, q in enumerate(shape.request) if q > 0), 0)
+        name = self.order[primary] if self.order else "resources"
+        need = shape.request[primary] if self.order else 0
+        short = PlacementShortfall(NoFit.UNKNOWN_RESOURCE, count, name, need)
+        if shape.unknown:
+            return replace(short, resources=shape.unknown)
+        eligible = {id(cls) for cls in self.eligible(shape)}
+        if not eligible:
+            return replace(short, kind=NoFit.NO_MATCHING_NODE)
+        hosts = [i for i, cls in enumerate(self.class_of) if id(cls) in eligible]
+        request = shape.request
+        per_node = [
+            min(
+                (a // q for a, q in zip(self.allocatable[i], request, strict=True) if q > 0),
+                default=count,
+            )
+            for i in hosts
+        ]
+        if max(per_node) == 0:
+            largest = max(self.allocatable[i][primary] for i in hosts)
+            return replace(
+                short, kind=NoFit.NO_NODE_LARGE_ENOUGH, largest_free=largest, has_selector=True
+            )
+        if sum(per_node) < count:
+            return replace(short, kind=NoFit.TOO_FEW_NODES, placed=sum(per_node))
+        return None
 
     def explain(self, shape: PodShape, count: int, placed: int) -> PlacementShortfall:
         """Why `count` pods of `shape` do not fit when `placed` of them did."""

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from controller.quota.outcomes import QuotaShortfall
+from controller.quota.outcomes import QuotaCeiling, QuotaShortfall
 from controller.quota.snapshot import QueueSpec, Quota
 
 NO_QUOTA = Quota(nominal=0, borrowing_limit=0)
@@ -124,6 +124,29 @@ def quota_shortfall(queue: QueueState, request: Mapping[str, int]) -> QuotaShort
                 nominal=quota.nominal,
                 borrowing_limit=quota.borrowing_limit,
                 used=queue.usage.get(resource, 0),
+            )
+    return None
+
+
+def quota_ceiling(queue: QueueState, request: Mapping[str, int]) -> QuotaCeiling | None:
+    """The first resource of `request` the queue could not give even with nothing running in
+    its cohort: not covered (and nothing to borrow), or more than nominal plus borrowing."""
+    for resource in sorted(request, key=lambda r: (r in ("cpu", "memory"), r)):
+        quota = queue.quota(resource)
+        most = quota.nominal
+        cohort = queue.cohort
+        if cohort is not None:
+            most = guaranteed(quota) + cohort.pool.get(resource, 0)
+            if quota.borrowing_limit is not None:
+                most = min(most, quota.nominal + quota.borrowing_limit)
+        if request[resource] > most:
+            return QuotaCeiling(
+                queue.spec.name,
+                resource,
+                request[resource],
+                most,
+                tuple(sorted(queue.spec.quotas)),
+                cohort is not None,
             )
     return None
 

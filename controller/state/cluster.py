@@ -25,7 +25,7 @@ from controller.api.quantity import QuantityError, parse_quantity
 from controller.api.queues import ClusterQueue
 from controller.quota import Pending, PendingCause
 from controller.quota.engine import Engine
-from controller.quota.outcomes import Admission, Decisions, Eviction, EvictionCause
+from controller.quota.outcomes import PERMANENT, Admission, Decisions, Eviction, EvictionCause
 from controller.quota.quota import share
 from controller.settings import Settings
 from controller.state import objects
@@ -588,11 +588,12 @@ class ClusterState:
             self._at(gang.key, last.at + refresh)
             return []
         self._reported[gang.key] = Reported(why.cause, now)
-        steps: list[Step] = [
-            WriteWorkloadStatus(gang.namespace, gang.name, objects.pending_status(gang, text, now))
-        ]
+        permanent = why.cause in PERMANENT
+        reason = Reason.INADMISSIBLE if permanent else Reason.PENDING
+        status = objects.pending_status(gang, text, now, reason)
+        steps: list[Step] = [WriteWorkloadStatus(gang.namespace, gang.name, status)]
         if last is None or last.cause is not why.cause:
-            steps.append(objects.event(gang, Reason.PENDING, text))
+            steps.append(objects.event(gang, reason, text, warning=permanent))
         return steps
 
     # -- one cycle's decisions -------------------------------------------------------------------

@@ -212,10 +212,12 @@ def evicted_status(gang: ManagedGang, eviction: EvictionRecord, now: float) -> W
     return status
 
 
-def pending_status(gang: ManagedGang, text: str, now: float) -> WorkloadStatus:
+def pending_status(
+    gang: ManagedGang, text: str, now: float, reason: Reason = Reason.PENDING
+) -> WorkloadStatus:
     status = _status(gang)
     status.conditions = set_condition(
-        status.conditions, WorkloadCondition.QUOTA_RESERVED, False, Reason.PENDING, text, now
+        status.conditions, WorkloadCondition.QUOTA_RESERVED, False, reason, text, now
     )
     status.pending_reason = text
     return status

@@ -18,6 +18,7 @@ from controller.quota import (
 from controller.quota.quota import build_cohorts, share
 from controller.quota.snapshot import QueueSpec, Quota
 from tests.unit.test_quota_builders import (
+    GPU,
     admitted_names,
     evicted_names,
     gang,
@@ -48,15 +49,46 @@ def test_a_gang_that_fits_quota_but_not_nodes_stays_pending_with_a_placement_rea
 
 
 def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
-    d = decide(world([queue("a", 24)], [node("n1"), node("n2")], [gang("g", "a", 3)]), 0)
+    nodes = [node("n1"), node("n2"), node("n3", used_gpus=4)]
+    d = decide(world([queue("a", 24)], nodes, [gang("g", "a", 3)]), 0)
     assert d.admissions == ()
     assert "only 2 fit" in d.pending["g"].describe()
 
 
-def test_a_gang_over_quota_stays_pending_with_a_quota_reason() -> None:
+def test_a_gang_more_than_its_queue_can_ever_hold_is_inadmissible() -> None:
     d = decide(
         world([queue("a", 8, cohort=None)], [node("n1"), node("n2")], [gang("g", "a", 2)]), 0
     )
+    assert d.pending["g"].cause is PendingCause.NEVER_FITS
+    assert d.pending["g"].describe() == (
+        "Inadmissible: needs 16 nvidia.com/gpu, more than ClusterQueue a can ever hold (8: its"
+        " nominal quota plus what it may borrow); make the gang smaller or raise the quota"
+    )
+
+
+def test_a_gang_asking_for_a_resource_its_queue_does_not_cover_is_told_so() -> None:
+    only_gpus = QueueSpec("a", {GPU: Quota(8000)})
+    d = decide(world([only_gpus], [node("n1")], [gang("g", "a", 1)]), 0)
+    assert d.pending["g"].cause is PendingCause.NOT_COVERED
+    assert d.pending["g"].describe().startswith(
+        "Inadmissible: ClusterQueue a does not cover cpu (it covers nvidia.com/gpu)"
+    )
+
+
+def test_a_gang_no_node_could_ever_host_is_inadmissible() -> None:
+    d = decide(world([queue("a", 64)], [node("n1"), node("n2")], [gang("g", "a", 3)]), 0)
+    assert d.pending["g"].cause is PendingCause.NEVER_FITS
+    assert "all nodes that may host them together hold only 2" in d.pending["g"].describe()
+    big = decide(world([queue("a", 64)], [node("n1")], [gang("g", "a", 1, gpus=16)]), 0)
+    assert "largest node that may host them has 8 nvidia.com/gpu allocatable" in (
+        big.pending["g"].describe()
+    )
+
+
+def test_a_gang_over_quota_stays_pending_with_a_quota_reason() -> None:
+    nodes = [node("n1"), node("n2"), node("n3")]
+    admitted = [running(gang("old", "a"), "n3")]
+    d = decide(world([queue("a", 16, cohort=None)], nodes, [gang("g", "a", 2)], admitted), 0)
     assert d.pending["g"].cause is PendingCause.QUOTA
     assert (
         d.pending["g"]
@@ -75,10 +107,13 @@ def test_idle_quota_of_the_cohort_can_be_borrowed() -> None:
 
 def test_borrowing_limit_caps_what_a_queue_takes_from_the_cohort() -> None:
     queues = [queue("a", 8, borrowing_limit=4), queue("b", 8)]
-    pending = [gang("big", "a", 2), gang("small", "a", 1, gpus=4, created=1)]
-    d = decide(world(queues, [node("n1"), node("n2")], pending), 0)
+    pending = [gang("big", "a", 1, gpus=12), gang("small", "a", 1, gpus=4, created=1)]
+    admitted = [running(gang("old", "a", 1, gpus=4), "n2")]
+    d = decide(world(queues, [node("n1", 16), node("n2")], pending, admitted), 0)
     assert admitted_names(d) == ["small"]
     assert "borrowing limit 4" in d.pending["big"].describe()
+    too_big = decide(world(queues, [node("n1"), node("n2")], [gang("g", "a", 2)]), 0)
+    assert too_big.pending["g"].cause is PendingCause.NEVER_FITS
 
 
 def test_lending_limit_protects_what_the_lender_keeps() -> None:
@@ -86,7 +121,7 @@ def test_lending_limit_protects_what_the_lender_keeps() -> None:
     pending = [gang("g", "a", 2)]
     d = decide(world(queues, [node(f"n{i}") for i in range(3)], pending), 0)
     assert d.admissions == ()
-    assert "queue can take 10 more" in d.pending["g"].describe()
+    assert "can ever hold (10:" in d.pending["g"].describe()
 
 
 def test_a_queue_under_nominal_reclaims_a_borrowed_gang_whole() -> None:

@@ -242,11 +242,15 @@ class NodeIndex:
                 return ps, why
         return None
 
-    def _never(self, shape: PodShape, count: int) -> PlacementShortfall | None:
+    def _shortfall(self, shape: PodShape, count: int) -> tuple[int, PlacementShortfall]:
+        """The index of the pod's scarcest requested resource, and a shortfall naming it."""
         primary = next((k for k, q in enumerate(shape.request) if q > 0), 0)
         name = self.order[primary] if self.order else "resources"
         need = shape.request[primary] if self.order else 0
-        short = PlacementShortfall(NoFit.UNKNOWN_RESOURCE, count, name, need)
+        return primary, PlacementShortfall(NoFit.UNKNOWN_RESOURCE, count, name, need)
+
+    def _never(self, shape: PodShape, count: int) -> PlacementShortfall | None:
+        primary, short = self._shortfall(shape, count)
         if shape.unknown:
             return replace(short, resources=shape.unknown)
         eligible = {id(cls) for cls in self.eligible(shape)}
@@ -272,10 +276,7 @@ class NodeIndex:
 
     def explain(self, shape: PodShape, count: int, placed: int) -> PlacementShortfall:
         """Why `count` pods of `shape` do not fit when `placed` of them did."""
-        primary = next((k for k, q in enumerate(shape.request) if q > 0), 0)
-        name = self.order[primary] if self.order else "resources"
-        need = shape.request[primary] if self.order else 0
-        short = PlacementShortfall(NoFit.UNKNOWN_RESOURCE, count, name, need)
+        primary, short = self._shortfall(shape, count)
         if shape.unknown:
             return replace(short, resources=shape.unknown)
         if not self.eligible(shape):

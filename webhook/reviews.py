@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,6 +20,15 @@ KIND = "AdmissionReview"
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 OPERATIONS: tuple[Operation, ...] = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+_BRIEF = reprlib.Repr()  # keyword arguments need Python 3.12
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother = 3, 80, 80
+
+
+def _shown(value: Any) -> str:
+    """A sender's value as a reason quotes it: shortened, and safe however deeply it nests."""
+    return _BRIEF.repr(value)
 
 
 class BadReview(ValueError):
@@ -87,7 +97,7 @@ def parse(review: Any) -> Request:
     if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
         raise BadReview(
             f"expected apiVersion {API_VERSION} kind {KIND}, got "
-            f"{review.get('apiVersion')!r} {review.get('kind')!r}"
+            f"{_shown(review.get('apiVersion'))} {_shown(review.get('kind'))}"
         )
     request = review.get("request")
     if type(request) is not dict:
@@ -100,7 +110,9 @@ def parse(review: Any) -> Request:
         raise BadReview("request.kind is missing")
     operation = request.get("operation")
     if operation not in OPERATIONS:
-        raise BadReview(f"request.operation {operation!r} is not one of {', '.join(OPERATIONS)}")
+        raise BadReview(
+            f"request.operation {_shown(operation)} is not one of {', '.join(OPERATIONS)}"
+        )
     texts = (
         kind.get("group"),
         kind.get("version"),

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, names
 from controller.api.common import Resource
-from controller.workloads.base import Denied, WorkloadAdapter, queue_of
+from controller.workloads.base import Denied, WorkloadAdapter, queue_of, shown
 from controller.workloads.edits import lookup
 from controller.workloads.registry import adapter_for
 from webhook import reviews
@@ -145,8 +145,9 @@ def update_problem(
         return bypass
     if old_queue != new_queue and not adapter.queue_may_change(old):
         return (
-            f"the {names.QUEUE_LABEL} label cannot change from {old_queue!r} to {new_queue!r} "
-            "once the workload may have started; delete and recreate it in the new queue"
+            f"the {names.QUEUE_LABEL} label cannot change from {shown(old_queue)} to"
+            f" {shown(new_queue)} once the workload may have started; delete and recreate it in"
+            " the new queue"
         )
     return None
 
@@ -162,7 +163,8 @@ def gang_fields_problem(
                 where = ".".join(str(p) for p in [*path, *field])
                 return (
                     f"{where} was set by kohort for the gang's admission and placement and cannot"
-                    f" change (from {before!r} to {after!r}); delete and recreate the workload"
+                    f" change (from {shown(before)} to {shown(after)}); delete and recreate the"
+                    " workload"
                 )
         if path and lookup(new, [*path, "spec", "nodeName"]):
             return node_name_problem(adapter, new)

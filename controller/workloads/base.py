@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -189,6 +190,15 @@ class WorkloadAdapter(Protocol):
         ...
 
 
+_BRIEF = reprlib.Repr()  # keyword arguments need Python 3.12
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother = 3, 80, 80
+
+
+def shown(value: Any) -> str:
+    """A user's value as a message quotes it: shortened, and safe however deeply it nests."""
+    return _BRIEF.repr(value)
+
+
 def object_name(obj: JSONDict, request_uid: str = "") -> str:
     """metadata.name, or generateName plus a suffix from the request uid before it is named."""
     metadata = obj.get("metadata")
@@ -239,7 +249,7 @@ def non_negative_int(obj: JSONDict, path: Sequence[str], default: int | None) ->
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise Denied(f"{'.'.join(path)} must be a non-negative integer, got {value!r}")
+        raise Denied(f"{'.'.join(path)} must be a non-negative integer, got {shown(value)}")
     return value
 
 
@@ -336,7 +346,7 @@ def pod_template_fields(
         elif current != wanted:
             where = ".".join(str(p) for p in template_path) or "pod"
             warnings.append(
-                f"{where} keeps schedulerName {current!r}: kohort admits it as a gang, but "
+                f"{where} keeps schedulerName {shown(current)}: kohort admits it as a gang, but "
                 f"{wanted!r} will not place its pods all-or-nothing"
             )
     return fields, warnings

@@ -35,6 +35,7 @@ from controller.workloads.base import (
     object_name,
     pod_set,
     priority_classes,
+    shown,
     ungate,
 )
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
@@ -56,7 +57,8 @@ def _owned_by(obj: JSONDict, kind: str, group: str) -> bool:
     return (
         owner is not None
         and owner.get("kind") == kind
-        and str(owner.get("apiVersion", "")).startswith(f"{group}/")
+        and isinstance(api_version := owner.get("apiVersion"), str)
+        and api_version.startswith(f"{group}/")
     )
 
 
@@ -77,7 +79,7 @@ def group_size(value: Any) -> int:
     if not isinstance(value, str) or not value.isdigit() or not 1 <= int(value) <= MAX_GROUP_SIZE:
         raise ValueError(
             f"label {names.POD_GROUP_TOTAL_COUNT_LABEL} must be the number of pods in the group"
-            f" (1 to {MAX_GROUP_SIZE}), got {value!r}"
+            f" (1 to {MAX_GROUP_SIZE}), got {shown(value)}"
         )
     return int(value)
 

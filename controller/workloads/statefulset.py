@@ -32,6 +32,7 @@ from controller.workloads.base import (
     pod_group_of,
     pod_set,
     priority_classes,
+    shown,
     template_gang,
     ungate,
 )
@@ -55,7 +56,7 @@ def _applied_policy(obj: JSONDict) -> Any:
     if isinstance(last_applied, str):
         try:
             manifest = json.loads(last_applied)
-        except ValueError:
+        except (ValueError, RecursionError):
             manifest = None
         written = lookup(manifest, list(POLICY))
         if written is not None:
@@ -87,7 +88,7 @@ class StatefulSetAdapter:
         if policy == ORDERED_READY and _applied_policy(editor.doc) == ORDERED_READY:
             raise Denied(ORDERED_READY_DENIED)
         if policy not in (None, ORDERED_READY, PARALLEL):
-            raise Denied(f"spec.podManagementPolicy: unknown policy {policy!r}")
+            raise Denied(f"spec.podManagementPolicy: unknown policy {shown(policy)}")
         editor.set(list(POLICY), PARALLEL)
         gang = self.gang_name(editor.doc, mutation.request_uid)
         return decorate_pod_template(editor, TEMPLATE, mutation, gang=gang, gate=True)

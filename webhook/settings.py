@@ -38,6 +38,8 @@ class ControllerIdentity:
 @dataclass(frozen=True)
 class Settings:
     placement: Placement = field(default_factory=Placement)
+    # The Volcano queue the controller puts its PodGroups in: nobody else may use it.
+    volcano_queue: str | None = None
     controller: ControllerIdentity = field(
         default_factory=lambda: ControllerIdentity.of(
             service_accounts=[DEFAULT_CONTROLLER_SERVICE_ACCOUNT]

@@ -19,6 +19,7 @@ _GROUP_VERSIONS = {
         kinds.LOCAL_QUEUES,
         kinds.RESOURCE_FLAVORS,
         kinds.WORKLOADS,
+        kinds.VOLCANO_PODGROUPS,
     )
 }
 

@@ -10,6 +10,8 @@
    add `kohort.dev/opt-out`) or bring an existing one in, nor change the gang fields kohort
    wrote into its pod templates (schedulerName, PodGroup names, group size).
 5. No managed pod or pod template may name a node (`spec.nodeName` skips every scheduler).
+6. PodGroups (Volcano's, coscheduling's) are kohort's controller's to make and edit once they
+   are kohort's: labelled managed-by kohort, or in kohort's own Volcano queue.
 See docs/security.md for the threat model.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, names
+from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, kinds, names
 from controller.api.common import Resource
 from controller.workloads.base import Denied, WorkloadAdapter, queue_of, shown
 from controller.workloads.edits import lookup
@@ -52,8 +54,17 @@ def validate(
         return (
             reviews.deny(request.uid, problem, code=422) if problem else reviews.allow(request.uid)
         )
+    if settings.controller.matches(request.user):
+        return reviews.allow(request.uid)
+    if (request.group, request.kind) in PODGROUP_KINDS:
+        problem = podgroup_problem(request.operation, request.object, request.old_object, settings)
+        return (
+            reviews.deny(request.uid, f"{request.subject}: {problem}")
+            if problem
+            else (reviews.allow(request.uid))
+        )
     adapter = adapter_for(request.group, request.version, request.kind)
-    if adapter is None or settings.controller.matches(request.user):
+    if adapter is None:
         return reviews.allow(request.uid)
     try:
         if request.operation == "CREATE":
@@ -67,6 +78,41 @@ def validate(
     if problem:
         return reviews.deny(request.uid, f"{request.subject}: {problem}")
     return reviews.allow(request.uid)
+
+
+PODGROUP_KINDS = {
+    (k.group, k.kind) for k in (kinds.VOLCANO_PODGROUPS, kinds.COSCHEDULING_PODGROUPS)
+}
+
+
+def kohorts_podgroup(obj: Any, settings: Settings) -> bool:
+    """Whether a PodGroup is kohort's: labelled so, or in kohort's own Volcano queue."""
+    managed = lookup(obj, ["metadata", "labels", names.MANAGED_LABEL]) == names.MANAGED_VALUE
+    queue = lookup(obj, ["spec", "queue"])
+    return managed or (settings.volcano_queue is not None and queue == settings.volcano_queue)
+
+
+def podgroup_problem(operation: str, new: Any, old: Any, settings: Settings) -> str | None:
+    """Why someone other than kohort's controller may not make or change this PodGroup."""
+    where = (
+        f"in Volcano queue {settings.volcano_queue!r} or " if settings.volcano_queue else ""
+    ) + f"labelled {names.MANAGED_LABEL}={names.MANAGED_VALUE}"
+    if operation == "CREATE" and kohorts_podgroup(new, settings):
+        return (
+            f"PodGroups {where} are made only by kohort's controller, once their gang is admitted"
+            f" by its queue; label the workload {names.QUEUE_LABEL} instead"
+        )
+    if operation != "UPDATE" or not isinstance(old, dict):
+        return None
+    if kohorts_podgroup(old, settings):
+        if lookup(old, ["spec"]) != lookup(new, ["spec"]) or not kohorts_podgroup(new, settings):
+            return (
+                "this PodGroup is kohort's: it is sized and placed for the gang its queue"
+                " admitted, and only kohort's controller may change it"
+            )
+    elif kohorts_podgroup(new, settings):
+        return f"a PodGroup cannot be made kohort's by an update: PodGroups {where} are kohort's"
+    return None
 
 
 def model_problem(kind: str, obj: dict[str, Any]) -> str | None:

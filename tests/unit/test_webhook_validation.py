@@ -285,3 +285,51 @@ def test_a_pod_or_template_that_names_its_node_is_refused() -> None:
     template_node(sts)
     response = validate(make_review(sts), SETTINGS)["response"]
     assert "spec.template.spec.nodeName" in response["status"]["message"]
+
+
+def podgroup(queue: str = "default", managed: bool = False, min_member: int = 4) -> dict[str, Any]:
+    labels = {names.MANAGED_LABEL: names.MANAGED_VALUE} if managed else {}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "team-a", "labels": labels},
+        "spec": {"minMember": min_member, "queue": queue},
+    }
+
+
+PODGROUP_SETTINGS = Settings(controller=SETTINGS.controller, volcano_queue="kohort")
+
+
+def review_of_podgroup(new: Any, old: Any = None, user: str = "alice") -> Any:
+    operation = "CREATE" if old is None else "UPDATE"
+    return make_review(new, operation=operation, old=old, user=user, kind="PodGroup")
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "user", "want_words"),
+    [
+        (podgroup("kohort"), None, "alice", "made only by kohort's controller"),
+        (podgroup(managed=True), None, "alice", "made only by kohort's controller"),
+        (podgroup("kohort", min_member=1), podgroup("kohort"), "alice", "only kohort's controller"),
+        (podgroup("default"), podgroup("kohort"), "alice", "only kohort's controller"),
+        (podgroup("kohort"), podgroup("default"), "alice", "cannot be made kohort's"),
+        (podgroup("kohort"), None, CONTROLLER_SA, ""),
+        (podgroup("default"), None, "alice", ""),
+    ],
+    ids=[
+        "hand-made in kohort's queue",
+        "hand-made with kohort's label",
+        "kohort's PodGroup shrunk",
+        "kohort's PodGroup moved out",
+        "a PodGroup moved into kohort's queue",
+        "made by the controller",
+        "someone else's PodGroup in another queue",
+    ],
+)
+def test_only_kohorts_controller_makes_or_edits_kohorts_podgroups(
+    new: Any, old: Any, user: str, want_words: str
+) -> None:
+    response = validate(review_of_podgroup(new, old, user), PODGROUP_SETTINGS)["response"]
+    assert response["allowed"] is (not want_words), response
+    if want_words:
+        assert want_words in response["status"]["message"]

@@ -1,7 +1,9 @@
 """`kohort controller`: admit whole gangs from queues, create their PodGroups, release them.
 
 Every replica runs the informers (so /readyz means "caches synced"); only the holder of the
-Lease reconciles. SIGTERM stops cleanly and gives the Lease up.
+Lease reconciles. SIGTERM stops cleanly and gives the Lease up. /healthz is a liveness check:
+it fails when the reconcile loop or the leader election has stopped, or when one pass has run
+for longer than --stuck-after, so that the kubelet restarts a controller that admits nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -32,6 +35,9 @@ from controller.workloads.base import Backend
 from kohort.service import run_until_signalled
 
 log = logging.getLogger("kohort.controller")
+# A cold pass over 10,000 pending gangs takes seconds (docs/controller.md); five minutes is
+# far beyond any pass that makes progress.
+DEFAULT_STUCK_AFTER = 300.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,6 +128,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--health-port", type=int, default=8081, help="/healthz and /readyz (0: none)"
     )
     parser.add_argument(
+        "--stuck-after",
+        type=float,
+        default=DEFAULT_STUCK_AFTER,
+        metavar="SECONDS",
+        help="/healthz fails once one reconcile pass has run this long (0: never); "
+        f"default {DEFAULT_STUCK_AFTER:.0f}",
+    )
+    parser.add_argument(
         "--metrics-port", type=int, default=0, help="/metrics port (0: on the health port)"
     )
     parser.add_argument("--health-host", default="0.0.0.0")
@@ -154,9 +168,27 @@ class Controller:
     metrics: ControllerMetrics
     elector: LeaderElector | None
     tasks: list[asyncio.Task[None]]
+    stuck_after: float = DEFAULT_STUCK_AFTER
 
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader()
+
+    def liveness_problem(self, now: float | None = None) -> str | None:
+        """Why this replica should be restarted, or None while it works (or waits: for events,
+        or for the Lease). Reads a task's state and one timestamp: cheap enough for a probe."""
+        for task in self.tasks:
+            if task.done():
+                return f"the {task.get_name()} loop has stopped: {_ending(task)}"
+        started = self.reconciler.pass_started
+        if started is None or self.stuck_after <= 0:
+            return None
+        running = (time.monotonic() if now is None else now) - started
+        if running > self.stuck_after:
+            return (
+                f"a reconcile pass has been running for {running:.0f}s "
+                f"(--stuck-after {self.stuck_after:g}s)"
+            )
+        return None
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -170,6 +202,13 @@ class Controller:
         await self.api.close()
 
 
+def _ending(task: asyncio.Task[None]) -> str:
+    if task.cancelled():
+        return "cancelled"
+    error = task.exception()
+    return "returned" if error is None else f"{type(error).__name__}: {error}"
+
+
 async def start(
     api: clients.Client,
     settings: Settings,
@@ -178,6 +217,7 @@ async def start(
     elector_args: dict[str, object] | None = None,
     identity: str | None = None,
     namespace_selector: str | None = None,
+    stuck_after: float = DEFAULT_STUCK_AFTER,
 ) -> Controller:
     """Start informers, (optionally) leader election and the reconcile loop on `api`."""
     identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
@@ -200,7 +240,9 @@ async def start(
     else:
         metrics.leader.set(1)
     cache.start()
-    controller = Controller(api, cache, writers, reconciler, metrics, elector, tasks)
+    controller = Controller(
+        api, cache, writers, reconciler, metrics, elector, tasks, stuck_after=stuck_after
+    )
     if podgroups.backend is Backend.VOLCANO:
         with contextlib.suppress(clients.ApiError, OSError):
             await writers.ensure_volcano_queue(podgroups.volcano_queue)
@@ -211,7 +253,11 @@ async def start(
 
 def health_app(controller: Controller) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+        problem = controller.liveness_problem()
+        if problem is None:
+            return web.Response(text="ok\n")
+        log.error("unhealthy: %s", problem)
+        return web.Response(status=500, text=f"{problem}\n")
 
     async def readyz(_: web.Request) -> web.Response:
         if controller.cache.synced():
@@ -261,6 +307,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         elector_args=elector_args,
         identity=args.identity,
         namespace_selector=args.namespace_selector,
+        stuck_after=args.stuck_after,
     )
     runners: list[web.AppRunner] = []
     for port in {args.health_port, args.metrics_port} - {0}:

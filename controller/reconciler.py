@@ -67,6 +67,9 @@ class Reconciler:
         self.clock = clock
         self._leading: Callable[[], bool] = lambda: True
         self._wake = asyncio.Event()
+        # When the pass under way started (time.monotonic()), None between passes: the
+        # controller's /healthz tells a stuck pass from a loop waiting for events by it.
+        self.pass_started: float | None = None
 
     def notify(self, kind: Kind, old: Any, new: Any) -> None:
         """Informer listener: record the change, and run a pass soon."""
@@ -92,6 +95,7 @@ class Reconciler:
                 self.state.reset()  # what it knew may be stale: another replica led
                 leading = True
             start = time.perf_counter()
+            self.pass_started = time.monotonic()
             try:
                 await self.reconcile_once()
                 errors = 0
@@ -103,9 +107,11 @@ class Reconciler:
                 self.metrics.reconcile_errors.inc()
                 log.exception("reconcile pass failed")
                 self.state.reset()
+                self.pass_started = None  # the backoff is no part of the pass
                 await asyncio.sleep(min(10.0, 0.2 * 2**errors) * random.uniform(0.5, 1.0))
                 self._wake.set()
             finally:
+                self.pass_started = None
                 self.metrics.reconcile_duration.observe(time.perf_counter() - start)
 
     async def reconcile_once(self) -> PassStats:

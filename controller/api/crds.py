@@ -3,20 +3,35 @@
 Rule: the output is a Kubernetes *structural* schema: every `$ref` inlined, no `anyOf` except
 the int-or-string form of quantities, `nullable` instead of null unions, no
 `additionalProperties: false` (the apiserver prunes unknown fields instead), and status kept
-open with `x-kubernetes-preserve-unknown-fields`. The webhook still validates with the models,
-which carry the cross-field rules a schema cannot express.
+open with `x-kubernetes-preserve-unknown-fields`.
+
+The apiserver enforces the models' rules on its own, with no webhook: quantities are not
+negative, resource names are standard or domain-qualified, label selectors are well formed,
+lendingLimit does not exceed nominalQuota. Syntax is OpenAPI `pattern`s (free); the rest is CEL
+`x-kubernetes-validations` (the quantity library needs Kubernetes 1.29 or newer), which the
+apiserver only accepts when it can bound their cost: so CEL rules go only where every list and
+map around them has a maximum size, and a quantity elsewhere gets a pattern without '-' and
+`minimum: 0` instead. The name rules come from the markers `x-resource-name`, `x-label-key`
+and `x-label-value` on the models' types, the other rules from the models themselves. On what
+these rules check, the apiserver and the models agree (tests/cluster/test_crd_rules.py checks it
+on a real apiserver); the webhook validates with the models, which add the cross-field rules
+the schema does not express (a borrowingLimit needs a cohort, names are unique).
 """
 
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
+from controller.api import common
 from controller.api.conditions import WorkloadCondition
 from controller.api.names import GROUP, VERSION
-from controller.api.quantity import QUANTITY_PATTERN
+from controller.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
 from controller.api.queues import ClusterQueue, LocalQueue, ResourceFlavor
 from controller.api.workload import Workload
 
@@ -62,57 +77,176 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
     ],
 }
 _DROP = {"title", "$defs", "x-quantity"}
+# Quantities: the pattern checks the syntax (a sign allowed), this rule the sign, with a message
+# that says why "-1" and -1 are refused. It compares like the model (`exact_quantity`).
+NOT_NEGATIVE: Schema = {
+    "rule": "!isQuantity(string(self)) || !quantity(string(self)).isLessThan(quantity('0'))",
+    "message": "must not be negative",
+}
 
 
-def _quantity(source: Schema) -> Schema:
+def _cel_text(text: str) -> str:
+    """`text` as a CEL string literal."""
+    return json.dumps(text)
+
+
+def _quoted(v: str, rest: str) -> str:
+    """CEL for the message "'<value of v>' <rest>"."""
+    return '"\'" + ' + v + " + " + _cel_text("' " + rest)
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """How the CRDs check a string the models mark: an OpenAPI `pattern` (free), then a CEL rule
+    for what a pattern cannot say (`check`, None when nothing), over a string expression `v`.
+
+    Map keys have no `pattern` in a structural schema: there the pattern becomes CEL too.
+    """
+
+    pattern: str
+    check: Callable[[str], str] | None
+    message: Callable[[str], str]
+
+    def on_string(self, node: Schema) -> list[Schema]:
+        node["pattern"] = f"^{self.pattern}$"
+        if self.check is None:
+            return []
+        return [{"rule": self.check("self"), "messageExpression": self.message("self")}]
+
+    def on_keys(self, names: Schema) -> Schema:
+        holds = f"k.matches(r'^{self.pattern}$')"
+        if self.check is not None:
+            holds = f"{holds} && {self.check('k')}"
+        if "maxLength" in names:
+            holds = f"size(k) <= {names['maxLength']} && {holds}"
+        if "minLength" in names:
+            holds = f"size(k) >= {names['minLength']} && {holds}"
+        bad = f"self.filter(k, !({holds}))[0]"
+        return {"rule": f"self.all(k, {holds})", "messageExpression": self.message(bad)}
+
+
+_FIXES = "{%s}" % ", ".join(  # noqa: UP031 - braces of a CEL map literal
+    f"{_cel_text(k)}: {_cel_text(v)}" for k, v in common.RESOURCE_NAME_FIXES.items()
+)
+_STANDARD = f"[{', '.join(_cel_text(n) for n in common.STANDARD_RESOURCES)}]"
+_NOT_A_RESOURCE = f"is not a resource name kohort accepts: use {common.RESOURCE_NAMES_ACCEPTED}"
+NAME_RULES: dict[str, NameRule] = {
+    # The same test as common.is_resource_name; the message suggests a fix for common mistakes.
+    "x-resource-name": NameRule(
+        pattern=common.QUALIFIED_NAME,
+        check=lambda v: (
+            f"{v} in {_STANDARD} || {v}.startsWith({_cel_text(common.HUGEPAGES_PREFIX)})"
+            f" || ({v}.indexOf('/') > 0 && {v}.indexOf('/') <= {common.EXTENDED_PREFIX_MAX})"
+        ),
+        message=lambda v: (
+            _quoted(v, _NOT_A_RESOURCE) + f" + ({v}.lowerAscii() in {_FIXES}"
+            f" ? '; did you mean ' + {_FIXES}[{v}.lowerAscii()] + '?' : '')"
+        ),
+    ),
+    "x-label-key": NameRule(
+        pattern=common.QUALIFIED_NAME,
+        check=None,
+        message=lambda v: _quoted(v, f"is not a label key: {common.LABEL_KEY_RULE}"),
+    ),
+    "x-label-value": NameRule(
+        pattern=common.LABEL_VALUE,
+        check=None,
+        message=lambda v: _quoted(v, f"is not a label value: {common.LABEL_VALUE_RULE}"),
+    ),
+}
+
+
+def quantity_schema(source: Schema, cel: bool = True) -> Schema:
+    """A quantity: an integer or a string of the quantity grammar, never negative.
+
+    With `cel`, a CEL rule refuses negative values with a message that says so. Without (in a
+    list or map of unbounded size, where the apiserver refuses CEL rules as too costly), the
+    pattern refuses a leading '-' and `minimum` a negative integer.
+    """
     out: Schema = {
         "anyOf": [{"type": "integer"}, {"type": "string"}],
-        "pattern": QUANTITY_PATTERN,
+        "pattern": QUANTITY_PATTERN if cel else NON_NEGATIVE_QUANTITY_PATTERN,
+        # Also bounds the cost of the CEL rule, which the apiserver checks before it accepts it.
+        "maxLength": common.QUANTITY_MAX_LENGTH,
         "x-kubernetes-int-or-string": True,
     }
+    if cel:
+        out["x-kubernetes-validations"] = [copy.deepcopy(NOT_NEGATIVE)]
+    else:
+        out["minimum"] = 0
     if "description" in source:
         out["description"] = source["description"]
     return out
 
 
-def structural(schema: Schema, defs: dict[str, Schema]) -> Schema:
-    """Rewrite one pydantic JSON schema node into a structural OpenAPI v3 node."""
+def _key_rule(names: Schema) -> Schema:
+    """The CEL rule on a map that pydantic's `propertyNames` (the schema of its keys) stands for."""
+    markers = [m for m in NAME_RULES if names.get(m)]
+    unknown = set(names) - {*NAME_RULES, "minLength", "maxLength", "type"}
+    if len(markers) != 1 or unknown:
+        raise ValueError(f"cannot express these map keys structurally: {names}")
+    return NAME_RULES[markers[0]].on_keys(names)
+
+
+def structural(schema: Schema, defs: dict[str, Schema], bounded: bool = True) -> Schema:
+    """Rewrite one pydantic JSON schema node into a structural OpenAPI v3 node.
+
+    `bounded`: the apiserver can bound how often a CEL rule here runs (every list and map
+    around it has maxItems / maxProperties); CEL rules are only written where it can.
+    """
     if "$ref" in schema:
         target = copy.deepcopy(defs[schema["$ref"].rsplit("/", 1)[-1]])
         extra = {k: v for k, v in schema.items() if k != "$ref"}
-        return structural({**target, **extra}, defs)
+        return structural({**target, **extra}, defs, bounded)
     if schema.get("x-quantity"):
-        return _quantity(schema)
+        return quantity_schema(schema, cel=bounded)
     if "anyOf" in schema:
         options = [o for o in schema["anyOf"] if o.get("type") != "null"]
         nullable = len(options) < len(schema["anyOf"])
         if len(options) != 1:
             raise ValueError(f"cannot express this union structurally: {schema['anyOf']}")
         rest = {k: v for k, v in schema.items() if k not in ("anyOf", "default")}
-        out = structural({**options[0], **rest}, defs)
+        out = structural({**options[0], **rest}, defs, bounded)
         if nullable:
             out["nullable"] = True
         if schema.get("default") is not None:
             out["default"] = schema["default"]
         return out
     out = {k: v for k, v in schema.items() if k not in _DROP}
+    rules: list[Schema] = copy.deepcopy(out.pop("x-kubernetes-validations", []))
+    for marker, rule in NAME_RULES.items():
+        if out.pop(marker, False):
+            rules += rule.on_string(out)
+    if "propertyNames" in out:
+        if "maxProperties" not in out:
+            raise ValueError(f"map keys with rules need a bounded map (max_length): {out}")
+        rules.append(_key_rule(out.pop("propertyNames")))
+    if rules:
+        if not bounded:
+            raise ValueError(f"CEL rules inside a list or map without max_length: {rules}")
+        out["x-kubernetes-validations"] = rules
     if "const" in out:
         out["enum"] = [out.pop("const")]
     if out.get("type") == "object" or "properties" in out:
         out["type"] = "object"
         if "properties" in out:
-            out["properties"] = {k: structural(v, defs) for k, v in out["properties"].items()}
+            out["properties"] = {
+                k: structural(v, defs, bounded) for k, v in out["properties"].items()
+            }
             if out.get("additionalProperties") is not False and "additionalProperties" in out:
                 out.pop("additionalProperties")
                 out["x-kubernetes-preserve-unknown-fields"] = True
             out.pop("additionalProperties", None)
         elif isinstance(out.get("additionalProperties"), dict):
-            out["additionalProperties"] = structural(out["additionalProperties"], defs)
+            values_bounded = bounded and "maxProperties" in out
+            out["additionalProperties"] = structural(
+                out["additionalProperties"], defs, values_bounded
+            )
         elif out.get("additionalProperties") is True or "additionalProperties" not in out:
             out.pop("additionalProperties", None)
             out["x-kubernetes-preserve-unknown-fields"] = True
     if out.get("type") == "array" and "items" in out:
-        out["items"] = structural(out["items"], defs)
+        out["items"] = structural(out["items"], defs, bounded and "maxItems" in out)
     return out
 
 

@@ -25,28 +25,32 @@ _DECIMAL: Final = {
     "E": Decimal("1e18"),
 }
 _PATTERN: Final = re.compile(
-    r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$"
+    r"^(?P<number>[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))"
+    r"(?:(?P<exp>[eE][+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$"
 )
-# The same grammar as an OpenAPI pattern, for CRD schemas.
+# The same grammar as an OpenAPI (RE2) pattern, for CRD schemas: a sign is allowed here; the
+# CRDs refuse negative values with a separate rule whose message says so.
 _NUMBER: Final = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-QUANTITY_PATTERN: Final = rf"^(\+|-)?{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?$"
+_SUFFIX: Final = r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?[0-9]+))?"
+QUANTITY_PATTERN: Final = rf"^(\+|-)?{_NUMBER}{_SUFFIX}$"
+# The same without a leading '-': for where a CRD cannot afford a CEL rule per value.
+NON_NEGATIVE_QUANTITY_PATTERN: Final = rf"^\+?{_NUMBER}{_SUFFIX}$"
 
 
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
 
-def parse_quantity(value: str | int | float) -> int:
-    """Return `value` in milli-units, rounded up.
+def exact_quantity(value: str | int | float) -> Decimal:
+    """Return `value` as an exact number of units, sign kept ("-500m" -> Decimal("-0.5")).
 
-    Accepts what the apiserver accepts: plain numbers ("2", "0.5"), decimal suffixes ("500m",
-    "2k", "1G"), binary suffixes ("16Gi") and exponents ("1e3"). Raises QuantityError otherwise.
+    Accepts what `parse_quantity` accepts; raises QuantityError otherwise. Use it where rounding
+    would hide a difference: the sign of "-0.0001", or "1.0002" against "1.0001".
     """
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):
-        return value * 1000
+        return Decimal(value)
     text = str(value).strip() if isinstance(value, float) else value.strip()
     match = _PATTERN.match(text)
     if match is None:
@@ -58,7 +62,18 @@ def parse_quantity(value: str | int | float) -> int:
     if match["exp"]:
         number *= Decimal(10) ** int(match["exp"][1:])
     suffix = match["suffix"] or ""
-    number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
+    return number * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
+
+
+def parse_quantity(value: str | int | float) -> int:
+    """Return `value` in milli-units, rounded up.
+
+    Accepts what the apiserver accepts: plain numbers ("2", "0.5"), decimal suffixes ("500m",
+    "2k", "1G"), binary suffixes ("16Gi") and exponents ("1e3"). Raises QuantityError otherwise.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value * 1000
+    number = exact_quantity(value)
     return int((number * 1000).to_integral_value(rounding=ROUND_CEILING))
 
 

@@ -6,13 +6,16 @@ the offending field path so the webhook can show it to the user unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 from controller.api import kinds
 from controller.api.common import (
     Condition,
+    LabelSelector,
     Lenient,
     ObjectName,
     Quantity,
@@ -24,7 +27,23 @@ from controller.api.common import (
     duplicates,
 )
 from controller.api.kinds import Kind
-from controller.api.quantity import parse_quantity
+from controller.api.quantity import exact_quantity
+
+# lendingLimit <= nominalQuota, for the apiserver (CEL's quantity library); a value that is not
+# a quantity at all is left to the schema's pattern, which reports it already.
+_LENDING_RULE: JsonDict = {
+    "rule": (
+        "!has(self.lendingLimit) || self.lendingLimit == null"
+        " || !isQuantity(string(self.lendingLimit)) || !isQuantity(string(self.nominalQuota))"
+        " || quantity(string(self.lendingLimit)).compareTo(quantity(string(self.nominalQuota)))"
+        " <= 0"
+    ),
+    "messageExpression": (
+        "'lendingLimit (' + string(self.lendingLimit) + ') of resource ' + self.name"
+        " + ' must not exceed its nominalQuota (' + string(self.nominalQuota) + ')'"
+    ),
+    "fieldPath": ".lendingLimit",
+}
 
 
 class ResourceQuota(Spec):
@@ -34,6 +53,8 @@ class ResourceQuota(Spec):
     limit). `lendingLimit`: how much of its unused nominal quota it lends (unset: all of it).
     """
 
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_LENDING_RULE]})
+
     name: ResourceName
     nominal_quota: Quantity
     borrowing_limit: Quantity | None = None
@@ -41,7 +62,7 @@ class ResourceQuota(Spec):
 
     @model_validator(mode="after")
     def _lending_within_nominal(self) -> ResourceQuota:
-        if self.lending_limit is not None and parse_quantity(self.lending_limit) > parse_quantity(
+        if self.lending_limit is not None and exact_quantity(self.lending_limit) > exact_quantity(
             self.nominal_quota
         ):
             raise ValueError(
@@ -113,7 +134,14 @@ class ClusterQueueSpec(Spec):
     fair_sharing: FairSharing = Field(default_factory=FairSharing)
     preemption: Preemption = Field(default_factory=Preemption)
     queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO"] = "BestEffortFIFO"
-    namespace_selector: dict[str, str] | None = None
+    # Unset: every namespace. (Kueue differs: there an unset selector matches no namespace.)
+    namespace_selector: LabelSelector | None = Field(
+        default=None,
+        description=(
+            "The namespaces whose workloads may use this queue: a label selector on namespaces"
+            " (matchLabels, matchExpressions). Unset: every namespace; {}: every namespace too."
+        ),
+    )
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> ClusterQueueSpec:
@@ -141,6 +169,10 @@ class ClusterQueueSpec(Spec):
                 f"resourceGroups: resource(s) {', '.join(repeated)} covered by more than one group"
             )
         return self
+
+    def selects_namespace(self, labels: Mapping[str, str]) -> bool:
+        """Whether workloads of a namespace with `labels` may use this queue."""
+        return self.namespace_selector is None or self.namespace_selector.matches(labels)
 
 
 class ResourceUsage(Lenient):

@@ -44,10 +44,48 @@ def duplicate_resources() -> dict[str, Any]:
     return obj
 
 
+def covering(name: str) -> dict[str, Any]:
+    obj = cluster_queue()
+    group = obj["spec"]["resourceGroups"][0]
+    group["coveredResources"] = [name]
+    group["flavors"][0]["resources"][0]["name"] = name
+    return obj
+
+
+def negative_integer_quota() -> dict[str, Any]:
+    obj = cluster_queue()
+    obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = -1
+    return obj
+
+
 DENIED: dict[str, tuple[dict[str, Any], list[str]]] = {
     "negative nominal quota": (
         cluster_queue(nominalQuota="-1"),
         ["resources[0].nominalQuota", "negative"],
+    ),
+    "negative integer nominal quota": (
+        negative_integer_quota(),
+        ["resources[0].nominalQuota", "must not be negative"],
+    ),
+    "unknown resource name": (
+        covering("gpus"),
+        [
+            "spec.resourceGroups[0].coveredResources[0]",
+            "resources[0].name",
+            "domain-qualified extended resource",
+            "did you mean nvidia.com/gpu?",
+        ],
+    ),
+    "selector In without values": (
+        with_spec(
+            cluster_queue(),
+            namespaceSelector={"matchExpressions": [{"key": "env", "operator": "In"}]},
+        ),
+        ["spec.namespaceSelector.matchExpressions[0].values", "non-empty when operator is In"],
+    ),
+    "selector as a plain label map": (
+        with_spec(cluster_queue(), namespaceSelector={"team": "a"}),
+        ["spec.namespaceSelector.team", "unknown field"],
     ),
     "borrowing limit without cohort": (
         cluster_queue(borrowingLimit="4"),
@@ -85,6 +123,10 @@ def test_invalid_quota_objects_are_denied_naming_the_field(
 @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
 def test_a_valid_cluster_queue_is_allowed(operation: str) -> None:
     obj = cluster_queue(cohort="all", borrowingLimit="4", lendingLimit="2")
+    obj["spec"]["namespaceSelector"] = {
+        "matchLabels": {"team": "a"},
+        "matchExpressions": [{"key": "legacy", "operator": "DoesNotExist"}],
+    }
     review = make_review(obj, operation=operation, old=obj)
     assert validate(review, SETTINGS)["response"]["allowed"] is True
 

@@ -119,11 +119,19 @@ class KohortStack:
         client = registration.url_client(f"https://127.0.0.1:{server.port}", ca.cert_pem)
         selector = {"matchLabels": {STACK_LABEL: self.ident}}
         rest = self.cluster.rest
+        # As the chart registers them: mutation fails open, validation closed, and the
+        # controller's own requests skip the workload webhooks (docs/operations.md).
         mutating = registration.mutating_configuration(
-            self.webhook_name, client, namespace_selector=selector, failure_policy="Fail"
+            self.webhook_name,
+            client,
+            namespace_selector=selector,
+            controller_users=[CONTROLLER_USER],
         )
         validating = registration.validating_configuration(
-            self.webhook_name, client, namespace_selector=selector
+            self.webhook_name,
+            client,
+            namespace_selector=selector,
+            controller_users=[CONTROLLER_USER],
         )
         # Quota objects are cluster-wide: leave their validation to whoever owns the cluster.
         validating["webhooks"] = [

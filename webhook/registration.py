@@ -6,12 +6,19 @@ objects labelled `kohort.dev/queue-name` to `/mutate`; a second one, whose names
 matches namespaces labelled `kohort.dev/managed=true`, sends unlabelled objects there to
 `/mutate-default-queue`, where the LocalQueue `default` is implied. Objects labelled
 `kohort.dev/opt-out=true` match neither.
+
+Availability: the webhooks of workloads skip, by `matchConditions` (CEL, evaluated by the API
+server), the requests the webhook would allow anyway and that must go on while no replica
+answers: those of kohort's controller (it releases and evicts gangs), and, for validation, the
+creation of a released Job's pods. So with every replica down, held gangs stay held and new
+managed workloads are refused (validation fails closed), while the controller still admits,
+releases and evicts, and admitted Jobs still get their pods.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from controller.api import kinds, names
@@ -64,6 +71,49 @@ def _rules(operations: Sequence[str], resources: Sequence[tuple[str, str, str]])
     ]
 
 
+def _cel_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def not_from(users: Iterable[str]) -> list[dict[str, Any]]:
+    """A match condition that skips requests made by `users` (none when there are none)."""
+    names_ = sorted(set(users))
+    if not names_:
+        return []
+    if len(names_) == 1:
+        expression = f"request.userInfo.username != {_cel_string(names_[0])}"
+    else:
+        listed = ", ".join(_cel_string(n) for n in names_)
+        expression = f"!(request.userInfo.username in [{listed}])"
+    return [{"name": "not-kohort-controller", "expression": expression}]
+
+
+def service_account_user(namespace: str, name: str) -> str:
+    """The user name a ServiceAccount's requests arrive with."""
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+# The pods a released Job's controller creates: owned by a Job, in the gang the Job's template
+# names, bound to no node. The validating webhook allows every such creation (a Job's pods
+# exist only once kohort released it), so the API server need not ask it; this keeps admitted
+# Jobs starting and replacing pods while no webhook replica answers.
+JOB_POD_CREATION = " && ".join(
+    [
+        "request.resource.group == ''",
+        "request.resource.resource == 'pods'",
+        "request.operation == 'CREATE'",
+        "has(object.metadata.ownerReferences)",
+        "object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller == true"
+        " && o.kind == 'Job' && o.apiVersion.startsWith('batch/'))",
+        "has(object.metadata.labels)",
+        f"'{names.POD_GROUP_LABEL}' in object.metadata.labels",
+        f"object.metadata.labels['{names.POD_GROUP_LABEL}'] != ''",
+        "(!has(object.spec.nodeName) || object.spec.nodeName == '')",
+    ]
+)
+NOT_A_JOB_POD_CREATION = {"name": "not-a-job-pod-creation", "expression": f"!({JOB_POD_CREATION})"}
+
+
 def _not_opted_out() -> dict[str, Any]:
     return {"key": names.OPT_OUT_LABEL, "operator": "NotIn", "values": ["true"]}
 
@@ -84,6 +134,10 @@ def opted_in_namespaces(selector: dict[str, Any]) -> dict[str, Any]:
         "matchLabels": {names.NAMESPACE_OPT_IN_LABEL: "true"},
         "matchExpressions": expressions,
     }
+
+
+def _match_conditions(conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"matchConditions": conditions} if conditions else {}
 
 
 def _webhook(
@@ -108,11 +162,16 @@ def mutating_configuration(
     failure_policy: str = "Ignore",
     timeout: int = 5,
     mutate_updates: bool = False,
+    controller_users: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Mutation fails open by default: the validating webhook refuses unheld workloads.
 
+    Failing open also lets a released Job's pods be created while no replica answers (they are
+    routed here too, and the Job's template already carries what mutation would add).
     `mutate_updates` also routes UPDATEs of Jobs, StatefulSets and LeaderWorkerSets, so gang
     fields that a server-side apply drops are put back instead of the update being denied.
+    `controller_users`: the user names of kohort's controller, whose requests are never sent
+    (mutation only puts back what an update drops, and the controller's patches drop nothing).
     """
     operations = ["CREATE", "UPDATE"] if mutate_updates else ["CREATE"]
     selector = namespace_selector or default_namespace_selector()
@@ -120,13 +179,17 @@ def mutating_configuration(
 
     def mutating(webhook: str, path: str, namespaces: Any, queue_operator: str) -> Any:
         queue_label = {"key": names.QUEUE_LABEL, "operator": queue_operator}
-        return _webhook(webhook, client, path, failure_policy=failure_policy, timeout=timeout) | {
-            "namespaceSelector": namespaces,
-            "objectSelector": {"matchExpressions": [queue_label, _not_opted_out()]},
-            # Gates can never be added to an existing pod: pods are mutated at CREATE only.
-            "rules": _rules(operations, WORKLOADS) + _rules(["CREATE"], PODS),
-            "reinvocationPolicy": "IfNeeded",
-        }
+        return (
+            _webhook(webhook, client, path, failure_policy=failure_policy, timeout=timeout)
+            | {
+                "namespaceSelector": namespaces,
+                "objectSelector": {"matchExpressions": [queue_label, _not_opted_out()]},
+                # Gates can never be added to an existing pod: pods are mutated at CREATE only.
+                "rules": _rules(operations, WORKLOADS) + _rules(["CREATE"], PODS),
+                "reinvocationPolicy": "IfNeeded",
+            }
+            | _match_conditions(not_from(controller_users))
+        )
 
     labelled = mutating("workloads.mutate.kohort.dev", MUTATE_PATH, selector, "Exists")
     implied = mutating(
@@ -146,13 +209,19 @@ def validating_configuration(
     *,
     namespace_selector: dict[str, Any] | None = None,
     timeout: int = 5,
-    validate_namespace_default: bool = False,
+    validate_namespace_default: bool = True,
+    controller_users: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Fails closed: a held gang must not be released while the webhook is down.
 
     `validate_namespace_default` adds a webhook that refuses unheld new workloads without a
-    queue label in opted-in namespaces too (where the mutation failed open).
+    queue label in opted-in namespaces too (where the mutation failed open); without it, such
+    workloads run outside the queues while the webhook is down.
+    The webhooks of workloads are not asked about what they allow anyway and what must go on
+    during an outage: requests of `controller_users` (kohort's controller), and the creation of
+    a released Job's pods.
     """
+    conditions = _match_conditions([*not_from(controller_users), NOT_A_JOB_POD_CREATION])
     selector = namespace_selector or default_namespace_selector()
     workloads = _webhook(
         "workloads.validate.kohort.dev",
@@ -166,7 +235,7 @@ def validating_configuration(
         # For an UPDATE this matches when either the old or the new object has the label.
         "objectSelector": {"matchExpressions": [{"key": names.QUEUE_LABEL, "operator": "Exists"}]},
         "rules": _rules(["CREATE", "UPDATE"], [*WORKLOADS, *PODS]),
-    }
+    } | conditions
     quota = _webhook(
         "queues.validate.kohort.dev", client, VALIDATE_PATH, failure_policy="Fail", timeout=timeout
     )
@@ -199,7 +268,7 @@ def validating_configuration(
                 ]
             },
             "rules": _rules(["CREATE"], [*WORKLOADS, *PODS]),
-        }
+        } | conditions
         hooks.append(implied)
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -42,11 +42,20 @@ def test_configurations_are_the_ones_webhook_registration_builds() -> None:
     manifest = render()
     selector = registration.default_namespace_selector(excluded=[NAMESPACE])
     client = registration.service_client(f"{RELEASE}-webhook", NAMESPACE)
+    controller = [registration.service_account_user(NAMESPACE, f"{RELEASE}-controller")]
     want_mutating = registration.mutating_configuration(
-        RELEASE, client, namespace_selector=selector, mutate_updates=True
+        RELEASE,
+        client,
+        namespace_selector=selector,
+        mutate_updates=True,
+        controller_users=controller,
     )
     want_validating = registration.validating_configuration(
-        RELEASE, client, namespace_selector=selector, validate_namespace_default=True
+        RELEASE,
+        client,
+        namespace_selector=selector,
+        validate_namespace_default=True,
+        controller_users=controller,
     )
     for kind, want in zip(KINDS, (want_mutating, want_validating), strict=True):
         got = manifest.one(kind, RELEASE)
@@ -237,3 +246,37 @@ def test_the_rotator_starts_from_a_secret_whose_data_the_chart_never_renders() -
     secret = render().one("Secret", f"{RELEASE}-webhook-tls")
     assert "data" not in secret and "stringData" not in secret
     assert not render({"certManager": {"enabled": True}}).of_kind("Secret")
+
+
+def test_the_controllers_own_requests_never_wait_for_the_workload_webhooks() -> None:
+    """While no webhook replica answers, the controller still releases and evicts gangs."""
+    controller = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-controller"
+    for webhook in webhooks():
+        conditions = {c["name"]: c["expression"] for c in webhook.get("matchConditions", [])}
+        if webhook["name"] == "queues.validate.kohort.dev":
+            assert conditions == {}, "kohort.dev objects are validated for everyone"
+            continue
+        assert conditions["not-kohort-controller"] == (
+            f"request.userInfo.username != '{controller}'"
+        ), webhook["name"]
+
+
+def test_a_renamed_controller_service_account_is_the_one_skipped() -> None:
+    values = {"controller": {"serviceAccount": {"create": False, "name": "batch-admin"}}}
+    for webhook in webhooks(values):
+        for condition in webhook.get("matchConditions", []):
+            if condition["name"] == "not-kohort-controller":
+                assert f"system:serviceaccount:{NAMESPACE}:batch-admin'" in condition["expression"]
+
+
+def test_only_validation_skips_the_creation_of_a_released_jobs_pods() -> None:
+    def skips_job_pods(kind: str) -> set[bool]:
+        return {
+            any(c["name"] == "not-a-job-pod-creation" for c in w.get("matchConditions", []))
+            for w in webhooks(kind=kind)
+            if w["name"] != "queues.validate.kohort.dev"
+        }
+
+    assert skips_job_pods("ValidatingWebhookConfiguration") == {True}
+    # Mutation fails open: a Job's pods that it cannot answer for are created as they are.
+    assert skips_job_pods("MutatingWebhookConfiguration") == {False}

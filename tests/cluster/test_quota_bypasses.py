@@ -1,0 +1,320 @@
+"""Every way found to run more than a queue allows, tried as a user on the real control plane.
+
+One queue of 2 CPUs; every pod asks for 1. Each test tries one way around the quota and checks
+that it is refused with a message that says what to do, or neutralised by the controller, and
+that the CPUs of the namespace's bound pods never exceed the queue's 2 while it tries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from controller.api import kinds, names
+from controller.api.kinds import Kind
+from controller.cluster.clients import JSON_PATCH, ApiError, Client
+from controller.cluster.testing import (
+    Probe,
+    cluster_queue,
+    condition,
+    gang_job,
+    gang_statefulset,
+    local_queue,
+    pod_template,
+)
+from controller.workloads.edits import lookup
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster
+from tests.conftest import TestNodes
+from tests.support import eventually, pod_isolation
+
+pytestmark = pytest.mark.volcano
+
+REPLICASETS = Kind("apps", "v1", "replicasets", "ReplicaSet")
+CPU_QUOTA = 2
+ONE_CPU = {"cpu": "1"}
+
+
+class Team:
+    """A user of the namespace's LocalQueue `lq`, with the CPUs its bound pods hold sampled
+    all along: the most ever seen must stay within the queue's quota."""
+
+    def __init__(self, admin: Client, namespace: str) -> None:
+        self.admin = admin
+        self.namespace = namespace
+        self.probe = Probe(admin, namespace)
+        self.most_cpus = 0
+
+    async def sample(self) -> None:
+        while True:
+            held = 0
+            for pod in await self.probe.pods():
+                if lookup(pod, ["spec", "nodeName"]) and lookup(pod, ["status", "phase"]) not in (
+                    "Succeeded",
+                    "Failed",
+                ):
+                    for c in lookup(pod, ["spec", "containers"]) or []:
+                        held += int(lookup(c, ["resources", "requests", "cpu"]) or 0)
+            self.most_cpus = max(self.most_cpus, held)
+            await asyncio.sleep(0.2)
+
+    async def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        return await self.probe.create(kind, obj)
+
+    async def patch(self, kind: Kind, name: str, body: Any) -> dict[str, Any]:
+        return await self.admin.patch(kind, name, body, self.namespace)
+
+    async def refused(self, attempt: Awaitable[Any], *words: str) -> str:
+        """The apiserver's refusal of `attempt`, which must carry every one of `words`."""
+        with pytest.raises(ApiError) as refusal:
+            await attempt
+        message = refusal.value.body
+        assert refusal.value.status in (400, 403, 422), message
+        for word in words:
+            assert word in message, message
+        return message
+
+    async def read(self, kind: Kind, name: str) -> dict[str, Any]:
+        return await self.admin.get(kind, name, self.namespace)
+
+
+@pytest.fixture
+async def team(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> AsyncIterator[Team]:
+    stack.enroll(namespace)
+    test_nodes("cpu", 1, cpu="16")
+    apply_queues(
+        cluster.rest,
+        [
+            cluster_queue(f"{namespace}-cq", {"cpu": str(CPU_QUOTA)}),
+            local_queue(namespace, "lq", f"{namespace}-cq"),
+        ],
+    )
+    user = Team(admin, namespace)
+    sampler = asyncio.create_task(user.sample())
+    yield user
+    sampler.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await sampler
+    assert user.most_cpus <= CPU_QUOTA, f"{user.most_cpus} CPUs were bound at once"
+
+
+def job(namespace: str, name: str, pods: int) -> dict[str, Any]:
+    return gang_job(
+        name, queue="lq", pods=pods, requests=ONE_CPU, isolation=pod_isolation(namespace)
+    )
+
+
+def statefulset(namespace: str, name: str, replicas: int) -> dict[str, Any]:
+    return gang_statefulset(
+        name, queue="lq", replicas=replicas, requests=ONE_CPU, isolation=pod_isolation(namespace)
+    )
+
+
+def pod(namespace: str, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    template = pod_template(
+        ONE_CPU,
+        isolation=pod_isolation(namespace),
+        labels={names.QUEUE_LABEL: "lq", **(labels or {})},
+    )
+    metadata = {"name": name, **template["metadata"]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+
+
+async def reason_of(team: Team, gang: str) -> str:
+    wl = await team.probe.workload(gang)
+    return str(lookup(wl, ["status", "pendingReason"]) or "")
+
+
+async def until(
+    probe: Callable[[], Awaitable[Any]], accept: Callable[[Any], bool], what: str
+) -> Any:
+    return await eventually(probe, accept, within=60, what=what)
+
+
+# -- 1, 2: leaving the queue while held ---------------------------------------------------------
+
+
+async def test_opting_a_held_job_out_of_kohort_is_refused(team: Team) -> None:
+    await team.create(kinds.JOBS, job(team.namespace, "big", 3))  # 3 CPUs: never fits 2
+    await until(lambda: reason_of(team, "job-big"), lambda r: "Inadmissible" in r, "held")
+
+    await team.refused(
+        team.patch(kinds.JOBS, "big", {"metadata": {"labels": {names.OPT_OUT_LABEL: "true"}}}),
+        "cannot leave it",
+    )
+    await team.refused(
+        team.patch(kinds.JOBS, "big", {"spec": {"suspend": False}}),
+        "unsuspended only by kohort's controller",
+    )
+    assert (await team.read(kinds.JOBS, "big"))["spec"]["suspend"] is True
+
+
+async def test_opting_a_held_pod_or_statefulset_out_of_kohort_is_refused(team: Team) -> None:
+    big_pod = pod(team.namespace, "big")
+    big_pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "3"}}
+    await team.create(kinds.PODS, big_pod)
+    await team.create(kinds.STATEFULSETS, statefulset(team.namespace, "web", 3))
+    opt_out = {"metadata": {"labels": {names.OPT_OUT_LABEL: "true"}}}
+
+    await team.refused(team.patch(kinds.PODS, "big", opt_out), "cannot leave it")
+    await team.refused(team.patch(kinds.STATEFULSETS, "web", opt_out), "cannot leave it")
+    assert await team.probe.bound() == []
+
+
+async def test_removing_the_queue_label_from_a_suspended_job_is_refused(team: Team) -> None:
+    big = job(team.namespace, "big", 3)
+    # A Job left with no label at all gets its template's labels, queue label included.
+    big["metadata"]["labels"]["team"] = "a"
+    await team.create(kinds.JOBS, big)
+
+    unlabel = [{"op": "remove", "path": "/metadata/labels/kohort.dev~1queue-name"}]
+    await team.refused(
+        team.admin.patch(kinds.JOBS, "big", unlabel, team.namespace, content_type=JSON_PATCH),
+        "cannot leave it",
+    )
+    await team.refused(
+        team.patch(kinds.JOBS, "big", {"spec": {"suspend": False}}),
+        "unsuspended only by kohort's controller",
+    )
+
+
+# -- 3: resizing after admission ----------------------------------------------------------------
+
+
+async def test_scaling_an_admitted_statefulset_up_sends_it_back_through_its_queue(
+    team: Team,
+) -> None:
+    await team.create(kinds.STATEFULSETS, statefulset(team.namespace, "web", 2))
+    await until(lambda: team.probe.bound("sts-web"), lambda b: len(b) == 2, "2 pods running")
+
+    await team.patch(kinds.STATEFULSETS, "web", {"spec": {"replicas": 6}})
+
+    wl = await until(
+        lambda: team.probe.workload("sts-web"),
+        lambda w: (condition(w, "Evicted") or {}).get("reason") == "Resized",
+        "the StatefulSet evicted as resized",
+    )
+    assert "from 2 to 6 pods" in str(condition(wl, "Evicted"))
+    await until(lambda: team.probe.bound("sts-web"), lambda b: b == [], "no pod of it running")
+    await until(
+        lambda: reason_of(team, "sts-web"),
+        lambda r: "Inadmissible: needs 6 cpu" in r,
+        "told it can never fit its queue with 6 replicas",
+    )
+
+
+async def test_raising_an_admitted_jobs_parallelism_suspends_and_requeues_it(team: Team) -> None:
+    await team.create(kinds.JOBS, job(team.namespace, "train", 2))
+    await until(lambda: team.probe.bound("job-train"), lambda b: len(b) == 2, "2 pods running")
+
+    await team.patch(kinds.JOBS, "train", {"spec": {"parallelism": 4}})
+
+    await until(
+        lambda: team.read(kinds.JOBS, "train"),
+        lambda j: j["spec"]["suspend"] is True,
+        "the Job suspended again",
+    )
+    wl = await team.probe.workload("job-train")
+    assert (condition(wl, "Evicted") or {}).get("reason") == "Resized"
+
+
+# -- 4: plain pod groups ------------------------------------------------------------------------
+
+
+async def test_pods_sharing_a_group_label_without_its_size_are_refused(team: Team) -> None:
+    group = {names.POD_GROUP_LABEL: "ring"}
+    await team.refused(
+        team.create(kinds.PODS, pod(team.namespace, "ring-0", group)),
+        names.POD_GROUP_TOTAL_COUNT_LABEL,
+    )
+
+
+async def test_a_pod_group_is_charged_for_all_its_pods_not_one(team: Team) -> None:
+    group = {names.POD_GROUP_LABEL: "ring", names.POD_GROUP_TOTAL_COUNT_LABEL: "3"}
+    for i in range(3):
+        await team.create(kinds.PODS, pod(team.namespace, f"ring-{i}", group))
+
+    await until(
+        lambda: reason_of(team, "ring"), lambda r: "Inadmissible: needs 3 cpu" in r, "refused whole"
+    )
+    assert await team.probe.bound() == []
+
+
+# -- 6: choosing the scheduler or the node ------------------------------------------------------
+
+
+async def test_changing_the_scheduler_of_an_admitted_statefulset_is_refused(team: Team) -> None:
+    await team.create(kinds.STATEFULSETS, statefulset(team.namespace, "web", 2))
+    await until(lambda: team.probe.bound("sts-web"), lambda b: len(b) == 2, "2 pods running")
+
+    change = {"spec": {"template": {"spec": {"schedulerName": "default-scheduler"}}}}
+    await team.refused(
+        team.patch(kinds.STATEFULSETS, "web", change), "schedulerName was set by kohort"
+    )
+
+
+async def test_a_pod_that_names_its_node_is_refused(team: Team, test_nodes: TestNodes) -> None:
+    [node] = test_nodes("pinned", 1, cpu="4")
+    pinned = pod(team.namespace, "pinned")
+    pinned["spec"]["nodeName"] = node
+    # Whichever refuses first (kohort, or the apiserver, seeing the gate kohort's mutation
+    # added), the pod is never created.
+    await team.refused(team.create(kinds.PODS, pinned), "spec.nodeName")
+    sts = statefulset(team.namespace, "pinned", 1)
+    sts["spec"]["template"]["spec"]["nodeName"] = node
+    await team.refused(team.create(kinds.STATEFULSETS, sts), "spec.template.spec.nodeName")
+
+
+# -- 8: pods of other controllers ---------------------------------------------------------------
+
+
+async def test_pods_of_a_replicaset_in_a_queue_are_admitted_one_by_one_through_quota(
+    team: Team,
+) -> None:
+    template = pod_template(
+        ONE_CPU, isolation=pod_isolation(team.namespace), labels={"app": "serve"}
+    )
+    template["metadata"]["labels"][names.QUEUE_LABEL] = "lq"
+    template["spec"]["restartPolicy"] = "Always"
+    await team.create(
+        REPLICASETS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "serve"},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "serve"}},
+                "template": template,
+            },
+        },
+    )
+
+    await until(team.probe.bound, lambda b: len(b) == 2, "two of its pods running")
+    workloads = await until(
+        team.probe.workloads, lambda w: len(w) == 3, "a Workload for each of its 3 pods"
+    )
+    waiting = await until(
+        lambda: _waiting(team),
+        lambda w: len(w) == 1,
+        "the third pod's Workload saying why it waits",
+    )
+    assert "Waiting for quota: needs 1 cpu" in waiting[0]
+    assert len(workloads) == 3
+    await team.admin.delete(REPLICASETS, "serve", team.namespace)
+
+
+async def _waiting(team: Team) -> list[str]:
+    reasons = [lookup(w, ["status", "pendingReason"]) for w in await team.probe.workloads()]
+    return [str(r) for r in reasons if r]

@@ -28,7 +28,7 @@ OPTIONAL = frozenset(
 
 
 def models(
-    adapters: Mapping[Kind, WorkloadAdapter], podgroup_kind: Kind | None, namespaces: bool
+    adapters: Mapping[Kind, WorkloadAdapter], podgroup_kind: Kind | None
 ) -> dict[Kind, type[Any]]:
     """Each watched kind and the type its objects are decoded into."""
     watched: dict[Kind, type[Any]] = {
@@ -38,12 +38,12 @@ def models(
         kinds.PODS: kube.Pod,
         kinds.NODES: kube.Node,
         kinds.PRIORITY_CLASSES: kube.PriorityClass,
+        # Their labels decide what ClusterQueues' namespaceSelectors admit.
+        kinds.NAMESPACES: kube.Namespace,
     }
     watched.update((kind, adapter.model) for kind, adapter in adapters.items())
     if podgroup_kind is not None:
         watched[podgroup_kind] = kube.PodGroup
-    if namespaces:
-        watched[kinds.NAMESPACES] = kube.Namespace
     return watched
 
 
@@ -64,7 +64,7 @@ class Cache:
                 optional=kind in OPTIONAL,
                 label_selector=namespace_selector if kind == kinds.NAMESPACES else None,
             )
-            for kind, model in models(adapters, podgroup_kind, bool(namespace_selector)).items()
+            for kind, model in models(adapters, podgroup_kind).items()
         }
 
     def listen(self, listener: Listener) -> None:

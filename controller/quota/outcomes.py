@@ -31,10 +31,14 @@ class PendingCause(enum.Enum):
     # Decided by the core, and permanent until the queues or the nodes change:
     NOT_COVERED = "not-covered"  # asks for a resource its queue (and cohort) has no quota for
     NEVER_FITS = "never-fits"  # more than its queue can ever hold, or than the nodes can host
+    # Decided by the controller: its ClusterQueue's namespaceSelector leaves its namespace out.
+    NAMESPACE_NOT_SELECTED = "namespace-not-selected"
 
 
 # Causes no amount of waiting cures: reported as Inadmissible.
-PERMANENT = frozenset({PendingCause.NOT_COVERED, PendingCause.NEVER_FITS})
+PERMANENT = frozenset(
+    {PendingCause.NOT_COVERED, PendingCause.NEVER_FITS, PendingCause.NAMESPACE_NOT_SELECTED}
+)
 
 
 class NoFit(enum.Enum):
@@ -197,6 +201,12 @@ class Pending:
             return "Inadmissible: " + self.ceiling.describe()
         if cause is PendingCause.NEVER_FITS and self.placement is not None:
             return "Inadmissible: " + self.placement.describe()
+        if cause is PendingCause.NAMESPACE_NOT_SELECTED:
+            return (
+                f"Inadmissible: ClusterQueue {self.queue} does not admit workloads from namespace"
+                f" {self.namespace} (its namespaceSelector is {self.detail}); use a LocalQueue of"
+                " another ClusterQueue, or label the namespace to match"
+            )
         if cause is PendingCause.INCOMPLETE:
             return f"Waiting for its pods: {self.detail}"
         return "Not considered yet: the cycle ended before it"

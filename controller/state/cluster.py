@@ -168,6 +168,7 @@ class ClusterState:
         # Namespaces whose workloads this controller manages (None: all).
         self.namespaces: set[str] | None = set() if namespace_filter else None
         self.priority_classes: dict[str, int] = {}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
         # Each node as the core sees it, without usage (None: not Ready).
         self._nodes: dict[str, quota.Node | None] = {}
         # node -> pod (namespace, name) -> (its gang, its requests)
@@ -223,6 +224,8 @@ class ClusterState:
                 self.cluster_queues[obj.metadata.name] = new
             if old is None or new is None or old.spec != new.spec:
                 self._queues_changed = True
+            if (old and old.spec.namespace_selector) != (new and new.spec.namespace_selector):
+                self.index.dirty.update(g.key for g in self.index)  # rare: look at every gang
         elif kind == kinds.LOCAL_QUEUES:
             self._local_queue_changed(old, new)
         elif kind == kinds.NODES:
@@ -233,17 +236,25 @@ class ClusterState:
                 self.priority_classes.pop(obj.metadata.name, None)
             else:
                 self.priority_classes[obj.metadata.name] = new.value
-        elif (
-            kind == kinds.NAMESPACES
-            and self.namespaces is not None
-            and (old is None) != (new is None)
-        ):  # a namespace selected, or no longer selected
-            name = (new or old).metadata.name
+        elif kind == kinds.NAMESPACES:
+            self._namespace_changed(old, new)
+
+    def _namespace_changed(self, old: kube.Namespace | None, new: kube.Namespace | None) -> None:
+        name = (new or old).metadata.name  # type: ignore[union-attr]
+        labels = dict(new.metadata.labels) if new is not None else None
+        if labels is None:
+            self.namespace_labels.pop(name, None)
+        else:
+            self.namespace_labels[name] = labels
+        if old is not None and new is not None and old.metadata.labels == new.metadata.labels:
+            return
+        self.index.dirty.update(self.index.in_namespace(name))
+        if self.namespaces is not None and (old is None) != (new is None):
+            # A namespace selected, or no longer selected.
             if new is None:
                 self.namespaces.discard(name)
             else:
                 self.namespaces.add(name)
-            self.index.dirty.update(self.index.in_namespace(name))
             self._queues_changed = True
 
     def _local_queue_changed(self, old: Any, new: Any) -> None:
@@ -461,6 +472,17 @@ class ClusterState:
         if local is None:
             why = Pending(PendingCause.NO_LOCAL_QUEUE, queue=gang.queue, namespace=gang.namespace)
             return Member("waiting", None, why=why)
+        cq = self.cluster_queues.get(local)
+        if cq is not None and not cq.spec.selects_namespace(
+            self.namespace_labels.get(gang.namespace, {})
+        ):
+            why = Pending(
+                PendingCause.NAMESPACE_NOT_SELECTED,
+                queue=local,
+                namespace=gang.namespace,
+                detail=str(cq.spec.namespace_selector),
+            )
+            return Member("waiting", local, why=why)
         missing = self._group_problem(gang)
         if missing is not None:
             return Member("waiting", local, why=Pending(PendingCause.INCOMPLETE, detail=missing))

@@ -318,3 +318,33 @@ async def test_pods_of_a_replicaset_in_a_queue_are_admitted_one_by_one_through_q
 async def _waiting(team: Team) -> list[str]:
     reasons = [lookup(w, ["status", "pendingReason"]) for w in await team.probe.workloads()]
     return [str(r) for r in reasons if r]
+
+
+# -- 7: a ClusterQueue's namespaceSelector ------------------------------------------------------
+
+
+async def test_a_job_from_a_namespace_its_queue_does_not_select_never_runs(
+    team: Team, cluster: LocalCluster
+) -> None:
+    selective = cluster_queue(f"{team.namespace}-cq", {"cpu": str(CPU_QUOTA)})
+    selective["spec"]["namespaceSelector"] = {
+        "matchLabels": {"team": "a"},
+        "matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}],
+    }
+    apply_queues(cluster.rest, [selective])
+    await team.create(kinds.JOBS, job(team.namespace, "train", 1))
+
+    reason = await until(
+        lambda: reason_of(team, "job-train"),
+        lambda r: "does not admit workloads from namespace" in r,
+        "told its namespace is not selected",
+    )
+    assert "team=a,env notin (prod)" in reason
+    assert (await team.read(kinds.JOBS, "train"))["spec"]["suspend"] is True
+
+    cluster.rest.patch(
+        f"/api/v1/namespaces/{team.namespace}", {"metadata": {"labels": {"team": "a"}}}
+    )
+    await until(
+        lambda: team.probe.bound("job-train"), lambda b: len(b) == 1, "it runs once selected"
+    )

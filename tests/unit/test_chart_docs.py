@@ -92,6 +92,7 @@ PENDING_REASONS = {
     "the largest node that may host them has 8": "the largest node that may host them has",
     "Waiting for its pods: 3 of the 4 pods of group ring exist": "pods of group ",
     "resized after admission": "resized after admission",
+    "does not admit workloads from namespace n": "does not admit workloads from namespace",
     "no node offers example.com/fpga": "no node offers ",
     "every matching node is reserved": "every matching node is reserved",
     "StrictFIFO: waiting behind": "StrictFIFO: waiting behind",

@@ -156,3 +156,35 @@ async def test_a_job_resized_within_its_admission_keeps_running(started: list[Wo
 
     assert world.suspended("train") is False
     assert not any(e["reason"] == "Resized" for e in world.api.all(kinds.EVENTS))
+
+
+async def test_a_namespace_its_cluster_queue_does_not_select_gets_nothing_until_it_matches(
+    started: list[World],
+) -> None:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}
+    namespace["metadata"]["labels"] = {"team": "b"}  # type: ignore[index]
+    world = World((kinds.NAMESPACES, namespace), (kinds.JOBS, held_job("train", 1)))
+    cq = world.api.read_back(kinds.CLUSTER_QUEUES, "cq")
+    assert cq is not None
+    cq["spec"]["namespaceSelector"] = {"matchLabels": {"team": "a"}}
+    world.api.put(kinds.CLUSTER_QUEUES, cq)
+    await start(started, world)
+    for _ in range(2):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+
+    assert world.suspended("train") is True
+    wl = world.workload("job-train")
+    assert wl is not None
+    assert wl["status"]["pendingReason"] == (
+        "Inadmissible: ClusterQueue cq does not admit workloads from namespace ns (its"
+        " namespaceSelector is team=a); use a LocalQueue of another ClusterQueue, or label the"
+        " namespace to match"
+    )
+
+    namespace["metadata"]["labels"] = {"team": "a"}  # type: ignore[index]
+    world.api.put(kinds.NAMESPACES, namespace)
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    assert world.suspended("train") is False

@@ -26,7 +26,7 @@ from controller.workloads.testing import make_job, make_statefulset
 from webhook.validation import model_problem
 
 JSON = dict[str, Any]
-MODELS = models(ADAPTERS, kinds.VOLCANO_PODGROUPS, namespaces=False)
+MODELS = models(ADAPTERS, kinds.VOLCANO_PODGROUPS)
 NOW = 1_800_000_000.0
 
 

@@ -22,6 +22,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controller import quota
+from controller.api import names
 from controller.cluster import clients
 from controller.cluster.cache import Cache
 from controller.cluster.election import LeaderElector
@@ -50,8 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--volcano-queue",
-        default="default",
-        help="Volcano queue for kohort's PodGroups; created without capability if missing",
+        default=names.VOLCANO_QUEUE,
+        help="Volcano queue for kohort's PodGroups (kohort's alone); created without capability"
+        " if missing",
     )
     parser.add_argument(
         "--wait-for-pods-ready",

@@ -18,6 +18,7 @@ from pathlib import Path
 from certs import main as certs_main
 from certs.reload import server_context
 from certs.rotation import Bundle
+from controller.api import names
 from controller.workloads.base import Backend, Placement
 from kohort.service import run_until_signalled
 from webhook.server import WebhookServer
@@ -41,6 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="gang scheduler that places admitted gangs (default volcano)",
     )
     parser.add_argument("--scheduler-name", help="schedulerName to set (default: per backend)")
+    parser.add_argument(
+        "--volcano-queue",
+        default=names.VOLCANO_QUEUE,
+        help="the Volcano queue of kohort's PodGroups: only kohort's controller may use it",
+    )
     identity = parser.add_argument_group(
         "controller identity", "who may release held gangs (unsuspend, ungate, change queues)"
     )
@@ -70,6 +76,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     accounts = args.controller_service_account or [DEFAULT_CONTROLLER_SERVICE_ACCOUNT]
     return Settings(
         placement=Placement.for_backend(Backend(args.backend), args.scheduler_name),
+        volcano_queue=args.volcano_queue if Backend(args.backend) is Backend.VOLCANO else None,
         controller=ControllerIdentity.of(
             users=args.controller_user, groups=args.controller_group, service_accounts=accounts
         ),

@@ -114,6 +114,32 @@ JOB_POD_CREATION = " && ".join(
 NOT_A_JOB_POD_CREATION = {"name": "not-a-job-pod-creation", "expression": f"!({JOB_POD_CREATION})"}
 
 
+PODGROUPS: list[tuple[str, str, str]] = [
+    (k.group, k.version, k.plural) for k in (kinds.VOLCANO_PODGROUPS, kinds.COSCHEDULING_PODGROUPS)
+]
+
+
+def kohorts_podgroups(volcano_queue: str | None) -> dict[str, Any]:
+    """A match condition that sends the webhook only PodGroups that are, or are made, kohort's
+    (labelled managed-by kohort, or in kohort's Volcano queue): other PodGroups never wait."""
+
+    def kohorts(obj: str) -> str:
+        label = f"'{names.MANAGED_LABEL}'"
+        test = (
+            f"(has({obj}.metadata.labels) && {label} in {obj}.metadata.labels"
+            f" && {obj}.metadata.labels[{label}] == '{names.MANAGED_VALUE}')"
+        )
+        if volcano_queue:
+            test += (
+                f" || (has({obj}.spec) && has({obj}.spec.queue)"
+                f" && {obj}.spec.queue == {_cel_string(volcano_queue)})"
+            )
+        return f"({test})"
+
+    expression = f"{kohorts('object')} || (oldObject != null && {kohorts('oldObject')})"
+    return {"name": "kohorts-podgroups", "expression": expression}
+
+
 def _not_opted_out() -> dict[str, Any]:
     return {"key": names.OPT_OUT_LABEL, "operator": "NotIn", "values": ["true"]}
 
@@ -211,8 +237,13 @@ def validating_configuration(
     timeout: int = 5,
     validate_namespace_default: bool = True,
     controller_users: Iterable[str] = (),
+    volcano_queue: str | None = names.VOLCANO_QUEUE,
 ) -> dict[str, Any]:
     """Fails closed: a held gang must not be released while the webhook is down.
+
+    PodGroups (Volcano's and coscheduling's) are sent only when they are, or are made,
+    kohort's: in `volcano_queue` or labelled managed-by kohort; only the controller may make or
+    change those.
 
     `validate_namespace_default` adds a webhook that refuses unheld new workloads without a
     queue label in opted-in namespaces too (where the mutation failed open); without it, such
@@ -250,7 +281,18 @@ def validating_configuration(
             }
         ]
     }
-    hooks = [workloads, quota]
+    podgroups = _webhook(
+        "podgroups.validate.kohort.dev",
+        client,
+        VALIDATE_PATH,
+        failure_policy="Fail",
+        timeout=timeout,
+    )
+    podgroups |= {
+        "namespaceSelector": selector,
+        "rules": _rules(["CREATE", "UPDATE"], PODGROUPS),
+    } | _match_conditions([*not_from(controller_users), kohorts_podgroups(volcano_queue)])
+    hooks = [workloads, quota, podgroups]
     if validate_namespace_default:
         implied = _webhook(
             "namespace-default.validate.kohort.dev",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from controller.api import names
 from controller.workloads.base import Placement
 from webhook.reviews import UserInfo
 
@@ -39,7 +40,7 @@ class ControllerIdentity:
 class Settings:
     placement: Placement = field(default_factory=Placement)
     # The Volcano queue the controller puts its PodGroups in: nobody else may use it.
-    volcano_queue: str | None = None
+    volcano_queue: str | None = names.VOLCANO_QUEUE
     controller: ControllerIdentity = field(
         default_factory=lambda: ControllerIdentity.of(
             service_accounts=[DEFAULT_CONTROLLER_SERVICE_ACCOUNT]

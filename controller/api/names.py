@@ -27,6 +27,9 @@ MANAGED_VALUE: Final = "kohort"
 
 # Gang placement backends.
 VOLCANO_SCHEDULER: Final = "volcano"
+# The Volcano queue of kohort's PodGroups: kohort's alone (the validating webhook refuses
+# PodGroups others put there), without a capability (quota is kohort's job).
+VOLCANO_QUEUE: Final = "kohort"
 VOLCANO_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 COSCHEDULING_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 

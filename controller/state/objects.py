@@ -287,7 +287,7 @@ def event(gang: ManagedGang, reason: Reason, message: str, *, warning: bool = Fa
 @dataclass(frozen=True)
 class PodGroupSettings:
     backend: Backend = Backend.VOLCANO
-    volcano_queue: str = "default"
+    volcano_queue: str = names.VOLCANO_QUEUE
 
     @property
     def kind(self) -> Kind | None:

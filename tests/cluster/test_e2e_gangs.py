@@ -104,9 +104,9 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
 
     workload = await eventually(
         lambda: team.workload("job-pinched"),
-        lambda wl: "no node fits" in pending_reason(wl),
+        lambda wl: "all nodes that may host them together hold only 2" in pending_reason(wl),
         within=60,
-        what="Workload pending with a placement reason",
+        what="Workload Inadmissible for its placement, as the nodes are now",
     )
     assert not reserved(workload)
     assert await team.podgroup("job-pinched") is None
@@ -114,8 +114,8 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
         lambda: team.bound("job-pinched"), lambda b: b == [], 3, what="no pod of the gang bound"
     )
     events = await team.event_messages("Job", "pinched")
-    assert any(e.startswith("Pending: Quota ok but no node fits") for e in events), events
-    assert "Quota ok but no node fits" in await describe_job(cluster, namespace, "pinched")
+    assert any(e.startswith("Inadmissible: Inadmissible: needs 4 pods") for e in events), events
+    assert "Inadmissible: needs 4 pods x 4 cpu" in await describe_job(cluster, namespace, "pinched")
 
     _set_taints(cluster, workers[1], remove="test")
 

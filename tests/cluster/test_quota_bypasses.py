@@ -251,6 +251,37 @@ async def test_a_pod_group_is_charged_for_all_its_pods_not_one(team: Team) -> No
     assert await team.probe.bound() == []
 
 
+# -- 5: PodGroups --------------------------------------------------------------------------------
+
+
+async def test_a_hand_made_podgroup_in_kohorts_volcano_queue_is_refused(team: Team) -> None:
+    podgroup = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "mine"},
+        "spec": {"minMember": 1, "queue": names.VOLCANO_QUEUE},
+    }
+    await team.refused(
+        team.create(kinds.VOLCANO_PODGROUPS, podgroup), "made only by kohort's controller"
+    )
+    podgroup["spec"]["queue"] = "default"  # someone else's queue: not kohort's business
+    await team.create(kinds.VOLCANO_PODGROUPS, podgroup)
+
+
+async def test_editing_kohorts_podgroup_is_refused(team: Team) -> None:
+    await team.create(kinds.JOBS, job(team.namespace, "train", 2))
+    await until(lambda: team.probe.podgroup("job-train"), bool, "the gang's PodGroup")
+
+    await team.refused(
+        team.patch(kinds.VOLCANO_PODGROUPS, "job-train", {"spec": {"minMember": 1}}),
+        "only kohort's controller may change it",
+    )
+    await team.refused(
+        team.patch(kinds.VOLCANO_PODGROUPS, "job-train", {"spec": {"queue": "default"}}),
+        "only kohort's controller may change it",
+    )
+
+
 # -- 6: choosing the scheduler or the node ------------------------------------------------------
 
 

@@ -113,7 +113,7 @@ def test_namespaced_webhooks_skip_system_namespaces_and_the_release_namespace(
     value_set: str,
 ) -> None:
     namespaced = [w for w in webhooks(VALUE_SETS[value_set]) if "namespaceSelector" in w]
-    assert len(namespaced) == 4
+    assert len(namespaced) == 5
     for webhook in namespaced:
         assert {"kube-system", "kube-node-lease", NAMESPACE} <= excluded_namespaces(webhook)
 
@@ -130,7 +130,11 @@ def test_unheld_creations_in_opted_in_namespaces_are_refused_unless_turned_off()
 
     assert "namespace-default.validate.kohort.dev" in names({})
     off = names({"webhook": {"validateNamespaceDefault": False}})
-    assert off == ["workloads.validate.kohort.dev", "queues.validate.kohort.dev"]
+    assert off == [
+        "workloads.validate.kohort.dev",
+        "queues.validate.kohort.dev",
+        "podgroups.validate.kohort.dev",
+    ]
 
 
 def test_the_cluster_scoped_queue_webhook_only_sees_kohort_resources() -> None:
@@ -140,7 +144,7 @@ def test_the_cluster_scoped_queue_webhook_only_sees_kohort_resources() -> None:
 
 def test_workload_rules_cover_exactly_the_kinds_kohort_holds() -> None:
     for webhook in webhooks():
-        if webhook["name"] == "queues.validate.kohort.dev":
+        if webhook["name"] in ("queues.validate.kohort.dev", "podgroups.validate.kohort.dev"):
             continue
         covered = {
             (group, resource)
@@ -274,9 +278,23 @@ def test_only_validation_skips_the_creation_of_a_released_jobs_pods() -> None:
         return {
             any(c["name"] == "not-a-job-pod-creation" for c in w.get("matchConditions", []))
             for w in webhooks(kind=kind)
-            if w["name"] != "queues.validate.kohort.dev"
+            if w["name"] not in ("queues.validate.kohort.dev", "podgroups.validate.kohort.dev")
         }
 
     assert skips_job_pods("ValidatingWebhookConfiguration") == {True}
     # Mutation fails open: a Job's pods that it cannot answer for are created as they are.
     assert skips_job_pods("MutatingWebhookConfiguration") == {False}
+
+
+def test_only_podgroups_that_are_or_become_kohorts_reach_the_webhook() -> None:
+    [podgroups] = [w for w in webhooks() if w["name"] == "podgroups.validate.kohort.dev"]
+    assert {
+        (g, r) for rule in podgroups["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+    } == {
+        ("scheduling.volcano.sh", "podgroups"),
+        ("scheduling.x-k8s.io", "podgroups"),
+    }
+    [kohorts] = [c for c in podgroups["matchConditions"] if c["name"] == "kohorts-podgroups"]
+    assert "spec.queue == 'kohort'" in kohorts["expression"]
+    assert "oldObject != null" in kohorts["expression"]
+    assert podgroups["failurePolicy"] == "Fail"

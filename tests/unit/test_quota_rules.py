@@ -70,8 +70,10 @@ def test_a_gang_asking_for_a_resource_its_queue_does_not_cover_is_told_so() -> N
     only_gpus = QueueSpec("a", {GPU: Quota(8000)})
     d = decide(world([only_gpus], [node("n1")], [gang("g", "a", 1)]), 0)
     assert d.pending["g"].cause is PendingCause.NOT_COVERED
-    assert d.pending["g"].describe().startswith(
-        "Inadmissible: ClusterQueue a does not cover cpu (it covers nvidia.com/gpu)"
+    assert (
+        d.pending["g"]
+        .describe()
+        .startswith("Inadmissible: ClusterQueue a does not cover cpu (it covers nvidia.com/gpu)")
     )
 
 

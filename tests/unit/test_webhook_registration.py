@@ -79,7 +79,7 @@ def test_unlabelled_creations_in_opted_in_namespaces_are_validated_unless_turned
     """Else, while the webhook is down, they would be created unheld (mutation fails open)."""
     assert (
         len(validating_configuration("k", CLIENT, validate_namespace_default=False)["webhooks"])
-        == 2
+        == 3
     )
     config = validating_configuration("k", CLIENT)
     implied = by_name(config)["namespace-default.validate.kohort.dev"]

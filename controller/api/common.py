@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Annotated, ClassVar, Final, Literal
 
@@ -33,7 +34,8 @@ QUANTITY_MAX_LENGTH: Final = 64
 
 def _check_quantity(value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"must be a quantity such as '500m', '2' or '16Gi', not {value!r}")
+        shown = reprlib.repr(value)  # shortened: safe however deeply a value nests
+        raise ValueError(f"must be a quantity such as '500m', '2' or '16Gi', not {shown}")
     text = value if isinstance(value, str) else str(value)
     if len(text) > QUANTITY_MAX_LENGTH:
         raise ValueError(f"must be a quantity of at most {QUANTITY_MAX_LENGTH} characters")

@@ -17,6 +17,7 @@ from controller.api.common import (
     ObjectName,
     Quantity,
     Resource,
+    ResourceName,
     Spec,
     Toleration,
     duplicates,
@@ -28,7 +29,9 @@ from controller.api.quantity import parse_quantity
 class PodSet(Spec):
     name: Annotated[str, Field(min_length=1, max_length=63)] = "main"
     count: Annotated[int, Field(ge=1)]
-    requests: dict[str, Quantity] = Field(default_factory=dict)
+    requests: Annotated[dict[ResourceName, Quantity], Field(max_length=64)] = Field(
+        default_factory=dict
+    )
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
 

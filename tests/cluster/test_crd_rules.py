@@ -253,7 +253,24 @@ def test_a_negative_workload_request_is_refused(
         "spec": {"queueName": "q", "podSets": [{"count": 1, "requests": {"cpu": value}}]},
     }
     message = refused(server.apply(workload))
-    assert f"spec.podSets[0].requests.cpu: Invalid value: {json.dumps(value)}" in message
+    want = (
+        f"spec.podSets[0].requests[cpu]: Invalid value: {json.dumps(value)}: must not be negative"
+    )
+    assert want in message
+
+
+def test_a_workload_request_of_an_unknown_resource_is_refused(
+    server: Server, namespace: str
+) -> None:
+    workload = {
+        "apiVersion": "kohort.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "gpus", "namespace": namespace},
+        "spec": {"queueName": "q", "podSets": [{"count": 1, "requests": {"gpus": "1"}}]},
+    }
+    message = refused(server.apply(workload))
+    assert "'gpus' is not a resource name kohort accepts" in message
+    assert "did you mean nvidia.com/gpu?" in message
 
 
 # Objects whose verdict the CRDs decide on their own: the apiserver and the models must agree.

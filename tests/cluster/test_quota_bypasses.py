@@ -18,6 +18,7 @@ from controller.api import kinds, names
 from controller.api.kinds import Kind
 from controller.cluster.clients import JSON_PATCH, ApiError, Client
 from controller.cluster.testing import (
+    GPU,
     Probe,
     cluster_queue,
     condition,
@@ -379,3 +380,86 @@ async def test_a_job_from_a_namespace_its_queue_does_not_select_never_runs(
     await until(
         lambda: team.probe.bound("job-train"), lambda b: len(b) == 1, "it runs once selected"
     )
+
+
+# -- 9: the reclaim floor -----------------------------------------------------------------------
+
+
+async def test_reclaim_never_takes_a_lender_below_its_nominal_quota(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> None:
+    """Queue a (nominal 8 GPUs) runs 12: a3 alone on n0, a1 and a2 (younger) on n1. Queue b
+    (nominal 8, using none) needs one 8-GPU pod. Evicting a1 and a2 loses less work but leaves
+    a at 4; evicting a3 alone fits b and leaves a at its nominal 8."""
+    stack.enroll(namespace)
+    n0, n1 = test_nodes("gpu", 2, gpus=8)
+    for node, pool in ((n0, "p0"), (n1, "p1")):
+        cluster.rest.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {"pool": pool}}})
+    cohort = f"{namespace}-lab"
+    apply_queues(
+        cluster.rest,
+        [
+            cluster_queue(f"{namespace}-a", {GPU: "8", "cpu": "16"}, cohort=cohort),
+            cluster_queue(f"{namespace}-b", {GPU: "8", "cpu": "16"}, cohort=cohort, reclaim="Any"),
+            local_queue(namespace, "a", f"{namespace}-a"),
+            local_queue(namespace, "b", f"{namespace}-b"),
+        ],
+    )
+    team = Probe(admin, namespace)
+
+    def gpu_job(name: str, queue: str, gpus: int, pool: str | None) -> dict[str, Any]:
+        isolation = pod_isolation(namespace)
+        if pool:
+            isolation["nodeSelector"]["pool"] = pool
+        return gang_job(
+            name, queue=queue, pods=1, requests={GPU: str(gpus), "cpu": "1"}, isolation=isolation
+        )
+
+    await team.create(kinds.JOBS, gpu_job("a3", "a", 4, "p0"))
+    await until(lambda: team.bound("job-a3"), lambda b: len(b) == 1, "a3 running on n0")
+    await asyncio.sleep(15)  # a3 has run longest: evicting it throws away the most work
+    for name in ("a1", "a2"):
+        await team.create(kinds.JOBS, gpu_job(name, "a", 4, "p1"))
+    for name in ("a1", "a2"):
+        await until(lambda n=name: team.bound(f"job-{n}"), lambda b: len(b) == 1, f"{name} runs")
+
+    await team.create(kinds.JOBS, gpu_job("b1", "b", 8, None))
+    young: list[int] = []
+
+    async def probe() -> list[str]:
+        young.append(len(await team.bound("job-a1")) + len(await team.bound("job-a2")))
+        return await team.bound("job-b1")
+
+    await until(probe, lambda b: len(b) == 1, "b's 8-GPU pod running")
+    assert set(young) == {2}, "a1 and a2 were never evicted"
+    assert await team.bound("job-a3") == []
+    evicted = await team.workload("job-a3")
+    assert (condition(evicted, "Preempted") or {}).get("reason") == "InCohortReclamation"
+
+
+# -- 11: gangs that can never be admitted say so ------------------------------------------------
+
+
+async def test_a_gang_asking_for_a_resource_its_queue_does_not_cover_is_told_so(
+    team: Team,
+) -> None:
+    hungry = gang_job(
+        "hungry",
+        queue="lq",
+        pods=1,
+        requests={"cpu": "1", "memory": "1Gi"},
+        isolation=pod_isolation(team.namespace),
+    )
+    await team.create(kinds.JOBS, hungry)
+
+    reason = await until(
+        lambda: reason_of(team, "job-hungry"), lambda r: "Inadmissible" in r, "inadmissible"
+    )
+    assert f"ClusterQueue {team.namespace}-cq does not cover memory (it covers cpu)" in reason
+    events = await team.probe.events("Job", "hungry")
+    assert any(e["reason"] == "Inadmissible" and e["type"] == "Warning" for e in events), events

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.api import names
 from hack import processes
 from hack.localcluster import ClusterOptions, LocalCluster, NodePool, free_port
 from hack.rest import ApiError
@@ -472,7 +473,7 @@ def test_a_labelled_job_is_held_through_the_charts_webhook_configuration(
 # Rules limited to one object by resourceNames: the object each permission is asked about.
 NAMED: dict[tuple[str, str], str] = {
     ("coordination.k8s.io", "leases"): CONTROLLER_SA,
-    ("scheduling.volcano.sh", "queues"): "default",
+    ("scheduling.volcano.sh", "queues"): names.VOLCANO_QUEUE,
     ("", "secrets"): SECRET,
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): RELEASE,
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): RELEASE,

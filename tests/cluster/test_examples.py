@@ -114,9 +114,9 @@ def test_the_job_over_quota_is_held_and_says_why(teams: Release) -> None:
     def explained() -> bool:
         found = [w for n, w in workloads(teams, "team-a").items() if "too-big" in n]
         reason = found[0].get("status", {}).get("pendingReason", "") if found else ""
-        return str(reason).startswith("Waiting for quota")
+        return str(reason).startswith("Inadmissible: needs 20 nvidia.com/gpu, more than")
 
-    wait(teams, "a quota reason on the too-big Workload", explained)
+    wait(teams, "the too-big Workload told it can never fit its queue", explained)
     job = teams.cluster.rest.get("/apis/batch/v1/namespaces/team-a/jobs/too-big")
     assert job["spec"]["suspend"] is True
     assert not pods(teams, "team-a", "too-big-")

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, kinds, names
 from controller.api.common import Resource
+from controller.api.quantity import QuantityError, parse_quantity
 from controller.workloads.base import Denied, WorkloadAdapter, queue_of, shown
 from controller.workloads.edits import lookup
 from controller.workloads.registry import adapter_for
@@ -105,7 +106,7 @@ def podgroup_problem(operation: str, new: Any, old: Any, settings: Settings) -> 
     if operation != "UPDATE" or not isinstance(old, dict):
         return None
     if kohorts_podgroup(old, settings):
-        if lookup(old, ["spec"]) != lookup(new, ["spec"]) or not kohorts_podgroup(new, settings):
+        if not same_podgroup_spec(old, new) or not kohorts_podgroup(new, settings):
             return (
                 "this PodGroup is kohort's: it is sized and placed for the gang its queue"
                 " admitted, and only kohort's controller may change it"
@@ -113,6 +114,30 @@ def podgroup_problem(operation: str, new: Any, old: Any, settings: Settings) -> 
     elif kohorts_podgroup(new, settings):
         return f"a PodGroup cannot be made kohort's by an update: PodGroups {where} are kohort's"
     return None
+
+
+def same_podgroup_spec(old: Any, new: Any) -> bool:
+    """Whether an update keeps a PodGroup's spec. Quantities are compared by value: Volcano
+    writes the whole object back (its PodGroups have no status subresource), and Go spells a
+    quantity its own way ("524288000" comes back as "524288k")."""
+    before, after = lookup(old, ["spec"]), lookup(new, ["spec"])
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return before == after
+    key = "minResources"
+    if {k: v for k, v in before.items() if k != key} != {
+        k: v for k, v in after.items() if k != key
+    }:
+        return False
+    return _amounts(before.get(key)) == _amounts(after.get(key))
+
+
+def _amounts(resources: Any) -> Any:
+    if not isinstance(resources, dict):
+        return resources
+    try:
+        return {r: parse_quantity(str(v)) for r, v in resources.items()}
+    except QuantityError:
+        return resources
 
 
 def model_problem(kind: str, obj: dict[str, Any]) -> str | None:

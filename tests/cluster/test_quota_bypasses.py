@@ -97,7 +97,7 @@ async def team(
     apply_queues(
         cluster.rest,
         [
-            cluster_queue(f"{namespace}-cq", {"cpu": str(CPU_QUOTA)}),
+            cluster_queue(f"{namespace}-cq", {"cpu": str(CPU_QUOTA), "memory": "64Gi"}),
             local_queue(namespace, "lq", f"{namespace}-cq"),
         ],
     )
@@ -269,9 +269,22 @@ async def test_a_hand_made_podgroup_in_kohorts_volcano_queue_is_refused(team: Te
     await team.create(kinds.VOLCANO_PODGROUPS, podgroup)
 
 
-async def test_editing_kohorts_podgroup_is_refused(team: Team) -> None:
-    await team.create(kinds.JOBS, job(team.namespace, "train", 2))
-    await until(lambda: team.probe.podgroup("job-train"), bool, "the gang's PodGroup")
+async def test_editing_kohorts_podgroup_is_refused_while_volcano_still_writes_it(
+    team: Team,
+) -> None:
+    train = gang_job(
+        "train",
+        queue="lq",
+        pods=2,
+        requests={"cpu": "1", "memory": "500Mi"},  # Go spells 524288000 its own way
+        isolation=pod_isolation(team.namespace),
+    )
+    await team.create(kinds.JOBS, train)
+    await until(
+        lambda: team.probe.podgroup("job-train"),
+        lambda pg: lookup(pg, ["status", "phase"]) == "Running",
+        "the gang's PodGroup Running: Volcano writes it back whole, and that is allowed",
+    )
 
     await team.refused(
         team.patch(kinds.VOLCANO_PODGROUPS, "job-train", {"spec": {"minMember": 1}}),
@@ -452,7 +465,7 @@ async def test_a_gang_asking_for_a_resource_its_queue_does_not_cover_is_told_so(
         "hungry",
         queue="lq",
         pods=1,
-        requests={"cpu": "1", "memory": "1Gi"},
+        requests={"cpu": "1", "ephemeral-storage": "1Gi"},
         isolation=pod_isolation(team.namespace),
     )
     await team.create(kinds.JOBS, hungry)
@@ -460,6 +473,9 @@ async def test_a_gang_asking_for_a_resource_its_queue_does_not_cover_is_told_so(
     reason = await until(
         lambda: reason_of(team, "job-hungry"), lambda r: "Inadmissible" in r, "inadmissible"
     )
-    assert f"ClusterQueue {team.namespace}-cq does not cover memory (it covers cpu)" in reason
+    assert (
+        f"ClusterQueue {team.namespace}-cq does not cover ephemeral-storage (it covers cpu,"
+        " memory)" in reason
+    )
     events = await team.probe.events("Job", "hungry")
     assert any(e["reason"] == "Inadmissible" and e["type"] == "Warning" for e in events), events

@@ -333,3 +333,18 @@ def test_only_kohorts_controller_makes_or_edits_kohorts_podgroups(
     assert response["allowed"] is (not want_words), response
     if want_words:
         assert want_words in response["status"]["message"]
+
+
+def test_volcano_writing_back_kohorts_podgroup_with_its_own_quantities_is_allowed() -> None:
+    """Volcano's PodGroups have no status subresource: its scheduler updates the whole object,
+    with quantities spelled as Go spells them."""
+    ours = podgroup("kohort", managed=True)
+    ours["spec"]["minResources"] = {"memory": "524288000", "cpu": "4"}
+    written_back = copy.deepcopy(ours)
+    written_back["spec"]["minResources"] = {"memory": "524288k", "cpu": "4"}
+    written_back["status"] = {"phase": "Inqueue"}
+    review = review_of_podgroup(written_back, ours, "system:serviceaccount:volcano:scheduler")
+    assert validate(review, PODGROUP_SETTINGS)["response"]["allowed"] is True
+    written_back["spec"]["minResources"]["memory"] = "1Gi"
+    review = review_of_podgroup(written_back, ours, "system:serviceaccount:volcano:scheduler")
+    assert validate(review, PODGROUP_SETTINGS)["response"]["allowed"] is False

@@ -22,7 +22,12 @@ from controller.api import names
 from controller.workloads.base import Backend, Placement
 from kohort.service import run_until_signalled
 from webhook.server import WebhookServer
-from webhook.settings import DEFAULT_CONTROLLER_SERVICE_ACCOUNT, ControllerIdentity, Settings
+from webhook.settings import (
+    DEFAULT_CONTROLLER_SERVICE_ACCOUNT,
+    JOB_CONTROLLERS,
+    ControllerIdentity,
+    Settings,
+)
 
 log = logging.getLogger("kohort.webhook")
 DEFAULT_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
@@ -42,6 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="gang scheduler that places admitted gangs (default volcano)",
     )
     parser.add_argument("--scheduler-name", help="schedulerName to set (default: per backend)")
+    parser.add_argument(
+        "--job-controller-user",
+        action="append",
+        default=[],
+        metavar="USER",
+        help="who creates Jobs' pods (repeatable; default: the kube-controller-manager and the"
+        " job-controller ServiceAccount of kube-system)",
+    )
     parser.add_argument(
         "--volcano-queue",
         default=names.VOLCANO_QUEUE,
@@ -77,6 +90,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         placement=Placement.for_backend(Backend(args.backend), args.scheduler_name),
         volcano_queue=args.volcano_queue if Backend(args.backend) is Backend.VOLCANO else None,
+        job_controllers=frozenset(args.job_controller_user) or JOB_CONTROLLERS,
         controller=ControllerIdentity.of(
             users=args.controller_user, groups=args.controller_group, service_accounts=accounts
         ),

@@ -29,6 +29,7 @@ from webhook.server import (
     VALIDATE_DEFAULT_QUEUE_PATH,
     VALIDATE_PATH,
 )
+from webhook.settings import JOB_CONTROLLERS
 
 ClientConfig = Callable[[str], dict[str, Any]]
 SYSTEM_NAMESPACES = ("kube-system", "kube-node-lease", "kube-public")
@@ -111,7 +112,16 @@ JOB_POD_CREATION = " && ".join(
         "(!has(object.spec.nodeName) || object.spec.nodeName == '')",
     ]
 )
-NOT_A_JOB_POD_CREATION = {"name": "not-a-job-pod-creation", "expression": f"!({JOB_POD_CREATION})"}
+
+
+def not_a_job_pod_creation(job_controllers: Iterable[str] = JOB_CONTROLLERS) -> dict[str, Any]:
+    """Skip the pods the Job controller creates for a released Job (nobody else's)."""
+    listed = ", ".join(_cel_string(u) for u in sorted(set(job_controllers)))
+    by_job_controller = f"request.userInfo.username in [{listed}]"
+    return {
+        "name": "not-a-job-pod-creation",
+        "expression": f"!({by_job_controller} && {JOB_POD_CREATION})",
+    }
 
 
 PODGROUPS: list[tuple[str, str, str]] = [
@@ -238,6 +248,7 @@ def validating_configuration(
     validate_namespace_default: bool = True,
     controller_users: Iterable[str] = (),
     volcano_queue: str | None = names.VOLCANO_QUEUE,
+    job_controllers: Iterable[str] = JOB_CONTROLLERS,
 ) -> dict[str, Any]:
     """Fails closed: a held gang must not be released while the webhook is down.
 
@@ -252,7 +263,9 @@ def validating_configuration(
     during an outage: requests of `controller_users` (kohort's controller), and the creation of
     a released Job's pods.
     """
-    conditions = _match_conditions([*not_from(controller_users), NOT_A_JOB_POD_CREATION])
+    conditions = _match_conditions(
+        [*not_from(controller_users), not_a_job_pod_creation(job_controllers)]
+    )
     selector = namespace_selector or default_namespace_selector()
     workloads = _webhook(
         "workloads.validate.kohort.dev",

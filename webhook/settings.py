@@ -36,11 +36,20 @@ class ControllerIdentity:
         return user.username in self.users or not self.groups.isdisjoint(user.groups)
 
 
+# Who creates a Job's pods: the Job controller's own ServiceAccount, or the whole
+# kube-controller-manager on clusters that do not give each controller its own credentials.
+JOB_CONTROLLERS = frozenset(
+    {"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
+)
+
+
 @dataclass(frozen=True)
 class Settings:
     placement: Placement = field(default_factory=Placement)
     # The Volcano queue the controller puts its PodGroups in: nobody else may use it.
     volcano_queue: str | None = names.VOLCANO_QUEUE
+    # Who may create a Job's pods without the admission gate.
+    job_controllers: frozenset[str] = JOB_CONTROLLERS
     controller: ControllerIdentity = field(
         default_factory=lambda: ControllerIdentity.of(
             service_accounts=[DEFAULT_CONTROLLER_SERVICE_ACCOUNT]

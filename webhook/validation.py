@@ -25,8 +25,9 @@ from pydantic import ValidationError
 from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, kinds, names
 from controller.api.common import Resource
 from controller.api.quantity import QuantityError, parse_quantity
-from controller.workloads.base import Denied, WorkloadAdapter, queue_of, shown
+from controller.workloads.base import Denied, WorkloadAdapter, has_gate, queue_of, shown
 from controller.workloads.edits import lookup
+from controller.workloads.pod import owned_by_job
 from controller.workloads.registry import adapter_for
 from webhook import reviews
 from webhook.settings import Settings
@@ -70,6 +71,8 @@ def validate(
     try:
         if request.operation == "CREATE":
             problem = creation_problem(adapter, request.object, default_queue)
+            if problem is None and adapter.KIND == kinds.PODS and owned_by_job(request.object):
+                problem = job_pod_problem(request.object, request.user.username, settings)
         elif isinstance(request.old_object, dict):
             problem = update_problem(adapter, request.old_object, request.object)
         else:
@@ -122,13 +125,13 @@ def same_podgroup_spec(old: Any, new: Any) -> bool:
     quantity its own way ("524288000" comes back as "524288k")."""
     before, after = lookup(old, ["spec"]), lookup(new, ["spec"])
     if not isinstance(before, dict) or not isinstance(after, dict):
-        return before == after
+        return bool(before == after)
     key = "minResources"
     if {k: v for k, v in before.items() if k != key} != {
         k: v for k, v in after.items() if k != key
     }:
         return False
-    return _amounts(before.get(key)) == _amounts(after.get(key))
+    return bool(_amounts(before.get(key)) == _amounts(after.get(key)))
 
 
 def _amounts(resources: Any) -> Any:
@@ -170,6 +173,18 @@ def creation_problem(
     if queue_of(obj, default_queue) is None:
         return None
     return node_name_problem(adapter, obj) or adapter.unheld(obj)
+
+
+def job_pod_problem(obj: dict[str, Any], username: str, settings: Settings) -> str | None:
+    """Why a pod that names a Job as its controller may not skip the gate: only the Job
+    controller creates a Job's pods, and only once kohort has released the Job."""
+    if username in settings.job_controllers or has_gate(obj):
+        return None
+    return (
+        "only the Job controller creates a Job's pods (once kohort releases the Job); a pod that"
+        f" names a Job as its controller must come from it, or carry the {names.ADMISSION_GATE}"
+        " scheduling gate"
+    )
 
 
 def node_name_problem(adapter: WorkloadAdapter, obj: dict[str, Any]) -> str | None:

@@ -296,6 +296,27 @@ async def test_editing_kohorts_podgroup_is_refused_while_volcano_still_writes_it
     )
 
 
+async def test_a_pod_that_claims_a_job_owner_without_coming_from_the_job_controller_is_refused(
+    team: Team,
+) -> None:
+    await team.create(kinds.JOBS, job(team.namespace, "train", 1))
+    await until(lambda: team.probe.bound("job-train"), lambda b: len(b) == 1, "the Job runs")
+    owner = await team.read(kinds.JOBS, "train")
+    fake = pod(team.namespace, "extra", {names.POD_GROUP_LABEL: "job-train"})
+    fake["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "train",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    await team.refused(
+        team.create(kinds.PODS, fake), "only the Job controller creates a Job's pods"
+    )
+
+
 # -- 6: choosing the scheduler or the node ------------------------------------------------------
 
 

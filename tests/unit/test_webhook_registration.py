@@ -9,6 +9,7 @@ from controller.workloads.testing import make_job, make_pod
 from webhook.registration import (
     JOB_POD_CREATION,
     mutating_configuration,
+    not_a_job_pod_creation,
     service_account_user,
     url_client,
     validating_configuration,
@@ -137,7 +138,11 @@ def test_without_controller_users_every_request_is_sent() -> None:
 def test_only_validation_skips_the_creation_of_a_released_jobs_pods() -> None:
     hooks = all_hooks()
     for name in ("workloads.validate.kohort.dev", "namespace-default.validate.kohort.dev"):
-        assert conditions(hooks[name])["not-a-job-pod-creation"] == f"!({JOB_POD_CREATION})"
+        assert (
+            conditions(hooks[name])["not-a-job-pod-creation"]
+            == (not_a_job_pod_creation()["expression"])
+        )
+        assert "request.userInfo.username in [" in conditions(hooks[name])["not-a-job-pod-creation"]
     for name in ("workloads.mutate.kohort.dev", "namespace-default.mutate.kohort.dev"):
         assert "not-a-job-pod-creation" not in conditions(hooks[name])
 
@@ -160,11 +165,15 @@ def test_what_the_routing_skips_the_webhook_would_allow_anyway() -> None:
     assert pod["metadata"]["ownerReferences"][0]["apiVersion"].startswith("batch/")
     for default_queue in (None, "default"):
         answer = validate(
-            make_review(pod, user="system:serviceaccount:kube-system:job"),
+            make_review(pod, user="system:serviceaccount:kube-system:job-controller"),
             settings,
             default_queue=default_queue,
         )
         assert answer["response"]["allowed"] is True, answer
+    # Not skipped, and refused: the same pod from anyone else (it would run outside quota).
+    answer = validate(make_review(pod, user="alice"), settings)
+    assert answer["response"]["allowed"] is False
+    assert "only the Job controller creates a Job's pods" in answer["response"]["status"]["message"]
     held = make_job(suspend=True)
     released = make_job(suspend=False)
     review = make_review(released, operation="UPDATE", old=held, user=CONTROLLER)

@@ -398,8 +398,9 @@ class LocalCluster:
                 "--secure-port=0",
                 f"--root-ca-file={self.pki_dir / 'ca.crt'}",
                 f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
-                # Each controller acts as its own ServiceAccount (kube-system:job-controller, ...), as
-                # on real clusters: the webhook tells the Job controller's requests apart by it.
+                # Each controller acts as its own ServiceAccount (kube-system:job-controller,
+                # ...), as on real clusters: the webhook tells the Job controller's requests
+                # apart by it.
                 "--use-service-account-credentials=true",
                 f"--cluster-cidr={POD_CIDR}",
                 "--profiling=false",

@@ -64,25 +64,21 @@ def answer(
     annotations: Any = UNSET
     if isinstance(template_meta, ObjectMeta):
         template_labels, annotations = template_meta.labels, template_meta.annotations
-    present_labels = template_labels if type(template_labels) is dict else {}
-    present_annotations = annotations if type(annotations) is dict else {}
-    gang = present_labels.get(names.POD_GROUP_LABEL)
-    if not gang:
-        name = meta.name
-        if not name:  # only generateName: named like the general path names it
-            name = object_name({"metadata": {"generateName": meta.generateName}}, uid)
-        gang = gang_name("job", name)
+    name = meta.name
+    if not name:  # only generateName: named like the general path names it
+        name = object_name({"metadata": {"generateName": meta.generateName}}, uid)
+    # Always this Job's own gang: a template copied from another workload names the other's.
+    gang = gang_name("job", name)
     wanted_labels = {
         names.QUEUE_LABEL: queue,
         names.MANAGED_LABEL: names.MANAGED_VALUE,
         names.POD_GROUP_LABEL: gang,
     }
     wanted_annotations: dict[str, str] = {}
-    # A group the user already named for the scheduler is kept.
     backend = placement.backend
-    if backend is Backend.VOLCANO and names.VOLCANO_GROUP_ANNOTATION not in present_annotations:
+    if backend is Backend.VOLCANO:
         wanted_annotations[names.VOLCANO_GROUP_ANNOTATION] = gang
-    if backend is Backend.COSCHEDULING and names.COSCHEDULING_GROUP_LABEL not in present_labels:
+    if backend is Backend.COSCHEDULING:
         wanted_labels[names.COSCHEDULING_GROUP_LABEL] = gang
     wanted_meta: dict[str, Any] = {"labels": wanted_labels}
     if wanted_annotations:

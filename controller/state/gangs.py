@@ -247,8 +247,13 @@ class GangIndex:
                 adapter.KIND,
                 meta.name,
             ):
-                log.warning("gang %s/%s already belongs to another object", *key)
-                continue
+                # A Job, StatefulSet or LeaderWorkerSet owns its gang even when pods that only
+                # carry its label were seen first; among pods, the first keeps a plain group.
+                if gang.owner.kind == kube.Pod.KIND and adapter.KIND != kube.Pod.KIND:
+                    log.warning("gang %s/%s: taken from pod %s", *key, gang.owner.meta.name)
+                else:
+                    log.warning("gang %s/%s already belongs to another object", *key)
+                    continue
             self._set_queue(gang, queue_in(new.metadata.labels))
             gang.owner = Owner(adapter, new)
             gang.shape = shape
@@ -256,6 +261,9 @@ class GangIndex:
             after.append(key)
         for key in set(before) - set(after):
             gang = self._gang(key)
+            owner = gang.owner
+            if owner is not None and (owner.kind, owner.meta.name) != (adapter.KIND, meta.name):
+                continue  # taken over by another object meanwhile
             gang.owner = gang.shape = gang.finished = None
             self._set_queue(gang, None)
             self._adopt(adapter, gang, meta.name)

@@ -301,8 +301,8 @@ def decorate_pod_template(
 ) -> list[str]:
     """Queue and kohort labels, the gang's PodGroup, schedulerName and (optionally) the gate.
 
-    Idempotent: a second call on the result changes nothing. A PodGroup name already present
-    is kept, and a schedulerName chosen by the user is kept with a warning.
+    Idempotent: a second call on the result changes nothing. The PodGroup name is always the
+    object's own gang; a schedulerName chosen by the user is kept with a warning.
     """
     template = editor.get(template_path)
     fields, warnings = pod_template_fields(template, template_path, mutation, gang=gang)
@@ -319,23 +319,18 @@ def pod_template_fields(
 
     For adapters that merge these fields together with their own in one `Editor.merge`.
     """
-    metadata = _member(template, "metadata")
     spec = _member(template, "spec")
-    labels = _member(metadata, "labels")
-    annotations = _member(metadata, "annotations")
     wanted_labels = {names.QUEUE_LABEL: mutation.queue, names.MANAGED_LABEL: names.MANAGED_VALUE}
     wanted_metadata: JSONDict = {"labels": wanted_labels}
     if gang is not None:
-        gang = pod_group_of(template, ()) or gang  # an existing name is kept
+        # Always the gang of this object: a template copied from another workload names the
+        # other's gang, which its pods must not join.
         wanted_labels[names.POD_GROUP_LABEL] = gang
         backend = mutation.placement.backend
-        # A group the user already named for the scheduler is kept.
-        volcano_key = names.VOLCANO_GROUP_ANNOTATION
-        if backend is Backend.VOLCANO and annotations.get(volcano_key) is None:
-            wanted_metadata["annotations"] = {volcano_key: gang}
-        cosched_key = names.COSCHEDULING_GROUP_LABEL
-        if backend is Backend.COSCHEDULING and labels.get(cosched_key) is None:
-            wanted_labels[cosched_key] = gang
+        if backend is Backend.VOLCANO:
+            wanted_metadata["annotations"] = {names.VOLCANO_GROUP_ANNOTATION: gang}
+        if backend is Backend.COSCHEDULING:
+            wanted_labels[names.COSCHEDULING_GROUP_LABEL] = gang
     fields: JSONDict = {"metadata": wanted_metadata}
     warnings: list[str] = []
     wanted = mutation.placement.scheduler_name
@@ -403,6 +398,18 @@ def priority_classes(*templates: kube.PodTemplate | None) -> tuple[str, ...]:
 
 def is_gated(pod: kube.Pod) -> bool:
     return any(g.name == names.ADMISSION_GATE for g in pod.spec.scheduling_gates)
+
+
+def made_by(pod: kube.Pod, kind: str, uid: str | None = None) -> bool:
+    """Whether the pod's controller is an object of `kind` (with `uid`, when given)."""
+    owner = pod.metadata.controller_owner()
+    return owner is not None and owner.kind == kind and (uid is None or owner.uid == uid)
+
+
+def ordinal(pod: kube.Pod, prefix: str) -> int | None:
+    """The ordinal of a pod named `<prefix>-<n>`, as a StatefulSet names its pods."""
+    head, _, tail = pod.metadata.name.rpartition("-")
+    return int(tail) if head == prefix and tail.isdigit() else None
 
 
 def ungate(pods: Sequence[kube.Pod]) -> list[Write]:

@@ -23,6 +23,8 @@ from controller.workloads.base import (
     gang_name,
     gate_problem,
     has_gate,
+    is_gated,
+    made_by,
     non_negative_int,
     pod_set,
     priority_classes,
@@ -112,12 +114,33 @@ class LeaderWorkerSetAdapter:
         return None
 
     def pod_set_of(self, pod: kube.Pod) -> str | None:
-        """A group's leader has worker index 0."""
-        index = pod.metadata.labels.get(names.LWS_WORKER_INDEX_LABEL)
-        return None if index is None else ("leader" if index == "0" else "worker")
+        """A group's leader has worker index 0; without the index, the leader is the pod of
+        the StatefulSet named after the LeaderWorkerSet (workers' is named after the leader)."""
+        labels = pod.metadata.labels
+        index = labels.get(names.LWS_WORKER_INDEX_LABEL)
+        if index is not None:
+            return "leader" if index == "0" else "worker"
+        owner = pod.metadata.controller_owner()
+        if owner is None or owner.kind != "StatefulSet":
+            return None
+        return "leader" if owner.name == labels.get(names.LWS_NAME_LABEL) else "worker"
 
     def release(self, obj: kube.LeaderWorkerSet, pods: Sequence[kube.Pod]) -> list[Write]:
-        return ungate(pods)
+        """Ungate the group's pods that the LeaderWorkerSet's StatefulSets made, at most its
+        size of them: a pod that only carries its labels stays held."""
+        group = obj.spec.leader_worker_template
+        size = group.size if group.size is not None else 1
+        name = obj.metadata.name
+        own = [
+            p
+            for p in pods
+            if p.live()
+            and p.metadata.labels.get(names.LWS_NAME_LABEL) == name
+            and made_by(p, "StatefulSet")
+        ]
+        running = sum(1 for p in own if not is_gated(p))
+        gated = sorted((p for p in own if is_gated(p)), key=lambda p: p.metadata.name)
+        return ungate(gated[: max(0, size - running)])
 
     def hold(self, obj: kube.LeaderWorkerSet, pods: Sequence[kube.Pod]) -> list[Write]:
         return delete_ungated(pods)

@@ -106,6 +106,30 @@ def _missing_size(group: str) -> str:
     )
 
 
+# Gang names kohort gives the workloads of its other kinds: no plain pod group may take one.
+RESERVED_PREFIXES = ("job-", "sts-", "lws-")
+
+
+def impersonation(obj: JSONDict) -> str | None:
+    """Why a pod pretends to belong to a workload it does not: a LeaderWorkerSet's labels on a
+    pod no StatefulSet made, or a plain group named like another kind's gang."""
+    pod_labels = labels(obj)
+    if pod_labels.get(names.LWS_NAME_LABEL) and not owned_by_statefulset(obj):
+        return f"only a LeaderWorkerSet's StatefulSets create pods labelled {names.LWS_NAME_LABEL}"
+    group = pod_labels.get(names.POD_GROUP_LABEL)
+    if (
+        isinstance(group, str)
+        and group.startswith(RESERVED_PREFIXES)
+        and controller_owner(obj) is None
+    ):
+        return (
+            f"{names.POD_GROUP_LABEL}={group}: names starting with"
+            f" {', '.join(RESERVED_PREFIXES)} are the gangs of Jobs, StatefulSets and"
+            " LeaderWorkerSets; choose another name for a plain pod group"
+        )
+    return None
+
+
 def _job_not_queued(obj: JSONDict) -> str:
     return (
         f"its {_owner_text(obj)} is not in a kohort queue (its pod template is labelled, the Job"
@@ -133,6 +157,9 @@ class PodAdapter:
 
     def default(self, editor: Editor, mutation: Mutation) -> list[str]:
         obj = editor.doc
+        pretends = impersonation(obj)
+        if pretends:
+            raise Denied(pretends)
         gang = self.gang_name(obj, mutation.request_uid)
         pod_labels = labels(obj)
         if pod_labels.get(names.LWS_NAME_LABEL):
@@ -156,6 +183,9 @@ class PodAdapter:
         return []
 
     def unheld(self, obj: JSONDict) -> str | None:
+        pretends = impersonation(obj)
+        if pretends:
+            return pretends
         pod_labels = labels(obj)
         group = pod_labels.get(names.POD_GROUP_LABEL)
         if owned_by_job(obj):

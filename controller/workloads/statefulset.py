@@ -27,8 +27,10 @@ from controller.workloads.base import (
     gang_name,
     gate_problem,
     has_gate,
+    made_by,
     non_negative_int,
     object_name,
+    ordinal,
     pod_group_of,
     pod_set,
     priority_classes,
@@ -131,7 +133,18 @@ class StatefulSetAdapter:
         return None
 
     def release(self, obj: kube.StatefulSet, pods: Sequence[kube.Pod]) -> list[Write]:
-        return ungate(pods)
+        """Ungate the set's own pods, ordinals below its replicas: a pod that only carries the
+        gang's label, or one of a scale-up not yet judged, stays held."""
+        replicas = obj.spec.replicas if obj.spec.replicas is not None else 1
+        meta = obj.metadata
+        own = [
+            p
+            for p in pods
+            if made_by(p, self.KIND.kind, meta.uid or None)
+            and (n := ordinal(p, meta.name)) is not None
+            and n < replicas
+        ]
+        return ungate(own)
 
     def hold(self, obj: kube.StatefulSet, pods: Sequence[kube.Pod]) -> list[Write]:
         return delete_ungated(pods)

@@ -1,10 +1,11 @@
 """A LeaderWorkerSet group as one gang (issue 5, scenario 9).
 
 The LWS controller is not built here: the test installs the LeaderWorkerSet CRD from the LWS Go
-module and then plays the LWS controller's part for one group, creating the leader and worker
-pods from the (kohort-mutated) templates with the labels and annotations LWS puts on them
-(name, group-index, worker-index, group-key; size, leader-name). LWS itself would create them
-through a leader StatefulSet and a worker StatefulSet per group; kohort only sees the pods.
+module and then plays the LWS controller's part for one group as LWS does it: a leader
+StatefulSet named after the LeaderWorkerSet and a worker StatefulSet named after the leader pod,
+made from the (kohort-mutated) templates with the labels LWS puts on their pods (name,
+group-index, group-key; worker-index 0 on the leader). The StatefulSet controller creates the
+pods; kohort releases only pods a StatefulSet made.
 """
 
 from __future__ import annotations
@@ -59,32 +60,51 @@ def leader_worker_set(namespace: str, name: str, size: int) -> dict[str, Any]:
     }
 
 
-def group_pods(lws: dict[str, Any], group: int) -> list[dict[str, Any]]:
-    """The pods of one group, as the LWS controller makes them from the stored templates."""
+def group_statefulsets(lws: dict[str, Any], group: int) -> list[dict[str, Any]]:
+    """The leader and worker StatefulSets of one group, as the LWS controller makes them from
+    the stored templates."""
     name = lws["metadata"]["name"]
     spec = lws["spec"]["leaderWorkerTemplate"]
     size = spec["size"]
     group_key = hashlib.sha1(f"{lws['metadata']['uid']}/{group}".encode()).hexdigest()
     leader = f"{name}-{group}"
-    pods = []
-    for worker in range(size):
-        template = copy.deepcopy(spec["leaderTemplate" if worker == 0 else "workerTemplate"])
+    sets = []
+    for set_name, key, replicas in (
+        (name, "leaderTemplate", 1),
+        (leader, "workerTemplate", size - 1),
+    ):
+        template = copy.deepcopy(spec[key])
         meta = template.setdefault("metadata", {})
-        meta["name"] = leader if worker == 0 else f"{leader}-{worker}"
-        meta.setdefault("labels", {}).update(
-            {
-                f"{LWS}/name": name,
-                f"{LWS}/group-index": str(group),
-                f"{LWS}/worker-index": str(worker),
-                f"{LWS}/group-key": group_key,
-            }
-        )
+        labels = {
+            f"{LWS}/name": name,
+            f"{LWS}/group-index": str(group),
+            f"{LWS}/group-key": group_key,
+        }
+        if key == "leaderTemplate":
+            labels[f"{LWS}/worker-index"] = "0"
+        meta.setdefault("labels", {}).update(labels)
         annotations = meta.setdefault("annotations", {})
         annotations[f"{LWS}/size"] = str(size)
-        if worker:
+        if key == "workerTemplate":
             annotations[f"{LWS}/leader-name"] = leader
-        pods.append({"apiVersion": "v1", "kind": "Pod", **template})
-    return pods
+        template["spec"]["restartPolicy"] = "Always"
+        selector = {f"{LWS}/name": name, f"{LWS}/group-key": group_key, "set": set_name}
+        meta["labels"]["set"] = set_name
+        sets.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {"name": set_name},
+                "spec": {
+                    "replicas": replicas,
+                    "serviceName": name,
+                    "podManagementPolicy": "Parallel",
+                    "selector": {"matchLabels": selector},
+                    "template": template,
+                },
+            }
+        )
+    return sets
 
 
 async def test_a_leader_worker_group_is_admitted_and_placed_as_one_gang(
@@ -112,8 +132,8 @@ async def test_a_leader_worker_group_is_admitted_and_placed_as_one_gang(
         what="a Workload for the group, from the LeaderWorkerSet alone",
     )
 
-    for pod in group_pods(stored, 0):
-        await team.create(kinds.PODS, pod)
+    for statefulset in group_statefulsets(stored, 0):
+        await team.create(kinds.STATEFULSETS, statefulset)
 
     await eventually(
         lambda: team.bound(gang),

@@ -230,6 +230,42 @@ async def test_raising_an_admitted_jobs_parallelism_suspends_and_requeues_it(tea
     assert (condition(wl, "Evicted") or {}).get("reason") == "Resized"
 
 
+async def test_a_statefulset_copied_with_kohorts_labels_gets_a_gang_of_its_own(
+    team: Team,
+) -> None:
+    await team.create(kinds.STATEFULSETS, statefulset(team.namespace, "web", 2))
+    await until(lambda: team.probe.bound("sts-web"), lambda b: len(b) == 2, "web runs")
+    copy = await team.read(kinds.STATEFULSETS, "web")  # as `kubectl get -o yaml` shows it
+    template = copy["spec"]["template"]
+    template["spec"]["schedulingGates"] = []
+    copy = statefulset(team.namespace, "copy", 2)
+    template["metadata"]["labels"]["app"] = "copy"  # its own selector; web's gang names kept
+    copy["spec"]["template"]["metadata"] = template["metadata"]
+    await team.create(kinds.STATEFULSETS, copy)
+
+    stored = await team.read(kinds.STATEFULSETS, "copy")
+    assert stored["spec"]["template"]["metadata"]["labels"][names.POD_GROUP_LABEL] == "sts-copy"
+    await until(
+        lambda: reason_of(team, "sts-copy"),
+        lambda r: r.startswith("Waiting for quota"),
+        "the copy waiting for its own quota",
+    )
+    assert len(await team.probe.bound("sts-web")) == 2
+
+
+async def test_a_bare_pod_cannot_join_or_pose_as_another_workloads_gang(team: Team) -> None:
+    intruder = {names.POD_GROUP_LABEL: "sts-web", names.POD_GROUP_TOTAL_COUNT_LABEL: "1"}
+    await team.refused(
+        team.create(kinds.PODS, pod(team.namespace, "intruder", intruder)),
+        "choose another name for a plain pod group",
+    )
+    lws = {names.LWS_NAME_LABEL: "llm", names.LWS_GROUP_INDEX_LABEL: "0"}
+    await team.refused(
+        team.create(kinds.PODS, pod(team.namespace, "impostor", lws)),
+        "only a LeaderWorkerSet's StatefulSets create pods",
+    )
+
+
 # -- 4: plain pod groups ------------------------------------------------------------------------
 
 

@@ -90,6 +90,8 @@ def other_kinds(draw: st.DrawFn) -> dict[str, Any]:
         )
     )
     owner = draw(st.sampled_from([None, "Job", "StatefulSet", "ReplicaSet"]))
+    if lws_labels:
+        owner = "StatefulSet"  # a LeaderWorkerSet's pods are made by its StatefulSets
     if owner == "Job" or (owner == "StatefulSet" and draw(st.booleans())):
         # Its owner's template, decorated by the webhook, named the gang.
         lws_labels = {**lws_labels, names.POD_GROUP_LABEL: f"job-{name}"}

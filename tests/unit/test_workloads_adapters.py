@@ -191,9 +191,55 @@ def test_gated_pods_are_released_by_removing_only_the_admission_gate() -> None:
 
 
 def test_an_ungated_pod_of_a_gang_is_held_again_by_deleting_it() -> None:
+    sts = msgspec.convert(make_statefulset(), kube.StatefulSet)
     view = msgspec.convert(make_pod(), kube.Pod)
-    assert StatefulSetAdapter().release(view, [view]) == []
-    assert StatefulSetAdapter().hold(view, [view]) == [Delete(kube.Pod.KIND, "team-a", "worker-0")]
+    assert StatefulSetAdapter().release(sts, [view]) == []
+    assert StatefulSetAdapter().hold(sts, [view]) == [Delete(kube.Pod.KIND, "team-a", "worker-0")]
+
+
+def statefulset_pod(name: str, owner_uid: str | None) -> kube.Pod:
+    pod = make_pod(name, gates=(names.ADMISSION_GATE,), labels={names.POD_GROUP_LABEL: "sts-serve"})
+    if owner_uid is not None:
+        pod["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "name": "serve",
+                "uid": owner_uid,
+                "controller": True,
+            }
+        ]
+    return msgspec.convert(pod, kube.Pod)
+
+
+def test_a_statefulset_releases_only_its_own_pods_below_its_replicas() -> None:
+    sts_obj = make_statefulset()  # 3 replicas
+    sts_obj["metadata"]["uid"] = "uid-serve"
+    sts = msgspec.convert(sts_obj, kube.StatefulSet)
+    pods = [
+        statefulset_pod("serve-0", "uid-serve"),
+        statefulset_pod("serve-2", "uid-serve"),
+        statefulset_pod("serve-3", "uid-serve"),  # a scale-up not judged yet
+        statefulset_pod("intruder", None),  # only carries the gang's label
+        statefulset_pod("serve-1", "uid-other"),  # another set's pod
+    ]
+    released = [w.name for w in StatefulSetAdapter().release(sts, pods)]
+    assert released == ["serve-0", "serve-2"]
+
+
+def test_a_leaderworkerset_releases_only_pods_its_statefulsets_made() -> None:
+    lws = msgspec.convert(make_lws(), kube.LeaderWorkerSet)
+    name = lws.metadata.name
+    labels = {names.LWS_NAME_LABEL: name, names.LWS_GROUP_INDEX_LABEL: "0"}
+    made = make_pod(
+        f"{name}-0", gates=(names.ADMISSION_GATE,), labels=labels, owner_kind="StatefulSet"
+    )
+    fake = make_pod("fake", gates=(names.ADMISSION_GATE,), labels=labels)
+    pods = [msgspec.convert(p, kube.Pod) for p in (made, fake)]
+    for pod in pods:
+        assert pod.metadata.labels[names.LWS_NAME_LABEL] == name
+    released = [w.name for w in LeaderWorkerSetAdapter().release(lws, pods)]
+    assert released == [f"{name}-0"]
 
 
 def test_pod_requests_count_sidecars_and_the_largest_init_container() -> None:
@@ -222,3 +268,22 @@ def test_every_kind_is_registered_once() -> None:
     )
     assert isinstance(adapter_for("", "v1", "Pod"), PodAdapter)
     assert adapter_for("apps", "v1", "Deployment") is None
+
+
+@pytest.mark.parametrize(
+    ("labels", "want"),
+    [
+        ({names.LWS_NAME_LABEL: "llm", names.LWS_GROUP_INDEX_LABEL: "0"}, "LeaderWorkerSet"),
+        (
+            {names.POD_GROUP_LABEL: "sts-serve", names.POD_GROUP_TOTAL_COUNT_LABEL: "1"},
+            "choose another name",
+        ),
+    ],
+    ids=["lws labels on a bare pod", "a plain group named like a StatefulSet's gang"],
+)
+def test_a_pod_that_pretends_to_belong_to_another_workload_is_refused(
+    labels: dict[str, str], want: str
+) -> None:
+    with pytest.raises(Denied, match=want):
+        PodAdapter().default(Editor(make_pod(labels=labels)), Mutation("research"))
+    assert want in (PodAdapter().unheld(make_pod(labels=labels)) or "")

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.api import names
+from controller.api import kinds, names
 from controller.api.kinds import JOBS
 from controller.workloads.base import Denied, Mutation, queue_of
 from controller.workloads.edits import Editor, merge_operations
+from controller.workloads.pod import of_unmanaged_job
 from controller.workloads.registry import adapter_for, merged_defaults_for
 from webhook import new_job, reviews
 from webhook.pruned_reviews import PrunedRequest
 from webhook.settings import Settings
+
+
+def implied_exempt(kind: str, obj: Any) -> bool:
+    """Whether an object the namespace's default queue would manage is left alone: a pod of a
+    Job kohort does not manage runs as its Job does."""
+    return kind == kinds.PODS.kind and of_unmanaged_job(obj)
 
 
 def mutate(
@@ -52,6 +59,8 @@ def mutate(
     old = request.old_object if isinstance(request.old_object, dict) else None
     if request.operation == "CREATE":
         queue = queue_of(request.object, default_queue)
+        if queue_of(request.object) is None and implied_exempt(request.kind, request.object):
+            return reviews.allow(request.uid)
     elif old is not None:
         # An update keeps a workload's queue: a label it drops comes back only when it was
         # implied by the namespace (the validating webhook refuses other queue changes).

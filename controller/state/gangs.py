@@ -20,7 +20,7 @@ from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError
 from controller.api.workload import Workload
 from controller.quota import PodPlacement
-from controller.workloads.base import Finished, GangShape, WorkloadAdapter, queue_in
+from controller.workloads.base import Finished, GangShape, WorkloadAdapter, is_gated, queue_in
 
 log = logging.getLogger("kohort.state")
 
@@ -286,12 +286,14 @@ class GangIndex:
                 return
 
     def _group_finished(self, gang: ManagedGang) -> None:
-        """A plain pod group is finished when all of its pods are, not when its owner is."""
+        """A plain pod group is finished when its pods have run and none still runs, not when
+        its owner is (finished pods may be deleted meanwhile; extra pods stay gated)."""
         owner, shape = gang.owner, gang.shape
         if owner is None or shape is None or owner.kind != kube.Pod.KIND or shape.min_member < 2:
             return
         done = [p for p in gang.pods.values() if p.finished()]
-        if len(done) < shape.min_member or len(done) < len(gang.pods):
+        running = any(p.live() and not is_gated(p) for p in gang.pods.values())
+        if not done or running:
             gang.finished = None
             return
         failed = any(p.status.phase == Finished.FAILED for p in done)

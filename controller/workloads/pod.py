@@ -130,6 +130,12 @@ def impersonation(obj: JSONDict) -> str | None:
     return None
 
 
+def of_unmanaged_job(obj: JSONDict) -> bool:
+    """A pod of a Job kohort does not manage (its template names no gang): in a namespace that
+    opted in, such a Job was made before the opt-in, or opted out itself."""
+    return owned_by_job(obj) and not labels(obj).get(names.POD_GROUP_LABEL)
+
+
 def _job_not_queued(obj: JSONDict) -> str:
     return (
         f"its {_owner_text(obj)} is not in a kohort queue (its pod template is labelled, the Job"

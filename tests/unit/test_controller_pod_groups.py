@@ -112,3 +112,31 @@ async def test_a_group_keeps_its_quota_until_every_pod_has_finished(started: lis
     await world.api.settle()
     await world.reconciler.reconcile_once()
     assert finished()
+
+
+async def test_a_group_whose_finished_pods_were_deleted_still_finishes(
+    started: list[World],
+) -> None:
+    pods = [(kinds.PODS, group_pod(f"r{i}", size=2)) for i in range(2)]
+    world = await start(started, World(*pods, cpu_quota="8"))
+    for _ in range(2):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+    first = world.api.read_back(kinds.PODS, "r0", "ns")
+    assert first is not None
+    first["status"] = {"phase": "Succeeded"}
+    world.api.put(kinds.PODS, first)
+    await world.api.settle()
+    await world.api.delete(kinds.PODS, "r0", "ns")
+    second = world.api.read_back(kinds.PODS, "r1", "ns")
+    assert second is not None
+    second["status"] = {"phase": "Succeeded"}
+    world.api.put(kinds.PODS, second)
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    wl = world.workload("ring")
+    assert wl is not None
+    assert any(
+        c["type"] == "Finished" and c["status"] == "True" for c in wl["status"]["conditions"]
+    )

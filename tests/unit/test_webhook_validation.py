@@ -348,3 +348,21 @@ def test_volcano_writing_back_kohorts_podgroup_with_its_own_quantities_is_allowe
     written_back["spec"]["minResources"]["memory"] = "1Gi"
     review = review_of_podgroup(written_back, ours, "system:serviceaccount:volcano:scheduler")
     assert validate(review, PODGROUP_SETTINGS)["response"]["allowed"] is False
+
+
+def test_a_pod_of_a_job_made_before_its_namespace_opted_in_runs_as_its_job_does() -> None:
+    """The Job has no gang (it was made before the opt-in, or opted out): its pods are left
+    alone on the namespace's default-queue path, not refused and not gated."""
+    pod = make_pod(owner_kind="Job", queue=None)
+    for owner in pod["metadata"]["ownerReferences"]:
+        owner["controller"] = True
+    job_controller = "system:serviceaccount:kube-system:job-controller"
+    mutated = mutate(make_review(pod, user=job_controller), SETTINGS, default_queue="default")
+    assert mutated["response"]["allowed"] is True
+    assert "patch" not in mutated["response"]
+    review = make_review(pod, user=job_controller)
+    assert validate(review, SETTINGS, default_queue="default")["response"]["allowed"] is True
+    labelled = make_pod(owner_kind="Job")  # its template was labelled, the Job was not
+    answer = validate(make_review(labelled, user=job_controller), SETTINGS)["response"]
+    assert answer["allowed"] is False
+    assert "put kohort.dev/queue-name on the Job itself" in answer["status"]["message"]

@@ -443,8 +443,20 @@ async def test_a_leaderworkerset_gets_gated_templates_and_its_pods_their_groups_
         names.LWS_GROUP_INDEX_LABEL: "1",
         names.LWS_WORKER_INDEX_LABEL: "0",
     }
+    leader = _pod("llm-1", labels)
+    # As the LWS controller's leader StatefulSet makes it (a bare pod with these labels is
+    # refused: it would pose as the group's pod).
+    leader["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "name": "llm",
+            "uid": "00000000-0000-4000-8000-000000000001",
+            "controller": True,
+        }
+    ]
     await eventually(
-        lambda: _create_pod(core, webhook.namespace, _pod("llm-1", labels)),
+        lambda: _create_pod(core, webhook.namespace, leader),
         bool,
         within=30,
         what="the namespace's default service account",

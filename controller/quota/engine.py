@@ -356,6 +356,11 @@ class Engine:
         )
         return {name: self.reason(name) for name in sorted(changed) if name in self.pending}
 
+    @property
+    def recheck_at(self) -> float | None:
+        """When time alone may change an outcome (a cycle then judges everything again)."""
+        return None if self._recheck_at == math.inf else self._recheck_at
+
     def _recheck_by(self, when: float) -> None:
         """Judge everything again at `when`: time alone may change an outcome then."""
         if when > self._now:

@@ -221,7 +221,7 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
         ("evict", "{:>7d}", lambda r: r.evictions),
         ("ev/recl", "{:>8.1f}", lambda r: r.evictions_per_reclaim),
         ("wasted GPU-h", "{:>13.0f}", lambda r: r.wasted_gpu_hours),
-        ("unfinished", "{:>11d}", lambda r: r.never_started),
+        ("unfinished", "{:>11d}", lambda r: r.censored),
         ("dec p99 ms", "{:>11.2f}", lambda r: r.decision_ms_p99),
     ]
     widths = [len(fmt.format(get(results[0]))) if results else 8 for _, fmt, get in columns]

@@ -53,6 +53,9 @@ class Policy(Protocol):
     def step(self, now: float) -> Step: ...
     def partial_gpus(self) -> int: ...
     def partial_jobs(self) -> int: ...
+    def wake_at(self) -> float | None:
+        """When the policy wants a step although nothing arrives or finishes (its timers)."""
+        ...
 
 
 def _gang(job: Job, queue: str | None = None) -> Gang:
@@ -108,6 +111,9 @@ class EnginePolicy:
 
     def partial_jobs(self) -> int:
         return 0
+
+    def wake_at(self) -> float | None:
+        return self.engine.recheck_at
 
 
 @dataclass(slots=True)
@@ -258,6 +264,9 @@ class KubeDefaultPolicy:
 
     def partial_jobs(self) -> int:
         return self.binder.partial_seen
+
+    def wake_at(self) -> float | None:
+        return None
 
 
 class Binder(Protocol):

@@ -141,6 +141,9 @@ class RecordingPolicy:
     def partial_jobs(self) -> int:
         return 0
 
+    def wake_at(self) -> float | None:
+        return self.policy.wake_at()
+
 
 def cluster_queue(spec: QueueSpec) -> JSON:
     return {

@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from controller.quota import Node
-from controller.simulate.loop import Result, simulate
+from controller.quota import Config, Node
+from controller.simulate.loop import Result, _Sampler, simulate
 from controller.simulate.metrics import jain, max_min_fair, percentile, weighted_percentile
 from controller.simulate.openb import arrivals
-from controller.simulate.policies import POLICIES, make_policy
+from controller.simulate.policies import POLICIES, EnginePolicy, make_policy
 from controller.simulate.traces import (
     DEFAULT_TRACES,
     Job,
@@ -155,3 +155,41 @@ def test_philly_queues_follow_the_virtual_clusters_node_shares() -> None:
     gpu = {q.name: q.quotas["nvidia.com/gpu"].nominal // 1000 for q in queues}
     assert gpu == {"big": 24, "small": 8}
     assert {q.cohort for q in queues} == {"philly"}
+
+
+def test_a_timer_fires_on_time_even_when_nothing_arrives_or_finishes() -> None:
+    """Queue b's job may evict a's borrowed job only after waiting 100 s; nothing else happens
+    until a's jobs would end at 10,000 s. The reclaim happens at 110 s, not then."""
+    nodes = [gpu_node("n0", 8)]
+    queues = philly_queues({"a": 1, "b": 1}, 8)
+    own = Job("a/own", "a", 0.0, 10_000.0, 1, 4)
+    borrowed = Job("a/borrowed", "a", 1.0, 10_000.0, 1, 4)
+    waiting = Job("b/short", "b", 10.0, 50.0, 1, 4)
+    config = Config(evict_after=100.0, starvation_after=None)
+    policy = EnginePolicy("kohort", queues, nodes, config)
+    result = simulate(
+        [own, borrowed, waiting], policy, total_gpus=8, weights={"a": 1.0, "b": 1.0}, progress=None
+    )
+    assert result.evictions == 1
+    assert result.queues["b"].wait_mean == pytest.approx(100.0)
+
+
+def test_a_job_that_never_runs_is_counted_as_a_censored_wait_not_dropped() -> None:
+    nodes = [gpu_node("n0", 8)]
+    queues = philly_queues({"a": 1}, 8)
+    jobs = [Job("a/fits", "a", 0.0, 100.0, 1, 8), Job("a/never", "a", 0.0, 100.0, 2, 8)]
+    policy = EnginePolicy("kohort", queues, nodes, Config())
+    result = simulate(jobs, policy, total_gpus=8, weights={"a": 1.0}, progress=None)
+    assert (result.finished, result.censored, result.never_started) == (1, 1, 1)
+    assert result.wait_p95 == 0.0  # the finished job alone
+    assert result.wait_p95_with_censored > 0.0  # the censored one waited the whole run
+
+
+def test_jain_is_weighted_by_the_queues_weights() -> None:
+    """Two queues holding GPUs in the ratio of their weights 1:2 score 1; an even split less."""
+    sampler = _Sampler({"a": 1.0, "b": 2.0}, 12, running={"a": 4, "b": 8})
+    sampler.sample()
+    even = _Sampler({"a": 1.0, "b": 2.0}, 12, running={"a": 6, "b": 6})
+    even.sample()
+    assert sampler.jain == [pytest.approx(1.0)]
+    assert even.jain[0] < 1.0

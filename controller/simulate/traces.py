@@ -96,7 +96,7 @@ def load_philly(
                 continue
             submitted = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").timestamp()
             rows.append((submitted, row["cluster"], float(row["duration"]), int(row["num_gpus"])))
-    rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
+    rows.sort(key=lambda r: r[0])  # stable: jobs of the same second keep the trace's order
     first = rows[0][0] if rows else 0.0
     jobs = []
     for k, (submitted, vc, duration, gpus) in enumerate(rows):

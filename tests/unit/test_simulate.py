@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from controller.simulate.traces import (
     OpenbPod,
     gang_shape,
     gpu_node,
+    load_philly,
     philly_queues,
 )
 
@@ -193,3 +195,21 @@ def test_jain_is_weighted_by_the_queues_weights() -> None:
     even.sample()
     assert sampler.jain == [pytest.approx(1.0)]
     assert even.jain[0] < 1.0
+
+
+def test_jobs_submitted_in_the_same_second_keep_the_traces_order(tmp_path: Path) -> None:
+    folder = tmp_path / "philly"
+    folder.mkdir()
+    (folder / "philly_vc.csv").write_text("vc,node num\nb2,1\na1,1\n")
+    (folder / "philly.csv").write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-09 07:00:00,500.0,2,1000.0,b2\n"
+        "2017-10-09 07:00:00,10.0,1,10.0,a1\n"
+        "2017-10-09 06:00:00,30.0,1,30.0,a1\n"
+    )
+    trace = load_philly(tmp_path, start="2017-10-01", end="2017-12-01")
+    assert [(j.name, j.queue, j.duration) for j in trace.jobs] == [
+        ("philly-000000", "a1", 30.0),
+        ("philly-000001", "b2", 500.0),  # first in the file, though longer and of a later VC
+        ("philly-000002", "a1", 10.0),
+    ]

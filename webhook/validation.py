@@ -60,11 +60,9 @@ def validate(
         return reviews.allow(request.uid)
     if (request.group, request.kind) in PODGROUP_KINDS:
         problem = podgroup_problem(request.operation, request.object, request.old_object, settings)
-        return (
-            reviews.deny(request.uid, f"{request.subject}: {problem}")
-            if problem
-            else (reviews.allow(request.uid))
-        )
+        if problem:
+            return reviews.deny(request.uid, f"{request.subject}: {problem}")
+        return reviews.allow(request.uid)
     adapter = adapter_for(request.group, request.version, request.kind)
     if adapter is None:
         return reviews.allow(request.uid)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import reprlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -410,6 +410,19 @@ def ordinal(pod: kube.Pod, prefix: str) -> int | None:
     """The ordinal of a pod named `<prefix>-<n>`, as a StatefulSet names its pods."""
     head, _, tail = pod.metadata.name.rpartition("-")
     return int(tail) if head == prefix and tail.isdigit() else None
+
+
+def ungate_up_to(
+    size: int, pods: Sequence[kube.Pod], may_release: Callable[[kube.Pod], bool]
+) -> list[Write]:
+    """Ungate gated live `pods` that `may_release` accepts, oldest first, so that at most `size`
+    of the gang's live pods are ever released."""
+    running = sum(1 for p in pods if p.live() and not is_gated(p))
+    gated = sorted(
+        (p for p in pods if p.live() and is_gated(p) and may_release(p)),
+        key=lambda p: (p.metadata.creation_timestamp or "", p.metadata.name),
+    )
+    return ungate(gated[: max(0, size - running)])
 
 
 def ungate(pods: Sequence[kube.Pod]) -> list[Write]:

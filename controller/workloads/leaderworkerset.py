@@ -23,12 +23,11 @@ from controller.workloads.base import (
     gang_name,
     gate_problem,
     has_gate,
-    is_gated,
     made_by,
     non_negative_int,
     pod_set,
     priority_classes,
-    ungate,
+    ungate_up_to,
 )
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
 
@@ -134,13 +133,9 @@ class LeaderWorkerSetAdapter:
         own = [
             p
             for p in pods
-            if p.live()
-            and p.metadata.labels.get(names.LWS_NAME_LABEL) == name
-            and made_by(p, "StatefulSet")
+            if p.metadata.labels.get(names.LWS_NAME_LABEL) == name and made_by(p, "StatefulSet")
         ]
-        running = sum(1 for p in own if not is_gated(p))
-        gated = sorted((p for p in own if is_gated(p)), key=lambda p: p.metadata.name)
-        return ungate(gated[: max(0, size - running)])
+        return ungate_up_to(size, own, lambda p: True)
 
     def hold(self, obj: kube.LeaderWorkerSet, pods: Sequence[kube.Pod]) -> list[Write]:
         return delete_ungated(pods)

@@ -30,13 +30,13 @@ from controller.workloads.base import (
     gang_name,
     gate_problem,
     has_gate,
-    is_gated,
     labels,
     object_name,
     pod_set,
     priority_classes,
     shown,
     ungate,
+    ungate_up_to,
 )
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
 from controller.workloads.leaderworkerset import group_gang_name
@@ -249,13 +249,8 @@ class PodAdapter:
         gangs = self.gangs(obj)
         if not gangs:
             return ungate(pods)
-        size, expected = gangs[0].min_member, alike(obj)
-        running = sum(1 for p in pods if p.live() and not is_gated(p))
-        chosen = sorted(
-            (p for p in pods if p.live() and is_gated(p) and alike(p) == expected),
-            key=lambda p: (p.metadata.creation_timestamp or "", p.metadata.name),
-        )
-        return ungate(chosen[: max(0, size - running)])
+        expected = alike(obj)
+        return ungate_up_to(gangs[0].min_member, pods, lambda p: alike(p) == expected)
 
     def hold(self, obj: kube.Pod, pods: Sequence[kube.Pod]) -> list[Write]:
         # A scheduling gate cannot be put back on a pod: a bare pod is evicted by deleting it.

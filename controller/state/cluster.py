@@ -373,8 +373,9 @@ class ClusterState:
         if steps is not None:
             self._set_member(key, None)
             return steps
-        steps = self._converge(gang, now)
-        member = self._desired(gang, now)
+        resized = objects.resized(gang) if gang.reserved else None
+        steps = self._converge(gang, now, resized)
+        member = self._desired(gang, now, resized)
         self._set_member(key, member)
         self._count(gang, member)
         if member.why is not None:
@@ -415,15 +416,15 @@ class ClusterState:
         values = [self.priority_classes.get(c, 0) for c in gang.shape.priority_classes]
         return max(values, default=0)
 
-    def _converge(self, gang: ManagedGang, now: float) -> list[Step]:
+    def _converge(self, gang: ManagedGang, now: float, resized: str | None) -> list[Step]:
         """A gang that holds quota has its PodGroup and is released; any other is held and has
-        none. This completes whatever a killed controller left half done."""
+        none; one `resized` since its admission is evicted. This completes whatever a killed
+        controller left half done."""
         assert gang.owner is not None and gang.shape is not None
         owner, pods = gang.owner, list(gang.pods.values())
         steps: list[Step] = []
         if not gang.reserved:
             return [*self._delete_podgroup(gang), *owner.adapter.hold(owner.obj, pods)]
-        resized = objects.resized(gang)
         if resized is not None:
             log.info("evicting %s: %s", gang.id, resized)
             return self._evict(gang, Reason.RESIZED, resized, None, now)
@@ -457,11 +458,11 @@ class ClusterState:
             return False
         return True
 
-    def _desired(self, gang: ManagedGang, now: float) -> Member:
+    def _desired(self, gang: ManagedGang, now: float, resized: str | None) -> Member:
         """What the engine should hold for an active gang, from its records."""
         assert gang.shape is not None
         local = self.local_queues.get((gang.namespace, gang.queue or ""))
-        if gang.reserved and objects.resized(gang) is not None:
+        if resized is not None:
             # Evicted in this pass (see _converge): it charges nothing until it is requeued.
             return Member("waiting", local)
         if gang.reserved:

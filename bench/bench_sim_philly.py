@@ -1,6 +1,7 @@
 """Scheduling quality on the Philly trace: every policy, 4x and 8x compressed, both node lists.
 
     .venv/bin/python bench/bench_sim_philly.py [--jobs 2] [--out .kohort/bench] [--only-report]
+        [--report DIR]
 
 Runs `kohort simulate philly --json` once per (compression, node list, policy) in parallel
 subprocesses, keeps each JSON under --out, then prints one table per setting and the headline
@@ -9,12 +10,15 @@ ratios of issues 4 and 7:
 - p95 wait of kohort against quota-drf and gang-fifo (and gang-fifo without its enqueue stage);
 - wasted GPU-hours of kohort against the naive reclaim baseline (target <= 1/10), and p95 wait.
 A full run takes tens of minutes on two cores; --only-report re-prints from saved JSON.
+--report DIR also writes the plots of `kohort simulate --report` for each setting into
+DIR/philly-<compression>x-<nodes>/ (drawn from the JSON's compact plot data).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -55,6 +59,25 @@ def load(out: Path, compression: float, nodes: str) -> dict[str, dict[str, Any]]
         if path.exists():
             results[policy] = json.loads(path.read_text())["results"][0]
     return results
+
+
+def write_reports(out: Path, directory: Path) -> None:
+    """One report per setting, from the saved JSON of its policies."""
+    from controller.simulate.report import result_from_json, write_report
+
+    for compression, nodes in SETTINGS:
+        paths = [out_file(out, compression, nodes, p) for p in POLICIES]
+        runs = [json.loads(p.read_text()) for p in paths if p.exists()]
+        if not runs:
+            continue
+        index = write_report(
+            directory / f"philly-{compression:g}x-{nodes}",
+            [result_from_json(run["results"][0]) for run in runs],
+            runs[0]["setup"],
+            title=f"Philly {compression:g}x, {nodes} nodes",
+            command=f"python {shlex.join(sys.argv)}  # one run per policy",
+        )
+        print(f"report: {index}", file=sys.stderr)
 
 
 def hours(seconds: float | None) -> float:
@@ -152,6 +175,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="parallel simulations")
     parser.add_argument("--out", type=Path, default=Path(".kohort/bench"))
     parser.add_argument("--only-report", action="store_true")
+    parser.add_argument("--report", type=Path, metavar="DIR", help="also write plots into DIR")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--compressions", default="4,8")
     parser.add_argument("--nodes", default="homogeneous,mixed")
@@ -170,6 +194,8 @@ def main() -> None:
             for future in futures:
                 print(future.result(), file=sys.stderr, flush=True)
     report(args.out)
+    if args.report is not None:
+        write_reports(args.out, args.report)
 
 
 if __name__ == "__main__":

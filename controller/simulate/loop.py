@@ -60,6 +60,20 @@ SIZE_CLASSES = (("1 GPU", 0, 1), ("2-8 GPUs", 2, 8), ("9+ GPUs", 9, 10**9))
 
 
 @dataclass(slots=True)
+class QueueShares:
+    """Each queue's GPUs against its weighted max-min fair share of the demand, per sample.
+
+    One entry per sample in every list; `allocated` counts the GPUs of the queue's running
+    jobs, `fair` its share of the cluster's GPUs by `max_min_fair` over what the queues hold
+    and wait for at that moment (0 for a queue with nothing running or waiting).
+    """
+
+    hours: list[float] = field(default_factory=list)  # since the first submit
+    allocated: dict[str, list[int]] = field(default_factory=dict)
+    fair: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class Result:
     policy: str
     jobs: int
@@ -97,6 +111,11 @@ class Result:
     wall_s: float
     queues: dict[str, QueueFigures] = field(default_factory=dict)
     by_size: dict[str, SizeFigures] = field(default_factory=dict)
+    # For the report's plots: the wait of every finished job (seconds, trace order), the wait
+    # until the end of the run of every unfinished one, and the queues' shares over time.
+    waits: list[float] = field(default_factory=list)
+    censored_waits: list[float] = field(default_factory=list)
+    queue_shares: QueueShares = field(default_factory=QueueShares)
 
 
 @dataclass(slots=True)
@@ -110,9 +129,17 @@ class _Sampler:
     jain: list[float] = field(default_factory=list)
     worst_ratio: list[float] = field(default_factory=list)
     ratios: dict[str, list[float]] = field(default_factory=dict)
+    shares: QueueShares = field(default_factory=QueueShares)
 
-    def sample(self) -> None:
+    def sample(self, hours: float = math.nan) -> None:
+        """Take one sample; `hours`: its time since the first submit (NaN: not known)."""
         active = [q for q in self.weights if self.running.get(q, 0) + self.waiting.get(q, 0) > 0]
+        demand = {q: float(self.running.get(q, 0) + self.waiting.get(q, 0)) for q in active}
+        fair = max_min_fair(float(self.total_gpus), demand, self.weights)
+        self.shares.hours.append(hours)
+        for q in self.weights:
+            self.shares.allocated.setdefault(q, []).append(self.running.get(q, 0))
+            self.shares.fair.setdefault(q, []).append(fair.get(q, 0.0))
         if not active:
             return
         # Weighted: each queue's share of the GPUs over its weight, so a split in the ratio of
@@ -125,8 +152,6 @@ class _Sampler:
                 ]
             )
         )
-        demand = {q: float(self.running.get(q, 0) + self.waiting.get(q, 0)) for q in active}
-        fair = max_min_fair(float(self.total_gpus), demand, self.weights)
         worst = math.inf
         for q in active:
             if self.waiting.get(q, 0) > 0 and fair[q] > 0:
@@ -182,7 +207,7 @@ def simulate(
         if waiting_1gpu:
             idle_area += (total_gpus - running_gpus - held) * (now - last_t)
         while next_sample <= now:
-            sampler.sample()
+            sampler.sample((next_sample - first_t) / 3600.0)
             series.append(((next_sample - first_t) / 3600.0, (running_gpus + held) / total_gpus))
             next_sample += sample_every
         last_t = now
@@ -356,6 +381,9 @@ def _summarise(
         wall_s=wall,
         queues=queues,
         by_size=by_size,
+        waits=all_waits,
+        censored_waits=censored,
+        queue_shares=sampler.shares,
     )
 
 

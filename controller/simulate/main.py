@@ -2,6 +2,7 @@
 
 kohort simulate philly --compression 8 --nodes homogeneous      # table
 kohort simulate philly --compression 8 --nodes mixed --json     # JSON
+kohort simulate philly --policies gang-fifo,kohort --report DIR  # + plots and DIR/report.md
 kohort simulate openb --seeds 42-51                              # FGD allocation protocol
 """
 
@@ -10,13 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
+import shlex
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from controller.simulate.loop import Result, simulate
+from controller.simulate.loop import QueueShares, Result, simulate
 from controller.simulate.openb import OPENB_POLICIES, run_openb
 from controller.simulate.policies import POLICIES, make_policy
 from controller.simulate.traces import (
@@ -85,6 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("best-fit", "spread", "first-fit"),
         default="best-fit",
         help="node choice of kohort and naive-reclaim",
+    )
+    philly.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="also write plots comparing the policies and DIR/report.md showing them",
     )
     openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")
     openb.add_argument("--seeds", default="42-51", help="seed range A-B or comma list")
@@ -182,17 +191,51 @@ def _run_philly(args: argparse.Namespace) -> int:
         "kohort_waste_budget": args.waste_budget,
         "kohort_oldest_first_after_s": args.oldest_first_after,
     }
+    if args.report is not None:
+        from controller.simulate.report import write_report
+
+        index = write_report(
+            args.report,
+            results,
+            setup,
+            title=f"Philly {args.compression:g}x, {args.nodes} nodes",
+            command=_command_line(),
+        )
+        if not args.quiet:
+            print(f"report: {index}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"setup": setup, "results": [_jsonable(r) for r in results]}, indent=2))
+        print(_dumps({"setup": setup, "results": [_jsonable(r) for r in results]}))
         return 0
     _print_table(setup, results)
     return 0
 
 
-def _jsonable(result: Result) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        json.dumps(asdict(result), default=str).replace("NaN", "null")
+def _command_line() -> str:
+    """This run's command, as `kohort simulate ...` (for the report)."""
+    words = sys.argv[1:]
+    if words[:1] == ["simulate"]:
+        words = words[1:]
+    return shlex.join(["kohort", "simulate", *words])
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    """Indented JSON with each list of plain values on one line (the series are long)."""
+    text = json.dumps(data, indent=2)
+    return re.sub(
+        r"\[\s+([^\[\]{}\"]*?)\s+\]", lambda m: "[" + re.sub(r",\s+", ", ", m[1]) + "]", text
     )
+
+
+def _jsonable(result: Result) -> dict[str, Any]:
+    from controller.simulate.report import plot_data
+
+    # Per-job waits and the full share series stay out; `plot_data` is their compact form.
+    lean = replace(result, waits=[], censored_waits=[], queue_shares=QueueShares())
+    fields = asdict(lean)
+    for name in ("waits", "censored_waits", "queue_shares"):
+        del fields[name]
+    fields["plot_data"] = plot_data(result)
+    data: dict[str, Any] = json.loads(json.dumps(fields, default=str).replace("NaN", "null"))
     return data
 
 

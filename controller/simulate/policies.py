@@ -18,7 +18,8 @@ which jobs started (every pod bound) and which were evicted.
   configuration of Volcano's Helm chart enables).
 - `gang-fifo-no-enqueue`: Volcano without the enqueue action: allocate takes every pending gang,
   oldest first, and places it whole if it fits, so no gang holds anything before it is placed.
-- `kube-default`: no gangs, no queues: pods bound one by one in arrival order, spreading.
+- `kube-default`: no gangs, no queues: pods bound one by one in arrival order, spreading; the
+  pods of jobs submitted at the same instant interleave.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Policy(Protocol):
 
 
 def _gang(job: Job, queue: str | None = None) -> Gang:
-    return Gang(job.name, queue or job.queue, (job.pod_set(),), job.priority, job.submit)
+    return Gang(job.name, queue or job.queue, job.pod_sets(), job.priority, job.submit)
 
 
 def _whole_cluster_queue(nodes: Sequence[Node]) -> QueueSpec:
@@ -119,75 +120,117 @@ class EnginePolicy:
 @dataclass(slots=True)
 class _BoundJob:
     job: Job
-    shape: PodShape
-    key: tuple[object, ...]
-    bound: list[int] = field(default_factory=list)
+    seq: int  # the binder's count of adds: queue entries of an earlier add are stale
+    shapes: list[tuple[PodShape, int]]  # per pod group: its pods' shape and GPUs per pod
+    pending: int  # pods not bound yet
+    bound: list[tuple[int, int]] = field(default_factory=list)  # (node index, pod group)
+    gpus: int = 0  # GPUs of the bound pods
+    partial: bool = False  # was left partly bound by some bind
 
 
 class PodBinder:
-    """A model of the default kube-scheduler: pods bound one at a time, FIFO, spreading.
+    """A model of the default kube-scheduler: pods bound one at a time, spreading.
 
-    A job whose pods are only partly bound holds those GPUs while it waits for the rest.
+    Its active queue orders pods by priority, then by when they were created. A job's pods are
+    created in one burst (by the Job controller, on submission or, under Kueue, on admission),
+    so the pods of jobs created at the same instant interleave: one pod of each such job in
+    turn, in the order the jobs were added, while jobs created at different instants go oldest
+    first, each whole. A pod that fits no node waits (with every pod of the same shape) until
+    the next bind, and the others go on. A job whose pods are only partly bound holds those
+    GPUs while it waits for the rest: two gangs created together can each hold part of what
+    the other needs, forever.
     """
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.index = NodeIndex(nodes)
         self.jobs: dict[str, _BoundJob] = {}
-        # Shape -> waiting jobs, oldest first.
-        self.waiting: dict[tuple[object, ...], list[tuple[float, str]]] = {}
-        self.partial: set[str] = set()
+        # Shape -> its waiting pods as (-priority, created, pod's rank in its job, add's seq,
+        # pod group, job name): the active queue, split by shape.
+        self.waiting: dict[tuple[object, ...], list[tuple[int, float, int, int, int, str]]] = {}
+        self.adds = 0
+        self.shape_cache: dict[tuple[object, ...], list[tuple[PodShape, int]]] = {}
         self.partial_seen = 0
         self.held = 0  # GPUs bound to jobs that have not started
 
-    def add(self, job: Job) -> None:
-        shape = self.index.shape(job.pod_set())
-        key = (shape.request, shape.selector)
-        self.jobs[job.name] = _BoundJob(job, shape, key)
-        heapq.heappush(self.waiting.setdefault(key, []), (job.submit, job.name))
+    def add(self, job: Job, now: float) -> None:
+        """Queue the pods of `job`, created at `now`."""
+        self.adds += 1
+        shapes = self._shapes(job)
+        rank = 0
+        for group, ((shape, _), (pods, _)) in enumerate(zip(shapes, job.groups, strict=True)):
+            waiting = self.waiting.setdefault((shape.request, shape.selector), [])
+            for _ in range(pods):
+                heapq.heappush(waiting, (-job.priority, now, rank, self.adds, group, job.name))
+                rank += 1
+        self.jobs[job.name] = _BoundJob(job, self.adds, shapes, rank)
+
+    def _shapes(self, job: Job) -> list[tuple[PodShape, int]]:
+        """Per pod group of `job`: its pods' shape and GPUs per pod (the same for every job of
+        the same groups and per-pod requests)."""
+        key = (job.groups, job.cpu_per_pod, job.memory_per_pod)
+        shapes = self.shape_cache.get(key)
+        if shapes is None:
+            shapes = [
+                (self.index.shape(pod_set), per_pod)
+                for pod_set, (_, per_pod) in zip(job.pod_sets(), job.groups, strict=True)
+            ]
+            self.shape_cache[key] = shapes
+        return shapes
 
     def remove(self, name: str) -> None:
+        """Forget `name` and free its nodes; its queued pods are dropped when they come up."""
         bound = self.jobs.pop(name)
-        for node in bound.bound:
-            self.index.give(node, bound.shape.request)
-        if name in self.partial:
-            self.partial.discard(name)
-            self.held -= len(bound.bound) * bound.job.gpus_per_pod
-        waiting = self.waiting.get(bound.key)
-        if waiting is not None and (bound.job.submit, name) in waiting:
-            waiting.remove((bound.job.submit, name))
-            heapq.heapify(waiting)
+        for node, group in bound.bound:
+            self.index.give(node, bound.shapes[group][0].request)
+        if bound.pending:
+            self.held -= bound.gpus
+
+    def _head(self, key: tuple[object, ...]) -> tuple[int, float, int, int, int, str] | None:
+        """The first live pod waiting in shape `key`, dropping those of removed jobs."""
+        waiting = self.waiting[key]
+        while waiting:
+            entry = waiting[0]
+            job = self.jobs.get(entry[5])
+            if job is not None and job.seq == entry[3]:
+                return entry
+            heapq.heappop(waiting)
+        return None
 
     def bind(self) -> list[str]:
-        """Bind what fits, oldest job first; return the jobs whose last pod was just bound."""
+        """Bind what fits in queue order; return the jobs whose last pod was just bound."""
         started: list[str] = []
-        heads = [(w[0], key) for key, w in self.waiting.items() if w]
+        touched: list[_BoundJob] = []
+        heads = []
+        for key in self.waiting:
+            head = self._head(key)
+            if head is not None:
+                heads.append((head, key))
         heapq.heapify(heads)
         while heads:
-            _, key = heapq.heappop(heads)
-            waiting = self.waiting[key]
-            _, name = waiting[0]
+            (_, _, _, _, group, name), key = heapq.heappop(heads)
             job = self.jobs[name]
-            while len(job.bound) < job.job.pods:
-                node = self.index.find(job.shape, "spread")
-                if node is None:
-                    break
-                self.index.take(node, job.shape.request)
-                job.bound.append(node)
-                if name in self.partial:
-                    self.held += job.job.gpus_per_pod
-            if len(job.bound) == job.job.pods:
-                heapq.heappop(waiting)
-                if name in self.partial:
-                    self.partial.discard(name)
-                    self.held -= (len(job.bound) - 0) * job.job.gpus_per_pod
+            shape, per_pod = job.shapes[group]
+            node = self.index.find(shape, "spread")
+            if node is None:
+                continue  # no pod of this shape fits before capacity comes back
+            self.index.take(node, shape.request)
+            heapq.heappop(self.waiting[key])
+            job.bound.append((node, group))
+            job.gpus += per_pod
+            job.pending -= 1
+            self.held += per_pod
+            if job.pending == 0:
+                self.held -= job.gpus
                 started.append(name)
-                if waiting:
-                    heapq.heappush(heads, (waiting[0], key))
-                continue
-            if job.bound and name not in self.partial:
-                self.partial.add(name)
+            else:
+                touched.append(job)
+            head = self._head(key)
+            if head is not None:
+                heapq.heappush(heads, (head, key))
+        for job in touched:
+            if job.pending and not job.partial:
+                job.partial = True
                 self.partial_seen += 1
-                self.held += len(job.bound) * job.job.gpus_per_pod
         return started
 
 
@@ -208,7 +251,8 @@ class GangBinder:
         self.held = 0
         self.partial_seen = 0
 
-    def add(self, job: Job) -> None:
+    def add(self, job: Job, now: float) -> None:
+        """Enqueue `job`'s gang; allocate orders gangs by priority, then submit time."""
         self.gangs[job.name] = gang_info(_gang(job), self.index)
         bisect.insort(self.waiting, (-job.priority, job.submit, job.name))
         self.changed = True
@@ -246,12 +290,16 @@ class GangBinder:
 
 
 class KubeDefaultPolicy:
+    """The default kube-scheduler alone (PodBinder): a job's pods are created when it is
+    submitted, so the pods of jobs submitted at the same instant interleave, and two gangs
+    that arrive together on too few GPUs can each hold part of them and neither start."""
+
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.name = "kube-default"
         self.binder = PodBinder(nodes)
 
     def submit(self, job: Job, now: float) -> None:
-        self.binder.add(job)
+        self.binder.add(job, now)
 
     def finish(self, job: Job, now: float) -> None:
         self.binder.remove(job.name)
@@ -275,7 +323,10 @@ class Binder(Protocol):
     held: int  # GPUs bound to jobs that have not started
     partial_seen: int  # jobs that were ever partly bound
 
-    def add(self, job: Job) -> None: ...
+    def add(self, job: Job, now: float) -> None:
+        """Take `job`, admitted at `now`, to be bound."""
+        ...
+
     def remove(self, name: str) -> None: ...
     def bind(self) -> list[str]: ...
 
@@ -284,7 +335,9 @@ class AdmitThenBindPolicy(EnginePolicy):
     """Admission by the decision core without a placement check, then a binder places what was
     admitted; a gang that is admitted but cannot be placed keeps its quota while it waits.
 
-    - quota-drf (Kueue-like): the queues' quotas, pods bound one by one (PodBinder).
+    - quota-drf (Kueue-like): the queues' quotas, pods bound one by one (PodBinder). A
+      job's pods are created when it is admitted, so the pods of the jobs admitted in the same
+      cycle interleave, and those admitted earlier go first.
     - gang-fifo (Volcano's default actions): one queue whose quota is the cluster's capacity,
       which is the enqueue action's aggregate check (the proportion plugin's check for a queue
       without capability; the overcommit plugin's 1.2x is looser); gangs bound whole by the
@@ -319,7 +372,7 @@ class AdmitThenBindPolicy(EnginePolicy):
         for name in evicted:
             self.binder.remove(name)
         for a in decisions.admissions:
-            self.binder.add(self.jobs[a.gang])
+            self.binder.add(self.jobs[a.gang], now)
         per_preemptor = Counter(e.preemptor for e in decisions.evictions)
         return Step(self.binder.bind(), evicted, sorted(per_preemptor.values()))
 

@@ -29,7 +29,9 @@ GPU_UNIT = 1000  # milli-GPU per GPU
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One trace job: a gang of `pods` identical pods of `gpus_per_pod` GPUs each."""
+    """One trace job: a gang of `pods` pods of `gpus_per_pod` GPUs each, then the pod groups of
+    `more_groups`, (pods, GPUs per pod) each: a job whose GPUs do not split evenly into its pods
+    has a second group of pods with one GPU fewer (see `gang_shape`)."""
 
     name: str
     queue: str
@@ -40,24 +42,45 @@ class Job:
     cpu_per_pod: int = 0  # milli-CPU; 0 = proportional to GPUs
     memory_per_pod: int = 0  # milli-bytes; 0 = proportional to GPUs
     priority: int = 0
+    more_groups: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def groups(self) -> tuple[tuple[int, int], ...]:
+        """Every pod group, (pods, GPUs per pod), the first one first."""
+        return ((self.pods, self.gpus_per_pod), *self.more_groups)
 
     @property
     def gpus(self) -> int:
-        return self.pods * self.gpus_per_pod
+        gpus = self.pods * self.gpus_per_pod
+        for pods, per_pod in self.more_groups:
+            gpus += pods * per_pod
+        return gpus
 
-    def pod_set(self) -> PodSet:
-        cpu = self.cpu_per_pod or self.gpus_per_pod * CPU_PER_GPU
-        memory = self.memory_per_pod or self.gpus_per_pod * MEMORY_PER_GPU
+    def pod_sets(self) -> tuple[PodSet, ...]:
+        """One pod set per group, named "main", "main-1", "main-2", ..."""
+        return tuple(
+            self._pod_set("main" if i == 0 else f"main-{i}", pods, per_pod)
+            for i, (pods, per_pod) in enumerate(self.groups)
+        )
+
+    def _pod_set(self, name: str, pods: int, gpus_per_pod: int) -> PodSet:
+        cpu = self.cpu_per_pod or gpus_per_pod * CPU_PER_GPU
+        memory = self.memory_per_pod or gpus_per_pod * MEMORY_PER_GPU
         requests = {"cpu": cpu, "memory": memory}
-        if self.gpus_per_pod:
-            requests[GPU] = self.gpus_per_pod * GPU_UNIT
-        return PodSet(self.pods, requests)
+        if gpus_per_pod:
+            requests[GPU] = gpus_per_pod * GPU_UNIT
+        return PodSet(pods, requests, name)
 
 
-def gang_shape(gpus: int) -> tuple[int, int]:
-    """A job of n GPUs is a gang of ceil(n/8) pods of n/ceil(n/8) GPUs (rounded up)."""
+def gang_shape(gpus: int) -> tuple[tuple[int, int], ...]:
+    """The pod groups, (pods, GPUs per pod), of a job of n GPUs: k = ceil(n/8) pods (one pod
+    for a GPU-less job) holding exactly n GPUs. With n = q*k + r, r pods get q+1 GPUs and k-r
+    pods q: one group when r = 0, else two, the larger pods first. Nothing is rounded up."""
     pods = max(1, math.ceil(gpus / 8))
-    return pods, math.ceil(gpus / pods)
+    per_pod, rest = divmod(gpus, pods)
+    if rest == 0:
+        return ((pods, per_pod),)
+    return ((rest, per_pod + 1), (pods - rest, per_pod))
 
 
 def gpu_node(name: str, gpus: int) -> Node:
@@ -100,9 +123,17 @@ def load_philly(
     first = rows[0][0] if rows else 0.0
     jobs = []
     for k, (submitted, vc, duration, gpus) in enumerate(rows):
-        pods, per_pod = gang_shape(gpus)
+        (pods, per_pod), *more = gang_shape(gpus)
         jobs.append(
-            Job(f"philly-{k:06d}", vc, (submitted - first) / compression, duration, pods, per_pod)
+            Job(
+                f"philly-{k:06d}",
+                vc,
+                (submitted - first) / compression,
+                duration,
+                pods,
+                per_pod,
+                more_groups=tuple(more),
+            )
         )
     return PhillyTrace(tuple(jobs), vc_nodes)
 

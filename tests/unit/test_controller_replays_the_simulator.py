@@ -187,7 +187,8 @@ def kube_node(node: Node) -> JSON:
 def held_job(job: Job) -> JSON:
     """The trace job as a held Job, its pods requesting exactly the trace's pod set."""
     namespace, _, gang = job.name.partition("/")
-    requests = {r: format_quantity(v) for r, v in job.pod_set().requests.items()}
+    (pod_set,) = job.pod_sets()
+    requests = {r: format_quantity(v) for r, v in pod_set.requests.items()}
     obj: JSON = {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -3,13 +3,13 @@
 Rule: the Engine is the only place that changes state, and only through named transitions
 (`_admit`, `_evict`, `_block`); `cycle(now)` reads like the algorithm:
 
-1. if capacity came back since the last cycle: forget what was blocked, and reserve nodes for
-   the longest-starving gang that quota allows but nodes do not;
+1. if capacity came back since the last cycle (or a timer is due): forget what was blocked,
+   and let one starving gang hold the quota it needs, and the nodes once quota allows it;
 2. order the queues by the weighted share they would have after admitting their head;
 3. take the best queue's head: admit it if quota and placement fit, else try preemption;
 4. otherwise mark its equivalence class blocked with the reason, and go on;
-5. report. Reservations and blocked classes stand until capacity comes back, so a cycle after
-   arrivals only looks at what is new.
+5. report. Reservations, the quota hold and blocked classes stand until capacity comes back,
+   so a cycle after arrivals only looks at what is new.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from controller import defaults
 from controller.quota import preemption
 from controller.quota.outcomes import (
     NOT_CONSIDERED,
@@ -61,11 +62,14 @@ class Config:
     placement: check that the gang fits on concrete nodes before admitting it.
     packing: the rule that picks a node for each pod (see placement.py).
     victims: the preemption strategy (see preemption.py).
-    starvation_after: seconds a gang may wait before nodes are reserved for it (None: never).
-    evict_after: seconds a gang waits before it may evict others; capacity often comes back by
-        itself within minutes, and an eviction throws work away.
-    drain: while a gang of a queue under nominal quota waits for `evict_after`, hold nodes for
-        it so that borrowers' gangs finishing there free them for it (reclaim by draining).
+    starvation_after: seconds after which a waiting gang holds quota and nodes (one gang at a
+        time: of the lowest-share queue, the oldest): newer gangs of its queue, and gangs of its
+        cohort that would borrow, may not take the quota it needs, and once quota allows it the
+        emptiest nodes it needs are hidden from everyone (None: never). How long a gang waits
+        before it may evict others is its queue's (`QueueSpec.evict_after`).
+    drain: while a gang of a queue under nominal quota waits for its queue's `evict_after`,
+        hold nodes for it so that borrowers' gangs finishing there free them for it (reclaim
+        by draining).
     waste_budget: the work a placement-aware reclaim may throw away, as a multiple of what the
         preemptor has lost by waiting (its dominant share x seconds waited); None: no limit.
         So an eviction never costs more than the wait it ends, and a long wait buys more.
@@ -80,12 +84,28 @@ class Config:
     placement: bool = True
     packing: Packing = "best-fit"
     victims: VictimRule = "placement-aware"
-    starvation_after: float | None = 3600.0
-    evict_after: float = 0.0
+    starvation_after: float | None = None
     drain: bool = False
     waste_budget: float | None = None
     oldest_first_after: float | None = None
     fair_sharing_preemption: bool = False
+
+    @classmethod
+    def measured(cls) -> Config:
+        """What the controller and the simulator's `kohort` policy run by default (the field
+        defaults above are the bare core's, for tests and baselines)."""
+        return cls(
+            starvation_after=float(defaults.STARVATION_AFTER_SECONDS),
+            waste_budget=defaults.WASTE_BUDGET,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _QuotaHold:
+    """The quota the starvation guard holds for `info`, the oldest gang waiting past the limit."""
+
+    queue: QueueRuntime
+    info: GangInfo
 
 
 @dataclass(slots=True)
@@ -139,6 +159,8 @@ class Engine:
         self._admitted_now: set[str] = set()
         # Pending gangs whose reason has not been reported since they arrived.
         self._fresh: set[str] = set()
+        # Set by the starvation guard at a full recheck, kept until the next one.
+        self._hold: _QuotaHold | None = None
 
     # -- the cluster's shape ------------------------------------------------------------------
 
@@ -214,6 +236,9 @@ class Engine:
         self._no_victims_at.pop(name, None)
         self._fresh.discard(name)
         queue, info = self.pending.pop(name)
+        if self._hold is not None and self._hold.info.name == name:
+            self._hold = None
+            self._freed = True  # the gangs held back for it may go now
         if queue is not None:
             queue.remove_pending(info)
             if queue.state.spec.strategy == "StrictFIFO":
@@ -296,6 +321,7 @@ class Engine:
                 queue.blocked.clear()
             self._last_reservations = {}
             self._recheck_at = math.inf
+            self._hold = None
             self._guard_starving(now, log)
         self._freed = False
         heap = [k for q in self.queues.values() if (k := self._queue_key(q)) is not None]
@@ -394,6 +420,9 @@ class Engine:
 
     def _try(self, queue: QueueRuntime, info: GangInfo, now: float, log: _Log) -> Pending | None:
         """Admit `info` (evicting victims if that makes it fit); None if admitted, else why not."""
+        hold = self._hold
+        if hold is not None and hold.info is not info and self._held_back(hold, queue, info):
+            return Pending(PendingCause.HELD_FOR_STARVING, behind=hold.info.name)
         short = quota_shortfall(queue.state, info.total)
         reason = Pending(PendingCause.QUOTA, quota=short)
         if short is not None:
@@ -411,9 +440,10 @@ class Engine:
             if never is not None:
                 return Pending(PendingCause.NEVER_FITS, placement=never[1])
             reason = Pending(PendingCause.NO_NODE_FITS, placement=failure.why)
-        if now - info.gang.created < self.config.evict_after:
+        evict_after = queue.state.spec.evict_after
+        if now - info.gang.created < evict_after:
             if self._may_preempt(queue):
-                self._recheck_by(info.gang.created + self.config.evict_after)
+                self._recheck_by(info.gang.created + evict_after)
             if (
                 self.config.drain
                 and self._reclaimer(queue, info)
@@ -547,32 +577,62 @@ class Engine:
     # -- starvation guard -----------------------------------------------------------------------
 
     def _guard_starving(self, now: float, log: _Log) -> None:
-        """Admit, or hold nodes free for, the oldest gang waiting beyond `starvation_after`."""
+        """Admit the gang waiting beyond `starvation_after` that comes first (its queue's share,
+        then its age), or hold quota for it, and nodes once quota allows it: one gang at a time,
+        and never one that no amount of waiting lets in."""
         limit = self.config.starvation_after
-        if limit is None or not self.config.placement:
+        if limit is None:
             return
-        oldest: tuple[float, str, QueueRuntime, GangInfo] | None = None
+        chosen: tuple[float, float, str, QueueRuntime, GangInfo] | None = None
         for queue in self.queues.values():
             for cls in queue.classes.values():
                 head = cls.head()
-                if head is None or quota_shortfall(queue.state, head.total) is not None:
+                if head is None:
                     continue
                 if now - head.gang.created < limit:
                     self._recheck_by(head.gang.created + limit)
                     continue
-                key = (head.gang.created, head.name, queue, head)
-                if oldest is None or key[:2] < oldest[:2]:
-                    oldest = key
-        if oldest is None:
+                key = (share(queue.state), head.gang.created, head.name)
+                if chosen is not None and key >= chosen[:3]:
+                    continue
+                if quota_ceiling(queue.state, head.total) is not None:
+                    continue
+                if self.config.placement and self.index.never_fits(head.shapes) is not None:
+                    continue
+                chosen = (*key, queue, head)
+        if chosen is None:
             return
-        _, _, queue, info = oldest
+        *_, queue, info = chosen
         reason = self._try(queue, info, now, log)
         if reason is None:
             return
         self._block(queue, info, reason)
-        nodes = self._reserve_for(info)
-        if nodes:
-            log.reservations[info.name] = nodes
+        self._hold = _QuotaHold(queue, info)
+        if self.config.placement and reason.cause is PendingCause.NO_NODE_FITS:
+            nodes = self._reserve_for(info)
+            if nodes:
+                log.reservations[info.name] = nodes
+
+    def _held_back(self, hold: _QuotaHold, queue: QueueRuntime, info: GangInfo) -> bool:
+        """Whether admitting `info` would take quota the starvation guard holds.
+
+        Newer gangs of the starving gang's queue, and gangs of its cohort that would borrow, are
+        judged as if the starving gang were admitted already; a gang within its own queue's
+        nominal quota takes nothing the starving gang is owed, so it is never held back.
+        """
+        if info.gang.created < hold.info.gang.created:
+            return False
+        if queue is not hold.queue:
+            cohort = hold.queue.state.cohort
+            if cohort is None or queue.state.cohort is not cohort:
+                return False
+            if within_nominal(queue.state, info.total):
+                return False
+        add_usage(hold.queue.state, hold.info.total, +1)
+        try:
+            return quota_shortfall(queue.state, info.total) is not None
+        finally:
+            add_usage(hold.queue.state, hold.info.total, -1)
 
     def _reserve_for(self, info: GangInfo) -> tuple[str, ...]:
         """Hide from everyone else the emptiest eligible nodes, one per pod of the gang.

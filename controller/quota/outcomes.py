@@ -22,6 +22,7 @@ class PendingCause(enum.Enum):
     QUOTA = "quota"  # its queue cannot take the gang's request now
     NO_NODE_FITS = "placement"  # quota allows it, but its pods do not fit on nodes
     STRICT_FIFO = "strict-fifo"  # a StrictFIFO queue waits for an older gang
+    HELD_FOR_STARVING = "held-for-starving"  # the quota it needs is held for a starving gang
     NOT_CONSIDERED = "not-considered"  # new since the last cycle
     UNKNOWN_QUEUE = "unknown-queue"  # its ClusterQueue does not exist
     # Decided by the controller, before the core sees the gang:
@@ -157,7 +158,8 @@ class Pending:
     placement: PlacementShortfall | None = None
     # NOT_COVERED, and NEVER_FITS by quota.
     ceiling: QuotaCeiling | None = None
-    # STRICT_FIFO: the gang it waits behind, and why that one waits.
+    # STRICT_FIFO: the gang it waits behind, and why that one waits; HELD_FOR_STARVING: the
+    # starving gang the quota is held for.
     behind: str | None = None
     blocker: Pending | None = None
     # UNKNOWN_QUEUE: the ClusterQueue; NO_LOCAL_QUEUE: the LocalQueue and its namespace.
@@ -189,6 +191,11 @@ class Pending:
         if cause is PendingCause.STRICT_FIFO and self.blocker is not None:
             why = self.blocker.describe()
             return f"StrictFIFO: waiting behind {self.behind} ({why[:1].lower()}{why[1:]})"
+        if cause is PendingCause.HELD_FOR_STARVING:
+            return (
+                f"Waiting for quota: the starvation guard holds it for {self.behind}, which has"
+                " waited longest"
+            )
         if cause is PendingCause.UNKNOWN_QUEUE:
             return f"Queue {self.queue!r} does not exist"
         if cause is PendingCause.NO_LOCAL_QUEUE:

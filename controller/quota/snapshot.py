@@ -43,6 +43,9 @@ class QueueSpec:
     strategy: QueueingStrategy = "BestEffortFIFO"
     # Gangs of this queue that have run for less than this many seconds are never victims.
     min_runtime: float = 0.0
+    # Gangs of this queue wait this many seconds before they may evict others: capacity often
+    # comes back by itself within minutes, and an eviction throws work away.
+    evict_after: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -199,7 +199,7 @@ def simulate(
     # Arrivals and completions still to come; wakes alone never keep the loop going.
     real_events = len(events)
     next_wake = math.inf
-    while events:
+    while real_events:  # a wake left after the last arrival or completion changes nothing
         now = events[0][0]
         held = policy.partial_gpus()
         alloc_area += (running_gpus + held) * (now - last_t)

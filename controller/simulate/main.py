@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from controller import defaults
 from controller.simulate.loop import QueueShares, Result, simulate
 from controller.simulate.openb import OPENB_POLICIES, run_openb
 from controller.simulate.policies import POLICIES, make_policy
@@ -48,16 +49,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     philly.add_argument("--end", default="2017-12-01", help="last submit date (exclusive)")
     philly.add_argument("--limit", type=int, default=0, help="only the first N jobs")
     philly.add_argument(
-        "--min-runtime", type=float, default=600.0, help="kohort: seconds before preemptible"
+        "--min-runtime",
+        type=float,
+        default=float(defaults.MINIMUM_RUNTIME_SECONDS),
+        help="kohort: seconds before preemptible (each queue's minimumRuntimeSeconds)",
     )
     philly.add_argument(
         "--starvation-after",
         type=float,
-        default=0.0,
-        help="kohort: seconds before reserving nodes for a starving gang (0: off)",
+        default=float(defaults.STARVATION_AFTER_SECONDS),
+        help="kohort: seconds after which the oldest waiting gang holds quota and nodes (0: off)",
     )
     philly.add_argument(
-        "--evict-after", type=float, default=1800.0, help="kohort: seconds before a gang may evict"
+        "--evict-after",
+        type=float,
+        default=float(defaults.EVICT_AFTER_SECONDS),
+        help="kohort: seconds before a gang may evict (each queue's evictAfterSeconds)",
     )
     philly.add_argument(
         "--drain",
@@ -68,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     philly.add_argument(
         "--waste-budget",
         type=float,
-        default=0.1,
+        default=defaults.WASTE_BUDGET,
         help="kohort: victims may lose at most this x the preemptor's wait (<0: no limit)",
     )
     philly.add_argument(

@@ -73,7 +73,7 @@ def run_curve(
     engine = Engine(
         [QueueSpec("all", {r: Quota(v * 2) for r, v in capacity.items()})],
         nodes,
-        Config(packing=OPENB_POLICIES[policy], starvation_after=None),
+        Config(packing=OPENB_POLICIES[policy]),
     )
     allocated = 0
     requested = 0

@@ -28,9 +28,10 @@ import bisect
 import heapq
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from controller import defaults
 from controller.quota import Config, Engine, Gang, Node, QueueSpec, Quota
 from controller.quota.placement import NodeIndex, Packing, PodShape
 from controller.quota.snapshot import GPU
@@ -353,7 +354,7 @@ class AdmitThenBindPolicy(EnginePolicy):
         *,
         single_queue: bool = False,
     ) -> None:
-        config = Config(placement=False, victims="classic", starvation_after=None)
+        config = Config(placement=False, victims="classic")
         super().__init__(name, queues, nodes, config, single_queue=single_queue)
         self.binder = binder
         self.jobs: dict[str, Job] = {}
@@ -404,24 +405,35 @@ def make_policy(
     queues: Sequence[QueueSpec],
     nodes: Sequence[Node],
     *,
-    min_runtime: float = 600.0,
-    starvation_after: float | None = None,
-    evict_after: float = 1800.0,
+    min_runtime: float = defaults.MINIMUM_RUNTIME_SECONDS,
+    evict_after: float = defaults.EVICT_AFTER_SECONDS,
+    starvation_after: float | None = defaults.STARVATION_AFTER_SECONDS,
     drain: bool = False,
-    waste_budget: float | None = 0.1,
+    waste_budget: float | None = defaults.WASTE_BUDGET,
     oldest_first_after: float | None = None,
     packing: Packing = "best-fit",
 ) -> Policy:
-    """Build one of POLICIES over the same queues and nodes."""
+    """Build one of POLICIES over the same queues and nodes. The `kohort` policy's defaults are
+    the controller's (controller/defaults.py); its queues get `min_runtime` and `evict_after`
+    as a ClusterQueue's spec.preemption would give them."""
 
     def gang_fifo(node_order: Packing) -> Policy:
         binder = GangBinder(nodes, node_order)
         return AdmitThenBindPolicy(name, queues, nodes, binder, single_queue=True)
 
     def gang_fifo_no_enqueue() -> Policy:
-        config = Config(packing="spread", victims="classic", starvation_after=None)
+        config = Config(packing="spread", victims="classic")
         return EnginePolicy(name, queues, nodes, config, single_queue=True)
 
+    patient = [replace(q, min_runtime=min_runtime, evict_after=evict_after) for q in queues]
+    kohort = replace(
+        Config.measured(),
+        packing=packing,
+        starvation_after=starvation_after,
+        drain=drain,
+        waste_budget=waste_budget,
+        oldest_first_after=oldest_first_after,
+    )
     factories: dict[str, Callable[[], Policy]] = {
         "kube-default": lambda: KubeDefaultPolicy(nodes),
         "gang-fifo": lambda: gang_fifo("spread"),
@@ -429,42 +441,23 @@ def make_policy(
         "gang-fifo-no-enqueue": gang_fifo_no_enqueue,
         "quota-drf": lambda: AdmitThenBindPolicy(name, queues, nodes, PodBinder(nodes)),
         "naive-reclaim": lambda: EnginePolicy(
-            name, queues, nodes, Config(packing=packing, victims="naive", starvation_after=None)
+            name, queues, nodes, Config(packing=packing, victims="naive")
         ),
-        "kohort": lambda: EnginePolicy(
-            name,
-            [_with_min_runtime(q, min_runtime) for q in queues],
-            nodes,
-            Config(
-                packing=packing,
-                victims="placement-aware",
-                starvation_after=starvation_after,
-                evict_after=evict_after,
-                drain=drain,
-                waste_budget=waste_budget,
-                oldest_first_after=oldest_first_after,
-            ),
-        ),
+        "kohort": lambda: EnginePolicy(name, patient, nodes, kohort),
         "kohort-spread": lambda: EnginePolicy(
             name,
-            [_with_min_runtime(q, min_runtime) for q in queues],
+            patient,
             nodes,
-            Config(
+            replace(
+                kohort,
                 packing="spread",
-                victims="placement-aware",
-                starvation_after=starvation_after,
-                evict_after=evict_after,
                 waste_budget=SPREAD_WASTE_BUDGET,
+                drain=False,
+                oldest_first_after=None,
             ),
         ),
     }
     return factories[name]()
-
-
-def _with_min_runtime(queue: QueueSpec, seconds: float) -> QueueSpec:
-    from dataclasses import replace
-
-    return replace(queue, min_runtime=seconds)
 
 
 def gpus_of(node: Node) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -71,7 +71,9 @@ def queue(name: str, gpus: int) -> QueueSpec:
         "cpu": Quota(gpus * CPU_PER_GPU),
         "memory": Quota(gpus * MEMORY_PER_GPU),
     }
-    return QueueSpec(name, quotas, "research", reclaim_within_cohort="Any", min_runtime=300)
+    return QueueSpec(
+        name, quotas, "research", reclaim_within_cohort="Any", min_runtime=300, evict_after=600
+    )
 
 
 QUEUE_SPECS = [queue(name, 16) for name in QUEUES]
@@ -79,8 +81,11 @@ NODES = [gpu_node(f"node-{i}", 8) for i in range(6)]
 
 
 def kohort() -> EnginePolicy:
-    """The simulator's policy running the decision core as the controller configures it."""
-    return EnginePolicy("kohort", QUEUE_SPECS, NODES, Config())
+    """The simulator's policy running the decision core as the controller configures it (its
+    starvation guard sooner, so that this short trace shows it)."""
+    return EnginePolicy(
+        "kohort", QUEUE_SPECS, NODES, replace(Config.measured(), starvation_after=3600.0)
+    )
 
 
 @dataclass
@@ -155,6 +160,7 @@ def cluster_queue(spec: QueueSpec) -> JSON:
             "preemption": {
                 "reclaimWithinCohort": spec.reclaim_within_cohort,
                 "minimumRuntimeSeconds": int(spec.min_runtime),
+                "evictAfterSeconds": int(spec.evict_after),
             },
             "resourceGroups": [
                 {

@@ -51,6 +51,7 @@ def queue(
     within: WithinQueuePolicy = "Never",
     weight: float = 1.0,
     min_runtime: float = 0.0,
+    evict_after: float = 0.0,
     strict: bool = False,
 ) -> QueueSpec:
     def scaled(v: int | None, per: int) -> int | None:
@@ -70,6 +71,7 @@ def queue(
         within_queue=within,
         strategy="StrictFIFO" if strict else "BestEffortFIFO",
         min_runtime=min_runtime,
+        evict_after=evict_after,
     )
 
 

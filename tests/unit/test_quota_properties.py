@@ -18,9 +18,9 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 
 CONFIGS = [
-    Config(),
-    Config(fair_sharing_preemption=True, evict_after=50.0, waste_budget=1.0),
-    Config(victims="naive", starvation_after=None),
+    Config(starvation_after=3600.0),
+    Config(fair_sharing_preemption=True, waste_budget=1.0, starvation_after=20.0),
+    Config(victims="naive"),
 ]
 
 
@@ -47,6 +47,7 @@ def queues_st(draw: st.DrawFn) -> list[QueueSpec]:
                 reclaim=draw(st.sampled_from(["Never", "LowerPriority", "Any"])),
                 within=draw(st.sampled_from(["Never", "LowerPriority"])),
                 min_runtime=draw(st.sampled_from([0.0, 100.0])),
+                evict_after=draw(st.sampled_from([0.0, 50.0])),
             )
         )
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -336,10 +337,16 @@ def test_a_reclaim_never_throws_away_more_work_than_the_preemptor_has_waited() -
     assert evicted_names(decide(_borrower_world(created=0), 10000, budget)) == ["b1"]
 
 
-def test_a_gang_waits_evict_after_seconds_before_it_may_evict() -> None:
+def test_a_gang_waits_its_queues_evict_after_seconds_before_it_may_evict() -> None:
     snapshot = _borrower_world(created=100)
-    assert decide(snapshot, 500, Config(evict_after=600)).evictions == ()
-    assert evicted_names(decide(snapshot, 800, Config(evict_after=600))) == ["b1"]
+    patient = replace(
+        snapshot,
+        queues=tuple(
+            replace(q, evict_after=600.0) if q.name == "a" else q for q in snapshot.queues
+        ),
+    )
+    assert decide(patient, 500).evictions == ()
+    assert evicted_names(decide(patient, 800)) == ["b1"]
 
 
 def test_a_head_waiting_beyond_oldest_first_after_goes_before_lower_shares() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -163,17 +164,29 @@ def test_a_timer_fires_on_time_even_when_nothing_arrives_or_finishes() -> None:
     """Queue b's job may evict a's borrowed job only after waiting 100 s; nothing else happens
     until a's jobs would end at 10,000 s. The reclaim happens at 110 s, not then."""
     nodes = [gpu_node("n0", 8)]
-    queues = philly_queues({"a": 1, "b": 1}, 8)
+    queues = [replace(q, evict_after=100.0) for q in philly_queues({"a": 1, "b": 1}, 8)]
     own = Job("a/own", "a", 0.0, 10_000.0, 1, 4)
     borrowed = Job("a/borrowed", "a", 1.0, 10_000.0, 1, 4)
     waiting = Job("b/short", "b", 10.0, 50.0, 1, 4)
-    config = Config(evict_after=100.0, starvation_after=None)
-    policy = EnginePolicy("kohort", queues, nodes, config)
+    policy = EnginePolicy("kohort", queues, nodes, Config())
     result = simulate(
         [own, borrowed, waiting], policy, total_gpus=8, weights={"a": 1.0, "b": 1.0}, progress=None
     )
     assert result.evictions == 1
     assert result.queues["b"].wait_mean == pytest.approx(100.0)
+
+
+def test_a_run_ends_with_its_last_job_not_at_a_timer_left_over() -> None:
+    """b's job may evict only after 7,200 s, but a's job ends at 3,600 s and b's runs at once:
+    the timer set for 7,210 s is still queued when the last job ends, and must not stretch the
+    run (its makespan and GPU allocation) to it."""
+    nodes = [gpu_node("n0", 8)]
+    queues = [replace(q, evict_after=7200.0) for q in philly_queues({"a": 1, "b": 1}, 8)]
+    jobs = [Job("a/long", "a", 0.0, 3600.0, 1, 8), Job("b/short", "b", 10.0, 60.0, 1, 8)]
+    policy = EnginePolicy("kohort", queues, nodes, Config())
+    result = simulate(jobs, policy, total_gpus=8, weights={"a": 1.0, "b": 1.0}, progress=None)
+    assert result.makespan_h == pytest.approx(3660 / 3600)
+    assert result.gpu_allocation_mean == pytest.approx(1.0)
 
 
 def test_a_job_that_never_runs_is_counted_as_a_censored_wait_not_dropped() -> None:

@@ -1,0 +1,22 @@
+"""The measured configuration: what the controller, the Helm chart, new ClusterQueues and the
+simulator's `kohort` policy run when nobody says otherwise.
+
+Rule: every default of a scheduling knob is defined here once and read from here (the
+controller's flags and Settings, the ClusterQueue model and so its CRD, the simulator); the
+chart's values.yaml cannot import it, so a unit test holds it to these numbers. Plain numbers
+only, no imports: every layer may read them. The figures behind each value are in
+docs/simulator.md (Philly, 4x and 8x, homogeneous and mixed nodes).
+"""
+
+from __future__ import annotations
+
+# Per ClusterQueue (spec.preemption): gangs of the queue are never victims in their first ten
+# minutes, and a gang waits half an hour before it may evict others; capacity often comes back
+# by itself in that time, and an eviction throws work away.
+MINIMUM_RUNTIME_SECONDS = 600
+EVICT_AFTER_SECONDS = 1800
+
+# Controller flags and chart values: a placement-aware reclaim throws away at most 0.1x the work
+# the preemptor lost by waiting; the oldest gang waiting past six hours holds quota and nodes.
+WASTE_BUDGET = 0.1
+STARVATION_AFTER_SECONDS = 6 * 3600

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from controller import quota
+from controller import defaults, quota
 from controller.api import names
 from controller.cluster import clients
 from controller.cluster.cache import Cache
@@ -77,26 +77,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--victims", choices=["placement-aware", "naive", "classic"], default="placement-aware"
     )
     parser.add_argument(
-        "--evict-after",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="how long a gang waits before it may evict others (capacity often frees by itself)",
-    )
-    parser.add_argument(
         "--waste-budget",
         type=float,
-        default=-1.0,
+        default=defaults.WASTE_BUDGET,
         metavar="FACTOR",
         help="a reclaim may throw away at most FACTOR x the work the preemptor lost by waiting "
-        "(negative: no limit)",
+        f"(negative: no limit); default {defaults.WASTE_BUDGET}",
     )
     parser.add_argument(
         "--starvation-after",
         type=float,
-        default=3600.0,
+        default=float(defaults.STARVATION_AFTER_SECONDS),
         metavar="SECONDS",
-        help="hold nodes free for a gang that has waited this long (0: never)",
+        help="a gang waiting this long holds the quota and nodes it needs (0: never); "
+        f"default {defaults.STARVATION_AFTER_SECONDS}",
     )
     parser.add_argument(
         "--no-placement-check",
@@ -152,7 +146,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
             placement=not args.no_placement_check,
             packing=args.packing,
             victims=args.victims,
-            evict_after=args.evict_after,
             waste_budget=args.waste_budget if args.waste_budget >= 0 else None,
             starvation_after=args.starvation_after or None,
         ),

@@ -22,4 +22,4 @@ class Settings:
     debounce: float = 0.1
     # Writes of different gangs in flight at once.
     concurrent_writes: int = 32
-    core: quota.Config = field(default_factory=quota.Config)
+    core: quota.Config = field(default_factory=quota.Config.measured)

@@ -12,7 +12,7 @@ import contextlib
 import importlib
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from controller.api import kinds, names
 from controller.api.quantity import parse_quantity
 from controller.cluster import clients
 from controller.cluster.testing import cluster_queue, gang_job, local_queue
+from controller.quota import Config as CoreConfig
 from controller.settings import Settings as ControllerSettings
 from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Placement
@@ -352,7 +353,12 @@ GPU_QUOTA = {"team-a": "8", "team-b": "16"}
 
 async def _story(cluster: LocalCluster) -> None:
     # A short requeue backoff keeps the story brisk; the default is 10s.
-    stack = await KohortStack(cluster, settings=ControllerSettings(requeue_base=3.0)).start()
+    # The story reclaims within seconds: its queues evict at once (cluster_queue's timers) and
+    # the controller has no waste budget; the measured defaults wait half an hour.
+    settings = ControllerSettings(
+        requeue_base=3.0, core=replace(CoreConfig.measured(), waste_budget=None)
+    )
+    stack = await KohortStack(cluster, settings=settings).start()
     api = await clients.connect(str(cluster.kubeconfig))
     try:
         rest = cluster.rest
@@ -370,7 +376,8 @@ async def _story(cluster: LocalCluster) -> None:
         apply_queues(rest, queues)
         print(
             "\n== two teams share the cohort research: team-a owns 8 GPUs, team-b 16; each"
-            " lends what it does not use"
+            " lends what it does not use (evictAfterSeconds: 0 and no waste budget, so that"
+            " reclaim happens at once here; by default a gang waits 30 minutes before it evicts)"
         )
 
         await api.create(kinds.JOBS, _job("warmup", "team-b", 1, 8), "team-b")

@@ -12,6 +12,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.config import JsonDict
 
+from controller import defaults
 from controller.api import kinds
 from controller.api.common import (
     Condition,
@@ -118,12 +119,15 @@ class Preemption(Spec):
     `reclaimWithinCohort`: take back lent quota from borrowing queues of the cohort (Never,
     only from lower-priority gangs, or from any). `withinClusterQueue`: evict lower-priority
     gangs of this queue. `minimumRuntimeSeconds`: gangs of this queue that have run for less
-    than this are never chosen as victims.
+    than this are never chosen as victims. `evictAfterSeconds`: a gang of this queue waits this
+    long before it may evict others (capacity often comes back by itself meanwhile). The
+    defaults are the measured ones of controller/defaults.py.
     """
 
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Never"
     within_cluster_queue: Literal["Never", "LowerPriority"] = "Never"
-    minimum_runtime_seconds: Annotated[int, Field(ge=0)] = 0
+    minimum_runtime_seconds: Annotated[int, Field(ge=0)] = defaults.MINIMUM_RUNTIME_SECONDS
+    evict_after_seconds: Annotated[int, Field(ge=0)] = defaults.EVICT_AFTER_SECONDS
 
 
 class ClusterQueueSpec(Spec):

@@ -29,7 +29,12 @@ def cluster_queue(
     reclaim: str | None = None,
     within_queue: str | None = None,
     strategy: str | None = None,
+    evict_after: int | None = 0,
+    min_runtime: int | None = 0,
 ) -> JSONDict:
+    """A ClusterQueue whose gangs may evict at once and be evicted at once (`evict_after`,
+    `min_runtime` in seconds), since scenarios on the local control plane last seconds; None
+    leaves a field to its measured default (half an hour, ten minutes)."""
     resources = []
     for resource, nominal in quotas.items():
         entry: JSONDict = {"name": resource, "nominalQuota": nominal}
@@ -55,6 +60,10 @@ def cluster_queue(
         preemption["reclaimWithinCohort"] = reclaim
     if within_queue:
         preemption["withinClusterQueue"] = within_queue
+    if evict_after is not None:
+        preemption["evictAfterSeconds"] = evict_after
+    if min_runtime is not None:
+        preemption["minimumRuntimeSeconds"] = min_runtime
     if preemption:
         spec["preemption"] = preemption
     if strategy:

@@ -95,7 +95,7 @@ class Config:
         """What the controller and the simulator's `kohort` policy run by default (the field
         defaults above are the bare core's, for tests and baselines)."""
         return cls(
-            starvation_after=float(defaults.STARVATION_AFTER_SECONDS),
+            starvation_after=float(defaults.STARVATION_AFTER_SECONDS) or None,
             waste_budget=defaults.WASTE_BUDGET,
         )
 

@@ -407,7 +407,7 @@ def make_policy(
     *,
     min_runtime: float = defaults.MINIMUM_RUNTIME_SECONDS,
     evict_after: float = defaults.EVICT_AFTER_SECONDS,
-    starvation_after: float | None = defaults.STARVATION_AFTER_SECONDS,
+    starvation_after: float | None = defaults.STARVATION_AFTER_SECONDS or None,
     drain: bool = False,
     waste_budget: float | None = defaults.WASTE_BUDGET,
     oldest_first_after: float | None = None,

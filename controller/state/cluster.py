@@ -106,6 +106,7 @@ def queue_spec(cq: ClusterQueue) -> quota.QueueSpec:
         within_queue=spec.preemption.within_cluster_queue,
         strategy=spec.queueing_strategy,
         min_runtime=float(spec.preemption.minimum_runtime_seconds),
+        evict_after=float(spec.preemption.evict_after_seconds),
     )
 
 

@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
+from controller import quota
 from controller.api import kinds
 from controller.cluster import clients
 from controller.cluster.clients import Client
+from controller.settings import Settings
 from hack.demo import KohortStack
 from hack.localcluster import LocalCluster
 from tests.conftest import TestNodes
 from tests.support import eventually
 
+# The measured configuration, but with no waste budget: the scenarios here reclaim gangs that
+# have run for seconds, for gangs that have waited for seconds (the budget is measured in hours
+# of GPU work, docs/simulator.md; tests/unit/test_starvation_guard.py and the simulator test it).
+SETTINGS = Settings(core=replace(quota.Config.measured(), waste_budget=None))
+
 
 @pytest.fixture(scope="module")
 async def stack(cluster: LocalCluster) -> AsyncIterator[KohortStack]:
-    running = await KohortStack(cluster).start()
+    running = await KohortStack(cluster, settings=SETTINGS).start()
     yield running
     await running.stop()
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from controller import defaults
 from controller.api import ClusterQueue, Workload
 from hack.demo import install_crds
 from hack.localcluster import LocalCluster
@@ -160,6 +161,19 @@ def test_a_label_selector_is_applied_server_side_and_reads_back_intact(
     assert not selector.matches(ok | {"legacy": "yes"})
     assert not selector.matches(ok | {"region": "eu-west-1"})
     assert not selector.matches({k: v for k, v in ok.items() if k != "gpu"})
+
+
+def test_preemption_timers_left_out_are_stored_with_the_measured_defaults(server: Server) -> None:
+    obj = with_spec(cluster_queue(), preemption={"reclaimWithinCohort": "Any"})
+    answer = server.apply(obj)  # dry run: the answer is what would be stored
+    assert answer.status in (200, 201), answer.body
+    preemption = answer.body["spec"]["preemption"]
+    assert preemption["evictAfterSeconds"] == defaults.EVICT_AFTER_SECONDS
+    assert preemption["minimumRuntimeSeconds"] == defaults.MINIMUM_RUNTIME_SECONDS
+    message = refused(
+        server.apply(with_spec(cluster_queue(), preemption={"evictAfterSeconds": -1}))
+    )
+    assert "spec.preemption.evictAfterSeconds" in message
 
 
 @pytest.mark.parametrize(

@@ -183,6 +183,8 @@ imagePullSecrets:
 {{- if not .Values.controller.placementCheck }}
 - --no-placement-check
 {{- end }}
+- --waste-budget={{ .Values.controller.wasteBudget }}
+- --starvation-after={{ .Values.controller.starvationAfterSeconds }}
 {{- if .Values.controller.leaderElection.enabled }}
 - --leader-elect
 - --leader-election-namespace={{ .Release.Namespace }}

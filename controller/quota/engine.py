@@ -63,9 +63,10 @@ class Config:
     packing: the rule that picks a node for each pod (see placement.py).
     victims: the preemption strategy (see preemption.py).
     starvation_after: seconds after which a waiting gang holds quota and nodes (one gang at a
-        time: of the lowest-share queue, the oldest): newer gangs of its queue, and gangs of its
-        cohort that would borrow, may not take the quota it needs, and once quota allows it the
-        emptiest nodes it needs are hidden from everyone (None: never). How long a gang waits
+        time: of the lowest-share queue, the highest priority, the oldest): if it fits its
+        queue's nominal quota, newer gangs of its queue, and gangs of its cohort that would
+        borrow, may not take the quota it needs; once quota allows it, the emptiest nodes it
+        needs are hidden from everyone (None: never). How long a gang waits
         before it may evict others is its queue's (`QueueSpec.evict_after`).
     drain: while a gang of a queue under nominal quota waits for its queue's `evict_after`,
         hold nodes for it so that borrowers' gangs finishing there free them for it (reclaim
@@ -422,7 +423,9 @@ class Engine:
         """Admit `info` (evicting victims if that makes it fit); None if admitted, else why not."""
         hold = self._hold
         if hold is not None and hold.info is not info and self._held_back(hold, queue, info):
-            return Pending(PendingCause.HELD_FOR_STARVING, behind=hold.info.name)
+            return Pending(
+                PendingCause.HELD_FOR_STARVING, behind=hold.info.name, queue=hold.queue.name
+            )
         short = quota_shortfall(queue.state, info.total)
         reason = Pending(PendingCause.QUOTA, quota=short)
         if short is not None:
@@ -578,12 +581,17 @@ class Engine:
 
     def _guard_starving(self, now: float, log: _Log) -> None:
         """Admit the gang waiting beyond `starvation_after` that comes first (its queue's share,
-        then its age), or hold quota for it, and nodes once quota allows it: one gang at a time,
-        and never one that no amount of waiting lets in."""
+        its priority, its age), or hold quota and nodes for it: one gang at a time, and never
+        one that no amount of waiting lets in.
+
+        Quota is held only for a gang within its queue's nominal quota, which is owed to it: one
+        that needs borrowed quota could hold its queue idle for as long as the lenders use their
+        own. Nodes are held once quota allows it.
+        """
         limit = self.config.starvation_after
         if limit is None:
             return
-        chosen: tuple[float, float, str, QueueRuntime, GangInfo] | None = None
+        chosen: tuple[float, int, float, str, QueueRuntime, GangInfo] | None = None
         for queue in self.queues.values():
             for cls in queue.classes.values():
                 head = cls.head()
@@ -592,8 +600,9 @@ class Engine:
                 if now - head.gang.created < limit:
                     self._recheck_by(head.gang.created + limit)
                     continue
-                key = (share(queue.state), head.gang.created, head.name)
-                if chosen is not None and key >= chosen[:3]:
+                gang = head.gang
+                key = (share(queue.state), -gang.priority, gang.created, head.name)
+                if chosen is not None and key >= chosen[:4]:
                     continue
                 if quota_ceiling(queue.state, head.total) is not None:
                     continue
@@ -607,7 +616,8 @@ class Engine:
         if reason is None:
             return
         self._block(queue, info, reason)
-        self._hold = _QuotaHold(queue, info)
+        if all(info.total[r] <= queue.state.quota(r).nominal for r in info.total):
+            self._hold = _QuotaHold(queue, info)
         if self.config.placement and reason.cause is PendingCause.NO_NODE_FITS:
             nodes = self._reserve_for(info)
             if nodes:
@@ -616,11 +626,13 @@ class Engine:
     def _held_back(self, hold: _QuotaHold, queue: QueueRuntime, info: GangInfo) -> bool:
         """Whether admitting `info` would take quota the starvation guard holds.
 
-        Newer gangs of the starving gang's queue, and gangs of its cohort that would borrow, are
-        judged as if the starving gang were admitted already; a gang within its own queue's
-        nominal quota takes nothing the starving gang is owed, so it is never held back.
+        Gangs newer than the starving gang and of no higher priority are judged as if it were
+        admitted already: those of its queue, and those of its cohort that would borrow. A gang
+        of another queue within that queue's nominal quota takes nothing the starving gang is
+        owed, so it is never held back.
         """
-        if info.gang.created < hold.info.gang.created:
+        starving = hold.info.gang
+        if info.gang.created < starving.created or info.gang.priority > starving.priority:
             return False
         if queue is not hold.queue:
             cohort = hold.queue.state.cohort

@@ -159,10 +159,11 @@ class Pending:
     # NOT_COVERED, and NEVER_FITS by quota.
     ceiling: QuotaCeiling | None = None
     # STRICT_FIFO: the gang it waits behind, and why that one waits; HELD_FOR_STARVING: the
-    # starving gang the quota is held for.
+    # starving gang the quota is held for (not named in the text: it may be another team's).
     behind: str | None = None
     blocker: Pending | None = None
-    # UNKNOWN_QUEUE: the ClusterQueue; NO_LOCAL_QUEUE: the LocalQueue and its namespace.
+    # UNKNOWN_QUEUE: the ClusterQueue; NO_LOCAL_QUEUE: the LocalQueue and its namespace;
+    # HELD_FOR_STARVING: the starving gang's ClusterQueue.
     queue: str | None = None
     namespace: str | None = None
     # REQUEUED: when it goes back in the queue (seconds) and why it was evicted.
@@ -193,8 +194,8 @@ class Pending:
             return f"StrictFIFO: waiting behind {self.behind} ({why[:1].lower()}{why[1:]})"
         if cause is PendingCause.HELD_FOR_STARVING:
             return (
-                f"Waiting for quota: the starvation guard holds it for {self.behind}, which has"
-                " waited longest"
+                "Waiting for quota: the starvation guard holds it for an older gang of"
+                f" ClusterQueue {self.queue}, waiting past the starvation limit"
             )
         if cause is PendingCause.UNKNOWN_QUEUE:
             return f"Queue {self.queue!r} does not exist"

@@ -18,7 +18,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 
 CONFIGS = [
-    Config(starvation_after=3600.0),
+    Config(starvation_after=100.0),
     Config(fair_sharing_preemption=True, waste_budget=1.0, starvation_after=20.0),
     Config(victims="naive"),
 ]

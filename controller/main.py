@@ -70,12 +70,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="first requeue backoff after a pods-ready timeout; doubles each time",
     )
     parser.add_argument("--resync-period", type=float, default=5.0, metavar="SECONDS")
+    measured = quota.Config.measured()
     parser.add_argument(
-        "--packing", choices=["best-fit", "spread", "first-fit"], default="best-fit"
+        "--packing", choices=["best-fit", "spread", "first-fit"], default=measured.packing
     )
     parser.add_argument(
-        "--victims", choices=["placement-aware", "naive", "classic"], default="placement-aware"
+        "--victims", choices=["placement-aware", "naive", "classic"], default=measured.victims
     )
+    parser.add_argument("--evict-after", action=_MovedToClusterQueue, help=argparse.SUPPRESS)
     parser.add_argument(
         "--waste-budget",
         type=float,
@@ -135,6 +137,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-port", type=int, default=0, help="/metrics port (0: on the health port)"
     )
     parser.add_argument("--health-host", default="0.0.0.0")
+
+
+class _MovedToClusterQueue(argparse.Action):
+    """--evict-after became a per-queue field: refused with where it went."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            f"{option_string} is a ClusterQueue field now: set spec.preemption.evictAfterSeconds"
+            f" on each ClusterQueue (default {defaults.EVICT_AFTER_SECONDS} s)"
+        )
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import defaults
+from controller.quota import Config
 from controller.simulate.loop import QueueShares, Result, simulate
 from controller.simulate.openb import OPENB_POLICIES, run_openb
 from controller.simulate.policies import POLICIES, make_policy
@@ -58,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--starvation-after",
         type=float,
         default=float(defaults.STARVATION_AFTER_SECONDS),
-        help="kohort: seconds after which the oldest waiting gang holds quota and nodes (0: off)",
+        help="kohort: seconds after which a waiting gang holds quota and nodes (0: off)",
     )
     philly.add_argument(
         "--evict-after",
@@ -93,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     philly.add_argument(
         "--packing",
         choices=("best-fit", "spread", "first-fit"),
-        default="best-fit",
+        default=Config.measured().packing,
         help="node choice of kohort and naive-reclaim",
     )
     philly.add_argument(
@@ -150,6 +151,19 @@ def _run_openb(args: argparse.Namespace) -> int:
     return 0
 
 
+def policy_options(args: argparse.Namespace) -> dict[str, Any]:
+    """make_policy's options from `kohort simulate philly`'s flags."""
+    return {
+        "min_runtime": args.min_runtime,
+        "starvation_after": args.starvation_after if args.starvation_after > 0 else None,
+        "evict_after": args.evict_after,
+        "drain": args.drain,
+        "waste_budget": args.waste_budget if args.waste_budget >= 0 else None,
+        "oldest_first_after": args.oldest_first_after if args.oldest_first_after >= 0 else None,
+        "packing": args.packing,
+    }
+
+
 def _run_philly(args: argparse.Namespace) -> int:
     trace = load_philly(args.traces, start=args.start, end=args.end, compression=args.compression)
     jobs = trace.jobs[: args.limit] if args.limit else trace.jobs
@@ -160,18 +174,7 @@ def _run_philly(args: argparse.Namespace) -> int:
     progress = None if args.quiet else sys.stderr
     results: list[Result] = []
     for name in [p for p in args.policies.split(",") if p]:
-        policy = make_policy(
-            name,
-            queues,
-            nodes,
-            min_runtime=args.min_runtime,
-            starvation_after=args.starvation_after if args.starvation_after > 0 else None,
-            evict_after=args.evict_after,
-            drain=args.drain,
-            waste_budget=args.waste_budget if args.waste_budget >= 0 else None,
-            oldest_first_after=args.oldest_first_after if args.oldest_first_after >= 0 else None,
-            packing=args.packing,
-        )
+        policy = make_policy(name, queues, nodes, **policy_options(args))
         results.append(
             simulate(
                 jobs,

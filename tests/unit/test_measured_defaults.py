@@ -13,6 +13,8 @@ from controller.api.queues import ClusterQueue
 from controller.main import add_arguments, settings_from
 from controller.settings import Settings
 from controller.simulate.loop import simulate
+from controller.simulate.main import add_arguments as simulate_arguments
+from controller.simulate.main import policy_options
 from controller.simulate.policies import EnginePolicy, Policy, make_policy
 from controller.simulate.traces import Job, gpu_node, philly_queues
 from controller.state.cluster import queue_spec
@@ -70,6 +72,21 @@ def test_a_cluster_queue_may_set_its_own_timers() -> None:
     assert (queue_spec(cq).min_runtime, queue_spec(cq).evict_after) == (0.0, 60.0)
 
 
+def test_kohort_simulate_runs_the_measured_configuration_by_default() -> None:
+    parser = argparse.ArgumentParser()
+    simulate_arguments(parser)
+    args = parser.parse_args(["philly"])
+    queues, nodes = philly_queues({"a": 1}, 8), [gpu_node("n0", 8)]
+    policy = make_policy("kohort", queues, nodes, **policy_options(args))
+    assert isinstance(policy, EnginePolicy)
+    assert policy.engine.config == quota.Config.measured()
+    spec = policy.engine.queues["a"].state.spec
+    assert (spec.min_runtime, spec.evict_after) == (
+        defaults.MINIMUM_RUNTIME_SECONDS,
+        defaults.EVICT_AFTER_SECONDS,
+    )
+
+
 def test_the_simulators_kohort_policy_is_the_controllers_configuration() -> None:
     nodes = [gpu_node("n0", 8)]
     queues = philly_queues({"a": 1, "b": 1}, 8)
@@ -115,7 +132,8 @@ def test_where_one_queue_borrows_from_the_other_the_defaults_waste_less_than_nai
 ):
     """The controller's former defaults (evict at once, no waste budget, nodes held for a gang
     waiting an hour, no minimum runtime) threw away more work than naive reclaim on this trace;
-    the measured defaults throw away less."""
+    the measured defaults throw away less. The starvation guard, which they leave off, would
+    throw away more again."""
     nodes = [gpu_node(f"n{i}", 8) for i in range(2)]
     queues = philly_queues({"a": 1, "b": 1}, 16)
     naive = _wasted_gpu_hours(lambda: make_policy("naive-reclaim", queues, nodes))
@@ -123,5 +141,9 @@ def test_where_one_queue_borrows_from_the_other_the_defaults_waste_less_than_nai
         lambda: EnginePolicy("former", queues, nodes, quota.Config(starvation_after=HOUR))
     )
     measured = _wasted_gpu_hours(lambda: make_policy("kohort", queues, nodes))
+    guarded = _wasted_gpu_hours(
+        lambda: make_policy("kohort", queues, nodes, starvation_after=6 * HOUR)
+    )
     assert former > naive
     assert measured < naive / 2
+    assert guarded > 2 * measured

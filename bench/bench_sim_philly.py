@@ -8,7 +8,8 @@ subprocesses, keeps each JSON under --out, then prints one table per setting and
 ratios of issues 4 and 7:
 - partial placements and the GPU-hours they held idle (kube-default, quota-drf; kohort must be 0);
 - p95 wait of kohort against quota-drf and gang-fifo (and gang-fifo without its enqueue stage);
-- wasted GPU-hours of kohort against the naive reclaim baseline (target <= 1/10), and p95 wait.
+- wasted GPU-hours of kohort against the naive reclaim baseline (target <= 1/10), and p95 wait;
+then the targets of issue 18, met or missed, for every setting in one table.
 A full run takes tens of minutes on two cores; --only-report re-prints from saved JSON.
 --report DIR also writes the plots of `kohort simulate --report` for each setting into
 DIR/philly-<compression>x-<nodes>/ (drawn from the JSON's compact plot data).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -86,6 +88,70 @@ def hours(seconds: float | None) -> float:
 
 def _number(value: float | None) -> float:
     return float("nan") if value is None else value
+
+
+# Models of other systems, which kohort's fair share must match at least (naive-reclaim and
+# kohort-spread are kohort's own core with other choices).
+BASELINES = ("kube-default", "gang-fifo", "gang-fifo-binpack", "gang-fifo-no-enqueue", "quota-drf")
+
+
+def targets(out: Path) -> None:
+    """Issue 18's targets for default kohort, one row per target and setting."""
+    rows: list[tuple[str, str, str, str, bool | None]] = []  # met None: reported only
+    for compression, nodes in SETTINGS:
+        results = load(out, compression, nodes)
+        k = results.get("kohort")
+        if k is None:
+            continue
+        setting = f"{compression:g}x {nodes}"
+
+        def add(target: str, ours: str, bound: str, met: bool, setting: str = setting) -> None:
+            rows.append((setting, target, ours, bound, met))
+
+        if "gang-fifo" in results:
+            theirs = results["gang-fifo"]["wait_p95"]
+            ours_h, theirs_h = hours(k["wait_p95"]), hours(theirs)
+            add(
+                "p95 wait <= gang-fifo's",
+                f"{ours_h:.2f} h",
+                f"{theirs_h:.2f} h",
+                ours_h <= theirs_h,
+            )
+        add("partial placements = 0", str(k["partial_jobs"]), "0", k["partial_jobs"] == 0)
+        if "naive-reclaim" in results:
+            bound = results["naive-reclaim"]["wasted_gpu_hours"] / 10
+            wasted = k["wasted_gpu_hours"]
+            add(
+                "wasted GPU-h <= naive-reclaim's / 10",
+                f"{wasted:.0f}",
+                f"{bound:.0f}",
+                wasted <= bound,
+            )
+        fair = {
+            p: value
+            for p in BASELINES
+            if p in results and not math.isnan(value := _number(results[p]["fair_ratio_p5"]))
+        }
+        if fair:
+            best = max(fair, key=lambda p: fair[p])
+            ours = _number(k["fair_ratio_p5"])
+            add(
+                "fair p5 >= best baseline's",
+                f"{ours:.3f}",
+                f"{fair[best]:.3f} {best}",
+                ours >= fair[best],
+            )
+        jain = f"{k['jain_mean']:.3f}"
+        rows.append((setting, "Jain's index (weighted), reported", jain, "", None))
+    if not rows:
+        return
+    print("\n== targets of default kohort ==")
+    print(f"{'setting':<16}{'target':<38}{'kohort':>10}  {'bound':<28}met")
+    for setting, target, ours, bound, met in rows:
+        verdict = "" if met is None else "yes" if met else "NO"
+        print(f"{setting:<16}{target:<38}{ours:>10}  {bound:<28}{verdict}")
+    judged = [met for *_, met in rows if met is not None]
+    print(f"{sum(judged)} of {len(judged)} targets met")
 
 
 def report(out: Path) -> None:
@@ -194,6 +260,7 @@ def main() -> None:
             for future in futures:
                 print(future.result(), file=sys.stderr, flush=True)
     report(args.out)
+    targets(args.out)
     if args.report is not None:
         write_reports(args.out, args.report)
 

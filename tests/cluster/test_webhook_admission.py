@@ -306,7 +306,7 @@ async def test_a_normal_user_cannot_remove_the_admission_gate_but_the_controller
     labels = {names.QUEUE_LABEL: QUEUE}
     await eventually(
         lambda: _create_pod(core, namespace, _pod("worker", labels)),
-        lambda created: created,
+        lambda created: created is not None,
         within=30,
         what="the namespace's default service account",
     )
@@ -326,14 +326,17 @@ async def test_a_normal_user_cannot_remove_the_admission_gate_but_the_controller
     assert not stored["spec"].get("schedulingGates")
 
 
-async def _create_pod(core: client.CoreV1Api, namespace: str, pod: dict[str, Any]) -> bool:
+async def _create_pod(
+    core: client.CoreV1Api, namespace: str, pod: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The pod as the apiserver stored it; None while the namespace has no service account."""
     try:
-        await core.create_namespaced_pod(namespace, pod)
+        created = await core.create_namespaced_pod(namespace, pod)
     except ApiException as err:
         if "serviceaccount" in str(err.body).lower():
-            return False
+            return None
         raise
-    return True
+    return as_dict(core.api_client, created)
 
 
 async def test_a_normal_user_cannot_unsuspend_a_held_job(
@@ -455,13 +458,15 @@ async def test_a_leaderworkerset_gets_gated_templates_and_its_pods_their_groups_
             "controller": True,
         }
     ]
-    await eventually(
+    # Read from the create's answer: the owner named above does not exist, so the garbage
+    # collector may delete the pod before a second read.
+    pod = await eventually(
         lambda: _create_pod(core, webhook.namespace, leader),
-        bool,
+        lambda created: created is not None,
         within=30,
         what="the namespace's default service account",
     )
-    pod = as_dict(api, await core.read_namespaced_pod("llm-1", webhook.namespace))
+    assert pod is not None
     assert pod["metadata"]["annotations"][names.VOLCANO_GROUP_ANNOTATION] == "lws-llm-1"
 
 

@@ -22,7 +22,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controller import defaults, quota
-from controller.api import names
+from controller.api import kinds, names
 from controller.cluster import clients
 from controller.cluster.cache import Cache
 from controller.cluster.election import LeaderElector
@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend",
         choices=[b.value for b in Backend],
         default=Backend.VOLCANO.value,
-        help="gang scheduler whose PodGroups kohort creates (default volcano)",
+        help="gang scheduler whose PodGroups kohort creates (default volcano; kubernetes:"
+        " kube-scheduler's own gang scheduling, scheduling.k8s.io Workloads)",
     )
     parser.add_argument(
         "--volcano-queue",
@@ -222,6 +223,28 @@ def _ending(task: asyncio.Task[None]) -> str:
     return "returned" if error is None else f"{type(error).__name__}: {error}"
 
 
+NATIVE_GANGS_NEED = (
+    "--backend kubernetes needs kube-apiserver to serve scheduling.k8s.io/v1alpha1 Workloads and"
+    " kube-scheduler to place them as gangs: Kubernetes 1.35 or newer with"
+    " --feature-gates=GenericWorkload=true,GangScheduling=true on kube-apiserver and"
+    " kube-scheduler and --runtime-config=scheduling.k8s.io/v1alpha1=true on kube-apiserver"
+)
+
+
+async def backend_problem(api: clients.Client, backend: Backend) -> str | None:
+    """Why the cluster cannot serve `backend`'s gang objects (discovery at start), or None."""
+    if backend is not Backend.KUBERNETES:
+        return None
+    kind = kinds.SCHEDULING_WORKLOADS
+    try:
+        await api.fetch("GET", f"/apis/{kind.group}/{kind.version}")
+    except clients.ApiError as err:
+        if err.status == 404:
+            return f"{NATIVE_GANGS_NEED} (this cluster does not serve them)"
+        raise
+    return None
+
+
 async def start(
     api: clients.Client,
     settings: Settings,
@@ -304,6 +327,11 @@ async def _serve_http(app: web.Application, host: str, port: int) -> web.AppRunn
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     api = await clients.connect(args.kubeconfig)
     podgroups = PodGroupSettings(Backend(args.backend), args.volcano_queue)
+    problem = await backend_problem(api, podgroups.backend)
+    if problem is not None:
+        log.error("%s", problem)
+        await api.close()
+        return 2
     elector_args: dict[str, object] | None = None
     if args.leader_elect:
         elector_args = {

@@ -34,6 +34,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "controller": {"replicas": 2, "podDisruptionBudget": {"enabled": True}},
         "webhook": {"replicas": 3},
     },
+    "kube-scheduler-gangs": {"gangScheduler": {"backend": "kubernetes"}},
 }
 
 # Kinds whose schemas live in CRDs of other projects (cert-manager, Prometheus Operator).

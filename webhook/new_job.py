@@ -42,6 +42,8 @@ def answer(
     if type(pod_spec) is not PodSpec:
         return None
     placement = settings.placement
+    if placement.backend is Backend.KUBERNETES:
+        return None  # pods name their gang's Workload (spec.workloadRef): the general path
     wanted_scheduler = placement.scheduler_name
     scheduler = pod_spec.schedulerName
     if scheduler not in (UNSET, None, "", DEFAULT_SCHEDULER, wanted_scheduler):

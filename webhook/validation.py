@@ -206,6 +206,7 @@ GANG_FIELDS: tuple[tuple[str, ...], ...] = (
     ("metadata", "labels", names.POD_GROUP_TOTAL_COUNT_LABEL),
     ("metadata", "labels", names.COSCHEDULING_GROUP_LABEL),
     ("metadata", "annotations", names.VOLCANO_GROUP_ANNOTATION),
+    ("spec", "workloadRef"),
 )
 
 

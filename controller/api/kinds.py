@@ -47,6 +47,9 @@ PRIORITY_CLASSES = Kind(
 VOLCANO_PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 VOLCANO_QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False)
 COSCHEDULING_PODGROUPS = Kind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+# kube-scheduler's gang object (Kubernetes 1.35, feature gates GenericWorkload + GangScheduling);
+# not kohort's own kohort.dev Workload.
+SCHEDULING_WORKLOADS = Kind("scheduling.k8s.io", "v1alpha1", "workloads", "Workload")
 CLUSTER_QUEUES = Kind(GROUP, VERSION, "clusterqueues", "ClusterQueue", namespaced=False)
 LOCAL_QUEUES = Kind(GROUP, VERSION, "localqueues", "LocalQueue")
 RESOURCE_FLAVORS = Kind(GROUP, VERSION, "resourceflavors", "ResourceFlavor", namespaced=False)

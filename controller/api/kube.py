@@ -220,6 +220,39 @@ class PodGroup(View, kw_only=True):
     spec: PodGroupSpec
 
 
+class GangObject(View):
+    """Any backend's gang object (a PodGroup, a scheduling.k8s.io Workload), as the controller
+    watches it: whether it exists is all it reads."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class GangPolicy(View):
+    min_count: int
+
+
+class NativePodGroupPolicy(View):
+    gang: GangPolicy
+
+
+class NativePodGroup(View):
+    name: str
+    policy: NativePodGroupPolicy
+
+
+class NativeWorkloadSpec(View):
+    pod_groups: list[NativePodGroup]
+
+
+class NativeWorkload(View, kw_only=True):
+    """kube-scheduler's scheduling.k8s.io/v1alpha1 Workload: pod groups placed all or nothing."""
+
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: NativeWorkloadSpec
+
+
 class EventSource(View):
     component: str
 

@@ -32,6 +32,9 @@ VOLCANO_SCHEDULER: Final = "volcano"
 VOLCANO_QUEUE: Final = "kohort"
 VOLCANO_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 COSCHEDULING_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+# kube-scheduler's own gang scheduling (KEP-4671): a gang is a scheduling.k8s.io Workload named
+# like the gang, with one pod group of this name holding all of its pods.
+NATIVE_POD_GROUP: Final = "gang"
 
 # LeaderWorkerSet labels that identify a pod's group.
 LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"

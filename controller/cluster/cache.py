@@ -43,7 +43,7 @@ def models(
     }
     watched.update((kind, adapter.model) for kind, adapter in adapters.items())
     if podgroup_kind is not None:
-        watched[podgroup_kind] = kube.PodGroup
+        watched[podgroup_kind] = kube.GangObject
     return watched
 
 

@@ -69,7 +69,7 @@ class ManagedGang:
     queue: str | None = None
     finished: Finished | None = None
     workload: Workload | None = None
-    podgroup: kube.PodGroup | None = None
+    podgroup: kube.GangObject | None = None
     pods: dict[str, kube.Pod] = field(default_factory=dict)
 
     @property
@@ -343,7 +343,7 @@ class GangIndex:
         gang.workload = new
         self._drop_if_empty(gang)
 
-    def podgroup_changed(self, old: kube.PodGroup | None, new: kube.PodGroup | None) -> None:
+    def podgroup_changed(self, old: kube.GangObject | None, new: kube.GangObject | None) -> None:
         obj = new or old
         assert obj is not None
         gang = self._gang((obj.metadata.namespace, obj.metadata.name))

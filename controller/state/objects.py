@@ -19,7 +19,13 @@ from controller.api.conditions import (
     set_condition,
     without,
 )
-from controller.api.kinds import COSCHEDULING_PODGROUPS, VOLCANO_PODGROUPS, WORKLOADS, Kind
+from controller.api.kinds import (
+    COSCHEDULING_PODGROUPS,
+    SCHEDULING_WORKLOADS,
+    VOLCANO_PODGROUPS,
+    WORKLOADS,
+    Kind,
+)
 from controller.api.quantity import format_quantity, parse_quantity
 from controller.api.queues import ClusterQueue, ClusterQueueStatus, FlavorUsage, ResourceUsage
 from controller.api.workload import (
@@ -295,6 +301,8 @@ class PodGroupSettings:
             return VOLCANO_PODGROUPS
         if self.backend is Backend.COSCHEDULING:
             return COSCHEDULING_PODGROUPS
+        if self.backend is Backend.KUBERNETES:
+            return SCHEDULING_WORKLOADS
         return None
 
 
@@ -311,10 +319,23 @@ def min_resources(shape: GangShape) -> dict[str, int]:
 
 
 def podgroup_for(gang: ManagedGang, settings: PodGroupSettings) -> CreatePodGroup | None:
-    """The gang scheduler's PodGroup for an admitted gang, owned by its Workload."""
+    """The gang scheduler's PodGroup (for kube-scheduler: its scheduling.k8s.io Workload) for an
+    admitted gang, owned by kohort's Workload."""
     kind = settings.kind
     if kind is None or gang.workload is None or gang.shape is None:
         return None
+    meta = _gang_object_meta(gang)
+    if settings.backend is Backend.KUBERNETES:
+        policy = kube.NativePodGroupPolicy(gang=kube.GangPolicy(min_count=gang.shape.min_member))
+        native = kube.NativeWorkload(
+            api_version=kind.api_version,
+            kind=kind.kind,
+            metadata=meta,
+            spec=kube.NativeWorkloadSpec(
+                pod_groups=[kube.NativePodGroup(name=names.NATIVE_POD_GROUP, policy=policy)]
+            ),
+        )
+        return CreatePodGroup(kind, native)
     volcano = settings.backend is Backend.VOLCANO
     classes = gang.shape.priority_classes
     spec = kube.PodGroupSpec(
@@ -323,8 +344,14 @@ def podgroup_for(gang: ManagedGang, settings: PodGroupSettings) -> CreatePodGrou
         queue=settings.volcano_queue if volcano else None,
         priority_class_name=classes[0] if volcano and classes else None,
     )
+    body = kube.PodGroup(api_version=kind.api_version, kind=kind.kind, metadata=meta, spec=spec)
+    return CreatePodGroup(kind, body)
+
+
+def _gang_object_meta(gang: ManagedGang) -> kube.ObjectMeta:
+    assert gang.workload is not None
     workload = gang.workload.metadata
-    meta = kube.ObjectMeta(
+    return kube.ObjectMeta(
         name=gang.name,
         namespace=gang.namespace,
         labels={names.MANAGED_LABEL: names.MANAGED_VALUE},
@@ -339,8 +366,6 @@ def podgroup_for(gang: ManagedGang, settings: PodGroupSettings) -> CreatePodGrou
             )
         ],
     )
-    body = kube.PodGroup(api_version=kind.api_version, kind=kind.kind, metadata=meta, spec=spec)
-    return CreatePodGroup(kind, body)
 
 
 # -- ClusterQueues --------------------------------------------------------------------------

@@ -37,7 +37,7 @@ class DeleteWorkload:
 @dataclass(frozen=True)
 class CreatePodGroup:
     kind: Kind
-    podgroup: kube.PodGroup
+    podgroup: kube.PodGroup | kube.NativeWorkload
 
 
 @dataclass(frozen=True)

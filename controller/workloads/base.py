@@ -35,6 +35,8 @@ class Backend(enum.StrEnum):
 
     VOLCANO = "volcano"
     COSCHEDULING = "coscheduling"
+    # kube-scheduler's own gang scheduling (scheduling.k8s.io Workloads, KEP-4671).
+    KUBERNETES = "kubernetes"
     NONE = "none"
 
 
@@ -42,6 +44,7 @@ DEFAULT_SCHEDULER_NAMES: Mapping[Backend, str | None] = {
     Backend.VOLCANO: names.VOLCANO_SCHEDULER,
     # scheduler-plugins ships coscheduling as a second scheduler under this name.
     Backend.COSCHEDULING: "scheduler-plugins-scheduler",
+    Backend.KUBERNETES: DEFAULT_SCHEDULER,
     Backend.NONE: None,
 }
 
@@ -332,12 +335,14 @@ def pod_template_fields(
         if backend is Backend.COSCHEDULING:
             wanted_labels[names.COSCHEDULING_GROUP_LABEL] = gang
     fields: JSONDict = {"metadata": wanted_metadata}
+    if gang is not None and mutation.placement.backend is Backend.KUBERNETES:
+        fields["spec"] = {"workloadRef": native_workload_ref(gang)}
     warnings: list[str] = []
     wanted = mutation.placement.scheduler_name
     current = spec.get("schedulerName")
     if wanted is not None:
         if current in (None, "", DEFAULT_SCHEDULER):
-            fields["spec"] = {"schedulerName": wanted}
+            fields.setdefault("spec", {})["schedulerName"] = wanted
         elif current != wanted:
             where = ".".join(str(p) for p in template_path) or "pod"
             warnings.append(
@@ -345,6 +350,12 @@ def pod_template_fields(
                 f"{wanted!r} will not place its pods all-or-nothing"
             )
     return fields, warnings
+
+
+def native_workload_ref(gang: str) -> JSONDict:
+    """A pod's spec.workloadRef to its gang's scheduling.k8s.io Workload (set at creation: the
+    field is immutable)."""
+    return {"name": gang, "podGroup": names.NATIVE_POD_GROUP}
 
 
 def _member(obj: Any, key: str) -> Mapping[str, Any]:

@@ -126,6 +126,14 @@ def test_coscheduling_swaps_volcano_pod_groups_for_scheduler_plugins_ones() -> N
     assert ("scheduling.x-k8s.io", "podgroups", "create") in got
 
 
+def test_kube_scheduler_gangs_swap_volcano_pod_groups_for_scheduling_workloads() -> None:
+    manifest = render({"gangScheduler": {"backend": "kubernetes"}})
+    got = permissions(manifest, f"{RELEASE}-controller")
+    assert not {p for p in got if p[0] in ("scheduling.volcano.sh", "scheduling.x-k8s.io")}
+    assert ("scheduling.k8s.io", "workloads", "create") in got
+    assert "--backend=kubernetes" in manifest.container("controller")["args"]
+
+
 def test_the_webhook_may_only_rotate_its_own_certificate() -> None:
     manifest = render()
     assert permissions(manifest, f"{RELEASE}-webhook") == ROTATOR_NEEDS

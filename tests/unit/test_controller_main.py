@@ -6,7 +6,9 @@ import argparse
 
 import pytest
 
-from controller.main import add_arguments, settings_from
+from controller.cluster.clients import ApiError
+from controller.main import add_arguments, backend_problem, settings_from
+from controller.workloads.base import Backend
 
 
 def parse(*flags: str) -> argparse.Namespace:
@@ -26,3 +28,25 @@ def test_the_former_evict_after_flag_says_where_the_setting_went(
     with pytest.raises(SystemExit):
         parse("--evict-after", "0")
     assert "set spec.preemption.evictAfterSeconds on each ClusterQueue" in capsys.readouterr().err
+
+
+class _Discovery:
+    """An apiserver that serves the API group versions in `served`, and nothing else."""
+
+    def __init__(self, *served: str) -> None:
+        self.served = set(served)
+
+    async def fetch(self, method: str, path: str, **_: object) -> bytes:
+        if path in self.served:
+            return b"{}"
+        raise ApiError(404, method, path, "the server could not find the requested resource")
+
+
+async def test_the_kubernetes_backend_needs_the_scheduling_workload_api_at_start() -> None:
+    missing = await backend_problem(_Discovery(), Backend.KUBERNETES)
+    assert missing is not None
+    assert "--feature-gates=GenericWorkload=true,GangScheduling=true" in missing
+    assert "--runtime-config=scheduling.k8s.io/v1alpha1=true" in missing
+    served = _Discovery("/apis/scheduling.k8s.io/v1alpha1")
+    assert await backend_problem(served, Backend.KUBERNETES) is None
+    assert await backend_problem(_Discovery(), Backend.VOLCANO) is None

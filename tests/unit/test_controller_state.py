@@ -246,6 +246,19 @@ def test_a_volcano_podgroup_asks_for_the_whole_gang_in_the_configured_queue() ->
     assert (owner.kind, owner.name, owner.uid) == ("Workload", "job-train", "wl-job-train")
 
 
+def test_kubernetes_backend_makes_a_scheduling_workload_whose_gang_is_the_whole_gang() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=4, completions=4), JobAdapter())
+
+    step = podgroup_for(gang_with_workload(job), PodGroupSettings(Backend.KUBERNETES))
+
+    assert step is not None and step.kind == kinds.SCHEDULING_WORKLOADS
+    body = msgspec.to_builtins(step.podgroup)
+    assert (body["apiVersion"], body["kind"]) == ("scheduling.k8s.io/v1alpha1", "Workload")
+    assert body["spec"] == {"podGroups": [{"name": "gang", "policy": {"gang": {"minCount": 4}}}]}
+    [owner] = body["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("Workload", "job-train")
+
+
 def test_no_podgroup_is_made_without_a_gang_backend() -> None:
     job = held(make_job("train", namespace="team-a"), JobAdapter())
 

@@ -63,6 +63,29 @@ def test_coscheduling_backend_uses_the_pod_group_label() -> None:
     assert template["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
 
 
+NATIVE = Settings(placement=Placement.for_backend(Backend.KUBERNETES))
+
+
+def test_kubernetes_backend_points_a_jobs_pods_at_their_gangs_scheduling_workload() -> None:
+    job = mutated(make_job(), NATIVE)
+    template = job["spec"]["template"]
+    assert job["spec"]["suspend"] is True
+    assert template["spec"]["workloadRef"] == {"name": "job-train", "podGroup": "gang"}
+    assert template["spec"]["schedulerName"] == "default-scheduler"
+    assert names.VOLCANO_GROUP_ANNOTATION not in template["metadata"].get("annotations", {})
+    assert names.COSCHEDULING_GROUP_LABEL not in template["metadata"]["labels"]
+
+
+def test_kubernetes_backend_gives_a_pod_its_workload_ref_when_it_is_created() -> None:
+    pod = make_pod(labels={names.LWS_NAME_LABEL: "llm"}, owner_kind="StatefulSet")
+    first = mutated(pod, NATIVE)
+    assert "workloadRef" not in first["spec"]  # no group yet: written once it has one
+    first["metadata"]["labels"][names.LWS_GROUP_INDEX_LABEL] = "0"
+    second = mutated(first, NATIVE)
+    assert second["spec"]["workloadRef"] == {"name": "lws-llm-0", "podGroup": "gang"}
+    assert {"name": names.ADMISSION_GATE} in second["spec"]["schedulingGates"]
+
+
 def test_backend_none_holds_the_gang_but_leaves_placement_alone() -> None:
     settings = Settings(placement=Placement.for_backend(Backend.NONE))
     job = mutated(make_job(scheduler_name="default-scheduler"), settings)

@@ -13,9 +13,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-# Installs everything, builds the local control plane, and runs the demo.
+# Installs everything, builds the local control plane, and runs the demo
+# (GANG_BACKEND=kubernetes: kube-scheduler's own gang scheduling places the gangs, no Volcano).
+GANG_BACKEND ?= volcano
 demo: $(STAMP) testenv
-	$(BIN)/kohort dev demo
+	$(BIN)/kohort dev demo --gang-backend $(GANG_BACKEND)
 
 # The whole test suite: lint, types, layers, unit tests, then tests on the real control plane.
 test: $(STAMP) testenv lint

@@ -26,7 +26,7 @@ from controller.cluster.testing import cluster_queue, gang_job, local_queue
 from controller.quota import Config as CoreConfig
 from controller.settings import Settings as ControllerSettings
 from controller.state.objects import PodGroupSettings
-from controller.workloads.base import Placement
+from controller.workloads.base import Backend, Placement
 from hack.localcluster import LocalCluster
 from hack.rest import ApiError, RestClient
 from hack.tables import format_table
@@ -351,14 +351,17 @@ async def _reason(api: clients.Client, team: str, gang: str, prefix: str) -> boo
 GPU_QUOTA = {"team-a": "8", "team-b": "16"}
 
 
-async def _story(cluster: LocalCluster) -> None:
+async def _story(cluster: LocalCluster, backend: Backend) -> None:
     # A short requeue backoff keeps the story brisk; the default is 10s.
     # The story reclaims within seconds: its queues evict at once (cluster_queue's timers) and
     # the controller has no waste budget; the measured defaults wait half an hour.
     settings = ControllerSettings(
         requeue_base=3.0, core=replace(CoreConfig.measured(), waste_budget=None)
     )
-    stack = await KohortStack(cluster, settings=settings).start()
+    stack = await KohortStack(
+        cluster, settings=settings, podgroups=PodGroupSettings(backend)
+    ).start()
+    print(f"\n== gang backend: {BACKEND_STORY[backend]}")
     api = await clients.connect(str(cluster.kubeconfig))
     try:
         rest = cluster.rest
@@ -422,7 +425,16 @@ async def _story(cluster: LocalCluster) -> None:
         await stack.stop()
 
 
-def run_story(cluster: LocalCluster) -> None:
+BACKEND_STORY = {
+    Backend.VOLCANO: "Volcano places each admitted gang's PodGroup all or nothing",
+    Backend.KUBERNETES: (
+        "kube-scheduler places each admitted gang all or nothing (its scheduling.k8s.io"
+        " Workload; no Volcano runs)"
+    ),
+}
+
+
+def run_story(cluster: LocalCluster, backend: Backend = Backend.VOLCANO) -> None:
     print("\n== nodes")
     print(nodes_table(cluster.rest))
-    asyncio.run(_story(cluster))
+    asyncio.run(_story(cluster, backend))

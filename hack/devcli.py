@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from controller.workloads.base import Backend
 from hack import demo, testenv
 from hack.localcluster import ClusterOptions, LocalCluster, NodePool, Taint, stop_from_state
 from hack.rest import RestClient
@@ -78,6 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 default="both",
                 help="which schedulers place pods (default: %(default)s)",
             )
+            p.add_argument(
+                "--gang-backend",
+                choices=["volcano", "kubernetes"],
+                default="volcano",
+                help="who places admitted gangs: Volcano, or kube-scheduler's own gang"
+                " scheduling (feature gates on, kube-scheduler only, no Volcano process)",
+            )
         if action == "demo":
             p.add_argument(
                 "--keep", action="store_true", help="leave the cluster running after the demo"
@@ -96,12 +104,18 @@ def run(args: argparse.Namespace) -> int:
     if stop_from_state(work_dir):
         print(f"stopped a previous cluster in {work_dir}")
     keep = args.dev_command == "up" or args.keep
-    options = ClusterOptions(node_pools=pools, scheduler=args.scheduler, tie_to_parent=not keep)
+    native = args.gang_backend == "kubernetes"
+    options = ClusterOptions(
+        node_pools=pools,
+        scheduler="kube-scheduler" if native else args.scheduler,
+        workload_api=native,
+        tie_to_parent=not keep,
+    )
     cluster = LocalCluster(options, work_dir)
     cluster.start()
     try:
         if args.dev_command == "demo":
-            demo.run_story(cluster)
+            demo.run_story(cluster, Backend(args.gang_backend))
         if keep:
             _print_access(cluster)
     finally:

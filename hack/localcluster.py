@@ -64,6 +64,7 @@ tiers:
       binpack.resources.nvidia.com/gpu: 10
 """
 
+WORKLOAD_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.16.0.0/16"
@@ -141,6 +142,9 @@ class ClusterOptions:
     node_pools: Sequence[NodePool] = (NodePool("cpu", 2),)
     scheduler: Scheduler = "both"
     controller_manager: bool = True
+    # Serve scheduling.k8s.io/v1alpha1 Workloads and let kube-scheduler place their pod groups
+    # all or nothing (KEP-4671: feature gates GenericWorkload and GangScheduling).
+    workload_api: bool = False
     # True: children get SIGTERM if this process dies (tests). False: they outlive it (dev up).
     tie_to_parent: bool = True
 
@@ -375,6 +379,7 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
                 "--v=1",
+                *self._workload_api_flags(runtime_config=True),
             ],
         )
         (self.work_dir / "kubeconfig").write_text(
@@ -384,6 +389,14 @@ class LocalCluster:
         )
         self._write_state()
         processes.wait_until("kube-apiserver /readyz", self._apiserver_ready, START_TIMEOUT, [proc])
+
+    def _workload_api_flags(self, *, runtime_config: bool = False) -> list[str]:
+        if not self.options.workload_api:
+            return []
+        flags = [f"--feature-gates={WORKLOAD_FEATURE_GATES}"]
+        if runtime_config:
+            flags.append("--runtime-config=scheduling.k8s.io/v1alpha1=true")
+        return flags
 
     def _apiserver_ready(self) -> bool:
         return bool(self.rest.request("GET", "/readyz") == "ok")
@@ -405,6 +418,7 @@ class LocalCluster:
                 f"--cluster-cidr={POD_CIDR}",
                 "--profiling=false",
                 "--v=1",
+                *self._workload_api_flags(),
             ],
         )
         # The default ServiceAccount appears once the controllers run.
@@ -426,6 +440,7 @@ class LocalCluster:
                 f"--secure-port={free_port()}",
                 "--profiling=false",
                 "--v=1",
+                *self._workload_api_flags(),
             ],
         )
 

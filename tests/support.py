@@ -7,10 +7,26 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from controller.workloads.base import Backend
+
 TEST_NODE_KEY = "kohort.dev/test"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 T = TypeVar("T")
+
+
+# Modules whose scenarios run on both gang backends parametrise the `gang_backend` fixture
+# (tests/cluster/conftest.py) with these.
+GANG_BACKENDS = (Backend.VOLCANO, Backend.KUBERNETES)
+
+
+def min_members(gang_object: dict[str, Any]) -> int:
+    """How many pods a backend's gang object needs at once: a PodGroup's minMember, or the
+    minCount of a scheduling.k8s.io Workload's pod group."""
+    spec = gang_object["spec"]
+    if "podGroups" in spec:
+        return int(spec["podGroups"][0]["policy"]["gang"]["minCount"])
+    return int(spec["minMember"])
 
 
 def pod_isolation(namespace: str) -> dict[str, Any]:

@@ -185,9 +185,12 @@ class Probe:
         items, _ = await self.api.list(kinds.WORKLOADS, self.namespace)
         return items
 
-    async def podgroup(self, name: str) -> JSONDict | None:
+    async def podgroup(
+        self, name: str, kind: kinds.Kind = kinds.VOLCANO_PODGROUPS
+    ) -> JSONDict | None:
+        """The gang's object of backend `kind` (a PodGroup, a scheduling.k8s.io Workload)."""
         try:
-            return await self.api.get(kinds.VOLCANO_PODGROUPS, name, self.namespace)
+            return await self.api.get(kind, name, self.namespace)
         except ApiError as err:
             if err.status == 404:
                 return None

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
 import pytest
 
 from controller import quota
 from controller.api import kinds
+from controller.api.kinds import Kind
 from controller.cluster import clients
 from controller.cluster.clients import Client
 from controller.settings import Settings
+from controller.state.objects import PodGroupSettings
+from controller.workloads.base import Backend
 from hack.demo import KohortStack
-from hack.localcluster import LocalCluster
+from hack.localcluster import ClusterOptions, LocalCluster
 from tests.conftest import TestNodes
 from tests.support import eventually
 
@@ -24,8 +27,44 @@ SETTINGS = Settings(core=replace(quota.Config.measured(), waste_budget=None))
 
 
 @pytest.fixture(scope="module")
-async def stack(cluster: LocalCluster) -> AsyncIterator[KohortStack]:
-    running = await KohortStack(cluster, settings=SETTINGS).start()
+def gang_backend() -> Backend:
+    """The gang backend of a module's stack; modules that run on both parametrise this with
+    `tests.support.GANG_BACKENDS`."""
+    return Backend.VOLCANO
+
+
+@pytest.fixture
+def gang_kind(gang_backend: Backend) -> Kind:
+    """The kind of the gang backend's gang objects (PodGroup, scheduling.k8s.io Workload)."""
+    kind = PodGroupSettings(gang_backend).kind
+    assert kind is not None
+    return kind
+
+
+@pytest.fixture(scope="session")
+def native_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A control plane for the kubernetes backend: kube-scheduler with its gang scheduling on
+    and no Volcano process (started the first time a test asks for it)."""
+    options = ClusterOptions(node_pools=(), scheduler="kube-scheduler", workload_api=True)
+    with LocalCluster(options, tmp_path_factory.mktemp("native-cluster")) as local:
+        yield local
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    cluster: LocalCluster, gang_backend: Backend, request: pytest.FixtureRequest
+) -> LocalCluster:
+    """The session's control plane (Volcano), or the one without Volcano for `kubernetes`."""
+    if gang_backend is Backend.KUBERNETES:
+        native: LocalCluster = request.getfixturevalue("native_cluster")
+        return native
+    return cluster
+
+
+@pytest.fixture(scope="module")
+async def stack(cluster: LocalCluster, gang_backend: Backend) -> AsyncIterator[KohortStack]:
+    podgroups = PodGroupSettings(gang_backend)
+    running = await KohortStack(cluster, settings=SETTINGS, podgroups=podgroups).start()
     yield running
     await running.stop()
 

@@ -1,7 +1,10 @@
-"""Gangs through kohort on the real control plane: webhook holds, controller admits, Volcano places.
+"""Gangs through kohort on the real control plane: webhook holds, controller admits, the gang
+backend places: Volcano, and kube-scheduler's own gang scheduling (scheduling.k8s.io Workloads,
+on a control plane with no Volcano process). Every test runs on both.
 
-Issue 5, scenarios 1, 2, 4 and 7 (the seed articles, with kohort in front of Volcano):
-1. a gang that fits starts whole: one PodGroup of minMember 4, four pods bound;
+Issue 5, scenarios 1, 2, 4 and 7 (the seed articles, with kohort in front of the gang backend):
+1. a gang that fits starts whole: one gang object of 4 (PodGroup minMember, Workload minCount),
+   four pods bound;
 2. a gang that nodes cannot take stays held, explains why, and starts whole once a node frees;
 4. an 8-pod training Job on 6 free GPUs waits holding 0 GPUs and starts whole when 2 free up;
 7. quota fits but no node can take a pod: pending with a placement reason, holding no quota.
@@ -27,15 +30,22 @@ from controller.cluster.testing import (
     pending_reason,
     reserved,
 )
+from controller.workloads.base import Backend
 from hack import testenv
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster, Taint
 from tests.conftest import TestNodes
-from tests.support import eventually, holds_for, pod_isolation
+from tests.support import GANG_BACKENDS, eventually, holds_for, min_members, pod_isolation
 
 pytestmark = pytest.mark.volcano
 
 QUEUE = "training"
+
+
+@pytest.fixture(scope="module", params=GANG_BACKENDS, ids=str)
+def gang_backend(request: pytest.FixtureRequest) -> Backend:
+    backend: Backend = request.param
+    return backend
 
 
 @pytest.fixture
@@ -66,24 +76,36 @@ def job(namespace: str, name: str, pods: int, **requests: str) -> dict[str, Any]
 
 
 async def test_a_gang_that_fits_is_admitted_and_runs_as_one_podgroup_of_four(
-    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+    cluster: LocalCluster,
+    namespace: str,
+    team: Probe,
+    test_nodes: TestNodes,
+    gang_backend: Backend,
+    gang_kind: kinds.Kind,
 ) -> None:
     test_nodes("worker", 4, cpu="5")
     queue(cluster, namespace, cpu="16")
 
     await team.create(kinds.JOBS, job(namespace, "lockstep", 4, cpu="4"))
 
-    pg = await eventually(
-        lambda: team.podgroup("job-lockstep"),
-        lambda pg: pg is not None and pg.get("status", {}).get("running") == 4,
-        within=90,
-        what="PodGroup job-lockstep Running with 4 pods",
+    await eventually(
+        lambda: team.bound("job-lockstep"), lambda b: len(b) == 4, within=90, what="4 pods bound"
     )
+    pg = await team.podgroup("job-lockstep", gang_kind)
     assert pg is not None
-    assert pg["spec"]["minMember"] == 4
-    assert pg["spec"]["minResources"]["cpu"] == "16"
+    assert min_members(pg) == 4
     assert pg["metadata"]["ownerReferences"][0]["kind"] == "Workload"
-    assert len(await team.bound("job-lockstep")) == 4
+    if gang_backend is Backend.VOLCANO:
+        assert pg["spec"]["minResources"]["cpu"] == "16"
+        await eventually(
+            lambda: team.podgroup("job-lockstep"),
+            lambda pg: pg is not None and pg.get("status", {}).get("running") == 4,
+            what="PodGroup job-lockstep Running with 4 pods",
+        )
+    else:
+        for pod in await team.pods("job-lockstep"):
+            assert pod["spec"]["workloadRef"] == {"name": "job-lockstep", "podGroup": "gang"}
+            assert pod["spec"]["schedulerName"] == "default-scheduler"
     workload = await team.workload("job-lockstep")
     assert reserved(workload)
     assert "Admitted: Admitted by ClusterQueue" in " ".join(
@@ -92,7 +114,11 @@ async def test_a_gang_that_fits_is_admitted_and_runs_as_one_podgroup_of_four(
 
 
 async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_whole_later(
-    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+    cluster: LocalCluster,
+    namespace: str,
+    team: Probe,
+    test_nodes: TestNodes,
+    gang_kind: kinds.Kind,
 ) -> None:
     workers = test_nodes("worker", 3, cpu="8")
     blocked = Taint("test", "blocked")
@@ -109,7 +135,7 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
         what="Workload Inadmissible for its placement, as the nodes are now",
     )
     assert not reserved(workload)
-    assert await team.podgroup("job-pinched") is None
+    assert await team.podgroup("job-pinched", gang_kind) is None
     await holds_for(
         lambda: team.bound("job-pinched"), lambda b: b == [], 3, what="no pod of the gang bound"
     )
@@ -125,12 +151,8 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
         within=90,
         what="all four pods bound after one node is untainted",
     )
-    pg = await eventually(
-        lambda: team.podgroup("job-pinched"),
-        lambda pg: pg is not None and pg.get("status", {}).get("phase") == "Running",
-        what="PodGroup Running",
-    )
-    assert pg is not None and pg["spec"]["minMember"] == 4
+    pg = await team.podgroup("job-pinched", gang_kind)
+    assert pg is not None and min_members(pg) == 4
 
 
 async def test_kubectl_get_shows_why_a_workload_waits_and_what_its_queue_uses(
@@ -208,7 +230,11 @@ async def test_an_8_gpu_training_job_on_6_free_gpus_holds_none_and_starts_whole_
 
 
 async def test_a_gang_whose_quota_fits_but_whose_pods_fit_no_node_waits_holding_no_quota(
-    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+    cluster: LocalCluster,
+    namespace: str,
+    team: Probe,
+    test_nodes: TestNodes,
+    gang_kind: kinds.Kind,
 ) -> None:
     nodes = test_nodes("gpu", 4, gpus=4)
     cq = queue(cluster, namespace, gpu="16", cpu="64")
@@ -225,7 +251,7 @@ async def test_a_gang_whose_quota_fits_but_whose_pods_fit_no_node_waits_holding_
     reason = pending_reason(workload)
     assert "largest free node" in reason and reason.endswith("has 2"), reason
     assert not reserved(workload)
-    assert await team.podgroup("job-wide") is None
+    assert await team.podgroup("job-wide", gang_kind) is None
     status = (await team.cluster_queue(cq)).get("status", {})
     assert status.get("admittedWorkloads") == 0
     assert status.get("pendingWorkloads") == 1
@@ -234,7 +260,11 @@ async def test_a_gang_whose_quota_fits_but_whose_pods_fit_no_node_waits_holding_
 
 
 async def test_a_statefulset_is_one_gang_whose_gated_pods_are_released_together(
-    cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
+    cluster: LocalCluster,
+    namespace: str,
+    team: Probe,
+    test_nodes: TestNodes,
+    gang_kind: kinds.Kind,
 ) -> None:
     test_nodes("worker", 2, cpu="4")
     queue(cluster, namespace, cpu="6")
@@ -256,8 +286,8 @@ async def test_a_statefulset_is_one_gang_whose_gated_pods_are_released_together(
     )
     pods = await team.pods("sts-serve")
     assert all(not p["spec"].get("schedulingGates") for p in pods)
-    pg = await team.podgroup("sts-serve")
-    assert pg is not None and pg["spec"]["minMember"] == 3
+    pg = await team.podgroup("sts-serve", gang_kind)
+    assert pg is not None and min_members(pg) == 3
     assert reserved(await team.workload("sts-serve"))
 
 

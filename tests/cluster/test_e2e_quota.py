@@ -1,4 +1,5 @@
-"""Queues sharing a cohort on the real control plane: borrowing, reclaim of whole gangs, DRF.
+"""Queues sharing a cohort on the real control plane: borrowing, reclaim of whole gangs, DRF;
+on both gang backends (Volcano, and kube-scheduler's own gang scheduling with no Volcano).
 
 Issue 5, scenarios 5 and 6:
 5. team-a borrows team-b's idle GPUs; team-b submits; one whole borrowed gang of team-a is
@@ -26,12 +27,19 @@ from controller.cluster.testing import (
     local_queue,
     reserved,
 )
+from controller.workloads.base import Backend
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
 from tests.conftest import TestNodes
-from tests.support import eventually, pod_isolation
+from tests.support import GANG_BACKENDS, eventually, pod_isolation
 
 pytestmark = pytest.mark.volcano
+
+
+@pytest.fixture(scope="module", params=GANG_BACKENDS, ids=str)
+def gang_backend(request: pytest.FixtureRequest) -> Backend:
+    backend: Backend = request.param
+    return backend
 
 
 def gpu_job(namespace: str, name: str, queue: str, pods: int, gpus: int) -> dict[str, Any]:
@@ -51,6 +59,7 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
     admin: Client,
     test_nodes: TestNodes,
     drained: None,
+    gang_kind: kinds.Kind,
 ) -> None:
     stack.enroll(namespace)
     test_nodes("gpu", 2, gpus=4)
@@ -103,7 +112,7 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
     assert not reserved(evicted)
     preempted = condition(evicted, "Preempted")
     assert preempted is not None and preempted["reason"] == "InCohortReclamation"
-    assert await team.podgroup(victim) is None
+    assert await team.podgroup(victim, gang_kind) is None
 
     metrics = stack.controller.metrics.registry if stack.controller else None
     assert metrics is not None

@@ -1,0 +1,60 @@
+"""`kohort controller --backend kubernetes` checks at start that the cluster serves
+scheduling.k8s.io/v1alpha1 Workloads, and says what to turn on when it does not."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hack.localcluster import LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+
+def controller_argv(cluster: LocalCluster) -> list[str]:
+    """`kohort controller --backend kubernetes` against `cluster`, as a user starts it."""
+    return [
+        str(Path(sys.executable).with_name("kohort")),
+        "controller",
+        f"--kubeconfig={cluster.kubeconfig}",
+        "--backend=kubernetes",
+        "--no-leader-elect",
+        "--health-port=0",
+    ]
+
+
+def test_the_kubernetes_backend_refuses_to_start_on_a_cluster_without_gang_scheduling(
+    cluster: LocalCluster,
+) -> None:
+    """The session's control plane runs without the feature gates."""
+    done = subprocess.run(
+        controller_argv(cluster),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "GenericWorkload=true,GangScheduling=true" in done.stderr
+    assert "this cluster does not serve them" in done.stderr
+
+
+def test_the_kubernetes_backend_starts_where_gang_scheduling_is_on(
+    native_cluster: LocalCluster,
+) -> None:
+    proc = subprocess.Popen(
+        controller_argv(native_cluster),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)  # still running: it found what it needs
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert "does not serve" not in out

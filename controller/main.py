@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import json
 import logging
 import os
 import socket
@@ -22,7 +24,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controller import defaults, quota
-from controller.api import kinds, names
+from controller.api import names
 from controller.cluster import clients
 from controller.cluster.cache import Cache
 from controller.cluster.election import LeaderElector
@@ -224,25 +226,42 @@ def _ending(task: asyncio.Task[None]) -> str:
 
 
 NATIVE_GANGS_NEED = (
-    "--backend kubernetes needs kube-apiserver to serve scheduling.k8s.io/v1alpha1 Workloads and"
-    " kube-scheduler to place them as gangs: Kubernetes 1.35 or newer with"
+    "--backend kubernetes needs kube-apiserver to serve scheduling.k8s.io gang objects and"
+    " kube-scheduler to place them as gangs: Kubernetes 1.35 with"
     " --feature-gates=GenericWorkload=true,GangScheduling=true on kube-apiserver and"
-    " kube-scheduler and --runtime-config=scheduling.k8s.io/v1alpha1=true on kube-apiserver"
+    " kube-scheduler and --runtime-config=scheduling.k8s.io/v1alpha1=true on kube-apiserver, or"
+    " Kubernetes 1.37 with --feature-gates=GenericWorkload=true and"
+    " --runtime-config=scheduling.k8s.io/v1beta1=true"
 )
+# The resource each version's gangs are.
+GANG_RESOURCES = {"v1beta1": "podgroups", "v1alpha1": "workloads"}
 
 
-async def backend_problem(api: clients.Client, backend: Backend) -> str | None:
-    """Why the cluster cannot serve `backend`'s gang objects (discovery at start), or None."""
-    if backend is not Backend.KUBERNETES:
-        return None
-    kind = kinds.SCHEDULING_WORKLOADS
-    try:
-        await api.fetch("GET", f"/apis/{kind.group}/{kind.version}")
-    except clients.ApiError as err:
-        if err.status == 404:
-            return f"{NATIVE_GANGS_NEED} (this cluster does not serve them)"
-        raise
+async def served_gang_api(api: clients.Client) -> str | None:
+    """The newest scheduling.k8s.io version kohort speaks that the cluster serves (discovery)."""
+    for version in names.GANG_APIS:
+        try:
+            data = await api.fetch("GET", f"/apis/scheduling.k8s.io/{version}")
+        except clients.ApiError as err:
+            if err.status == 404:
+                continue
+            raise
+        resources = {r.get("name") for r in json.loads(data).get("resources", [])}
+        if GANG_RESOURCES[version] in resources:
+            return version
     return None
+
+
+async def gang_backend_settings(
+    api: clients.Client, podgroups: PodGroupSettings
+) -> PodGroupSettings | str:
+    """`podgroups` with the gang API the cluster serves picked, or why it cannot be served."""
+    if podgroups.backend is not Backend.KUBERNETES:
+        return podgroups
+    version = await served_gang_api(api)
+    if version is None:
+        return f"{NATIVE_GANGS_NEED} (this cluster serves neither)"
+    return dataclasses.replace(podgroups, gang_api=version)
 
 
 async def start(
@@ -326,12 +345,16 @@ async def _serve_http(app: web.Application, host: str, port: int) -> web.AppRunn
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     api = await clients.connect(args.kubeconfig)
-    podgroups = PodGroupSettings(Backend(args.backend), args.volcano_queue)
-    problem = await backend_problem(api, podgroups.backend)
-    if problem is not None:
-        log.error("%s", problem)
+    picked = await gang_backend_settings(
+        api, PodGroupSettings(Backend(args.backend), args.volcano_queue)
+    )
+    if isinstance(picked, str):
+        log.error("%s", picked)
         await api.close()
         return 2
+    podgroups = picked
+    if podgroups.backend is Backend.KUBERNETES:
+        log.info("gangs go to kube-scheduler as scheduling.k8s.io/%s", podgroups.gang_api)
     elector_args: dict[str, object] | None = None
     if args.leader_elect:
         elector_args = {

@@ -89,6 +89,11 @@ class KohortStack:
 
     async def start_controller(self) -> controller_main.Controller:
         api = await clients.connect(str(self.controller_kubeconfig))
+        picked = await controller_main.gang_backend_settings(api, self.podgroups)
+        if isinstance(picked, str):
+            await api.close()
+            raise RuntimeError(picked)
+        self.podgroups = picked
         self.controller = await controller_main.start(
             api,
             self.settings,

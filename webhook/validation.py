@@ -207,6 +207,7 @@ GANG_FIELDS: tuple[tuple[str, ...], ...] = (
     ("metadata", "labels", names.COSCHEDULING_GROUP_LABEL),
     ("metadata", "annotations", names.VOLCANO_GROUP_ANNOTATION),
     ("spec", "workloadRef"),
+    ("spec", "schedulingGroup"),
 )
 
 

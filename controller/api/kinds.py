@@ -50,6 +50,8 @@ COSCHEDULING_PODGROUPS = Kind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "P
 # kube-scheduler's gang object (Kubernetes 1.35, feature gates GenericWorkload + GangScheduling);
 # not kohort's own kohort.dev Workload.
 SCHEDULING_WORKLOADS = Kind("scheduling.k8s.io", "v1alpha1", "workloads", "Workload")
+# ... and its newer form (Kubernetes 1.37, gate GenericWorkload): a runtime PodGroup per gang.
+SCHEDULING_PODGROUPS = Kind("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup")
 CLUSTER_QUEUES = Kind(GROUP, VERSION, "clusterqueues", "ClusterQueue", namespaced=False)
 LOCAL_QUEUES = Kind(GROUP, VERSION, "localqueues", "LocalQueue")
 RESOURCE_FLAVORS = Kind(GROUP, VERSION, "resourceflavors", "ResourceFlavor", namespaced=False)

@@ -244,6 +244,22 @@ class NativeWorkloadSpec(View):
     pod_groups: list[NativePodGroup]
 
 
+class NativePodGroupSpec(View):
+    scheduling_policy: NativePodGroupPolicy
+    # kube-scheduler places a pod group only if its pods have its priority (resolved from this
+    # class by the apiserver).
+    priority_class_name: str | None = None
+
+
+class NativePodGroupObject(View, kw_only=True):
+    """kube-scheduler's scheduling.k8s.io/v1beta1 PodGroup: its pods are placed all or nothing."""
+
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: NativePodGroupSpec
+
+
 class NativeWorkload(View, kw_only=True):
     """kube-scheduler's scheduling.k8s.io/v1alpha1 Workload: pod groups placed all or nothing."""
 

@@ -35,6 +35,9 @@ COSCHEDULING_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 # kube-scheduler's own gang scheduling (KEP-4671): a gang is a scheduling.k8s.io Workload named
 # like the gang, with one pod group of this name holding all of its pods.
 NATIVE_POD_GROUP: Final = "gang"
+# The versions of that API kohort speaks, newest first: scheduling.k8s.io/v1beta1 (PodGroups,
+# pods name theirs in spec.schedulingGroup) and v1alpha1 (Workloads, spec.workloadRef).
+GANG_APIS: Final = ("v1beta1", "v1alpha1")
 
 # LeaderWorkerSet labels that identify a pod's group.
 LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"

@@ -21,6 +21,7 @@ from controller.api.conditions import (
 )
 from controller.api.kinds import (
     COSCHEDULING_PODGROUPS,
+    SCHEDULING_PODGROUPS,
     SCHEDULING_WORKLOADS,
     VOLCANO_PODGROUPS,
     WORKLOADS,
@@ -294,6 +295,8 @@ def event(gang: ManagedGang, reason: Reason, message: str, *, warning: bool = Fa
 class PodGroupSettings:
     backend: Backend = Backend.VOLCANO
     volcano_queue: str = names.VOLCANO_QUEUE
+    # Backend kubernetes: the scheduling.k8s.io version the cluster serves (found at start).
+    gang_api: str = "v1alpha1"
 
     @property
     def kind(self) -> Kind | None:
@@ -302,7 +305,7 @@ class PodGroupSettings:
         if self.backend is Backend.COSCHEDULING:
             return COSCHEDULING_PODGROUPS
         if self.backend is Backend.KUBERNETES:
-            return SCHEDULING_WORKLOADS
+            return SCHEDULING_WORKLOADS if self.gang_api == "v1alpha1" else SCHEDULING_PODGROUPS
         return None
 
 
@@ -327,6 +330,17 @@ def podgroup_for(gang: ManagedGang, settings: PodGroupSettings) -> CreatePodGrou
     meta = _gang_object_meta(gang)
     if settings.backend is Backend.KUBERNETES:
         policy = kube.NativePodGroupPolicy(gang=kube.GangPolicy(min_count=gang.shape.min_member))
+        if kind == SCHEDULING_PODGROUPS:
+            classes = gang.shape.priority_classes
+            group = kube.NativePodGroupObject(
+                api_version=kind.api_version,
+                kind=kind.kind,
+                metadata=meta,
+                spec=kube.NativePodGroupSpec(
+                    scheduling_policy=policy, priority_class_name=classes[0] if classes else None
+                ),
+            )
+            return CreatePodGroup(kind, group)
         native = kube.NativeWorkload(
             api_version=kind.api_version,
             kind=kind.kind,

@@ -37,7 +37,7 @@ class DeleteWorkload:
 @dataclass(frozen=True)
 class CreatePodGroup:
     kind: Kind
-    podgroup: kube.PodGroup | kube.NativeWorkload
+    podgroup: kube.PodGroup | kube.NativeWorkload | kube.NativePodGroupObject
 
 
 @dataclass(frozen=True)

@@ -336,7 +336,7 @@ def pod_template_fields(
             wanted_labels[names.COSCHEDULING_GROUP_LABEL] = gang
     fields: JSONDict = {"metadata": wanted_metadata}
     if gang is not None and mutation.placement.backend is Backend.KUBERNETES:
-        fields["spec"] = {"workloadRef": native_workload_ref(gang)}
+        fields["spec"] = native_gang_fields(gang)
     warnings: list[str] = []
     wanted = mutation.placement.scheduler_name
     current = spec.get("schedulerName")
@@ -352,10 +352,14 @@ def pod_template_fields(
     return fields, warnings
 
 
-def native_workload_ref(gang: str) -> JSONDict:
-    """A pod's spec.workloadRef to its gang's scheduling.k8s.io Workload (set at creation: the
-    field is immutable)."""
-    return {"name": gang, "podGroup": names.NATIVE_POD_GROUP}
+def native_gang_fields(gang: str) -> JSONDict:
+    """The pod spec fields that name the gang's kube-scheduler gang, for both API versions:
+    spec.workloadRef (1.35's v1alpha1 Workload) and spec.schedulingGroup (v1beta1's PodGroup).
+    Set at creation (both are immutable); an apiserver drops the one it does not know."""
+    return {
+        "workloadRef": {"name": gang, "podGroup": names.NATIVE_POD_GROUP},
+        "schedulingGroup": {"podGroupName": gang},
+    }
 
 
 def _member(obj: Any, key: str) -> Mapping[str, Any]:

@@ -131,6 +131,7 @@ def test_kube_scheduler_gangs_swap_volcano_pod_groups_for_scheduling_workloads()
     got = permissions(manifest, f"{RELEASE}-controller")
     assert not {p for p in got if p[0] in ("scheduling.volcano.sh", "scheduling.x-k8s.io")}
     assert ("scheduling.k8s.io", "workloads", "create") in got
+    assert ("scheduling.k8s.io", "podgroups", "create") in got
     assert "--backend=kubernetes" in manifest.container("controller")["args"]
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
+from controller.api import kinds
 from controller.cluster.clients import ApiError
-from controller.main import add_arguments, backend_problem, settings_from
+from controller.main import GANG_RESOURCES, add_arguments, gang_backend_settings, settings_from
+from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Backend
 
 
@@ -31,22 +34,28 @@ def test_the_former_evict_after_flag_says_where_the_setting_went(
 
 
 class _Discovery:
-    """An apiserver that serves the API group versions in `served`, and nothing else."""
+    """An apiserver that serves the scheduling.k8s.io versions in `served`, and nothing else."""
 
     def __init__(self, *served: str) -> None:
         self.served = set(served)
 
     async def fetch(self, method: str, path: str, **_: object) -> bytes:
-        if path in self.served:
-            return b"{}"
+        version = path.rsplit("/", 1)[-1]
+        if version in self.served:
+            resource = GANG_RESOURCES[version]
+            return json.dumps({"resources": [{"name": resource}]}).encode()
         raise ApiError(404, method, path, "the server could not find the requested resource")
 
 
-async def test_the_kubernetes_backend_needs_the_scheduling_workload_api_at_start() -> None:
-    missing = await backend_problem(_Discovery(), Backend.KUBERNETES)
-    assert missing is not None
+async def test_the_kubernetes_backend_picks_the_newest_gang_api_the_cluster_serves() -> None:
+    native = PodGroupSettings(Backend.KUBERNETES)
+    missing = await gang_backend_settings(_Discovery(), native)
+    assert isinstance(missing, str)
     assert "--feature-gates=GenericWorkload=true,GangScheduling=true" in missing
-    assert "--runtime-config=scheduling.k8s.io/v1alpha1=true" in missing
-    served = _Discovery("/apis/scheduling.k8s.io/v1alpha1")
-    assert await backend_problem(served, Backend.KUBERNETES) is None
-    assert await backend_problem(_Discovery(), Backend.VOLCANO) is None
+    assert "--runtime-config=scheduling.k8s.io/v1beta1=true" in missing
+    alpha = await gang_backend_settings(_Discovery("v1alpha1"), native)
+    assert isinstance(alpha, PodGroupSettings) and alpha.kind == kinds.SCHEDULING_WORKLOADS
+    both = await gang_backend_settings(_Discovery("v1alpha1", "v1beta1"), native)
+    assert isinstance(both, PodGroupSettings) and both.kind == kinds.SCHEDULING_PODGROUPS
+    volcano = PodGroupSettings(Backend.VOLCANO)
+    assert await gang_backend_settings(_Discovery(), volcano) == volcano

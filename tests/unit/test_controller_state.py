@@ -259,6 +259,24 @@ def test_kubernetes_backend_makes_a_scheduling_workload_whose_gang_is_the_whole_
     assert (owner["kind"], owner["name"]) == ("Workload", "job-train")
 
 
+def test_kubernetes_backend_at_v1beta1_makes_a_scheduling_podgroup_of_the_whole_gang() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=4, completions=4), JobAdapter())
+
+    settings = PodGroupSettings(Backend.KUBERNETES, gang_api="v1beta1")
+    step = podgroup_for(gang_with_workload(job), settings)
+
+    assert step is not None and step.kind == kinds.SCHEDULING_PODGROUPS
+    body = msgspec.to_builtins(step.podgroup)
+    assert (body["apiVersion"], body["kind"]) == ("scheduling.k8s.io/v1beta1", "PodGroup")
+    assert body["metadata"]["name"] == "job-train"
+    assert body["spec"] == {"schedulingPolicy": {"gang": {"minCount": 4}}}
+    # The pods' priority class, which kube-scheduler requires the PodGroup to have too.
+    job["spec"]["template"]["spec"]["priorityClassName"] = "high"
+    step = podgroup_for(gang_with_workload(job), settings)
+    assert step is not None
+    assert msgspec.to_builtins(step.podgroup)["spec"]["priorityClassName"] == "high"
+
+
 def test_no_podgroup_is_made_without_a_gang_backend() -> None:
     job = held(make_job("train", namespace="team-a"), JobAdapter())
 

@@ -70,7 +70,9 @@ def test_kubernetes_backend_points_a_jobs_pods_at_their_gangs_scheduling_workloa
     job = mutated(make_job(), NATIVE)
     template = job["spec"]["template"]
     assert job["spec"]["suspend"] is True
+    # Both API versions' fields: the apiserver keeps the one it serves and drops the other.
     assert template["spec"]["workloadRef"] == {"name": "job-train", "podGroup": "gang"}
+    assert template["spec"]["schedulingGroup"] == {"podGroupName": "job-train"}
     assert template["spec"]["schedulerName"] == "default-scheduler"
     assert names.VOLCANO_GROUP_ANNOTATION not in template["metadata"].get("annotations", {})
     assert names.COSCHEDULING_GROUP_LABEL not in template["metadata"]["labels"]
@@ -80,9 +82,11 @@ def test_kubernetes_backend_gives_a_pod_its_workload_ref_when_it_is_created() ->
     pod = make_pod(labels={names.LWS_NAME_LABEL: "llm"}, owner_kind="StatefulSet")
     first = mutated(pod, NATIVE)
     assert "workloadRef" not in first["spec"]  # no group yet: written once it has one
+    assert "schedulingGroup" not in first["spec"]
     first["metadata"]["labels"][names.LWS_GROUP_INDEX_LABEL] = "0"
     second = mutated(first, NATIVE)
     assert second["spec"]["workloadRef"] == {"name": "lws-llm-0", "podGroup": "gang"}
+    assert second["spec"]["schedulingGroup"] == {"podGroupName": "lws-llm-0"}
     assert {"name": names.ADMISSION_GATE} in second["spec"]["schedulingGates"]
 
 

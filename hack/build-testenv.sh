@@ -2,7 +2,8 @@
 # Builds the binaries of the local control plane from their Go modules, through the Go module
 # proxy, into a versioned cache outside git. Skips binaries that are already built.
 #
-#   hack/build-testenv.sh [component ...]     components: k8s etcd kwok volcano helm (default: all)
+#   hack/build-testenv.sh [component ...]     components: k8s k8s-gang etcd kwok volcano helm
+#                                               (default: all)
 #   hack/build-testenv.sh --print-dir          prints the bin dir for the current pins and exits
 #
 # Each component is built once per version into ${KOHORT_TESTENV_CACHE:-~/.cache/kohort/testenv}/
@@ -30,10 +31,17 @@ log() { printf '[build-testenv %4ds] %s\n' $((SECONDS - start_all)) "$*" >&2; }
 
 # built DIR BINARY...: true when every binary exists in DIR; then links them into bin_dir.
 built() {
-  local dir=$1 b
+  local dir=$1
   shift
+  built_as "$dir" "" "$@"
+}
+
+# built_as DIR SUFFIX BINARY...: as built, linking each as <binary><SUFFIX>.
+built_as() {
+  local dir=$1 suffix=$2 b
+  shift 2
   for b in "$@"; do [[ -x $dir/$b ]] || return 1; done
-  for b in "$@"; do ln -sfn "$dir/$b" "$bin_dir/$b"; done
+  for b in "$@"; do ln -sfn "$dir/$b" "$bin_dir/$b$suffix"; done
 }
 
 # new_wrapper DIR: an empty Go module to build third-party commands in.
@@ -81,27 +89,43 @@ version_ldflags() {
   echo "$flags"
 }
 
-build_k8s() {
-  local dir="$cache_root/k8s-$K8S_VERSION" bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-  if built "$dir" "${bins[@]}"; then log "k8s $K8S_VERSION: already built"; return; fi
-  local w="$cache_root/work/k8s" t0=$SECONDS
-  log "k8s $K8S_VERSION: resolving modules (${bins[*]})"
+# build_k8s_at VERSION SUFFIX BINARY...: k8s.io/kubernetes commands of VERSION, linked into
+# bin_dir as <binary><SUFFIX>.
+build_k8s_at() {
+  local version=$1 suffix=$2
+  shift 2
+  local bins=("$@") dir="$cache_root/k8s-$version"
+  if built_as "$dir" "$suffix" "${bins[@]}"; then log "k8s $version: already built"; return; fi
+  local w="$cache_root/work/k8s-$version" t0=$SECONDS
+  log "k8s $version: resolving modules (${bins[*]})"
   new_wrapper "$w"
   (
     cd "$w"
     local kk_mod staging_version go_directive
-    kk_mod=$(gomod_of "k8s.io/kubernetes@$K8S_VERSION")
-    staging_version="v0.${K8S_VERSION#v1.}"
+    kk_mod=$(gomod_of "k8s.io/kubernetes@$version")
+    staging_version="v0.${version#v1.}"
     copy_replaces "$kk_mod" "$staging_version" >/dev/null
     go_directive=$(go mod edit -json "$kk_mod" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Go"])')
     go mod edit -go="$go_directive" -godebug="default=go$(echo "$go_directive" | cut -d. -f1,2)"
-    go get "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
-    log "k8s $K8S_VERSION: compiling (cold: about 15 minutes on 2 cores)"
-    go build -trimpath -ldflags "$(version_ldflags "$K8S_VERSION")" -o "$w/out/" \
+    go get "k8s.io/kubernetes@$version" >/dev/null
+    log "k8s $version: compiling (cold: about 15 minutes on 2 cores)"
+    go build -trimpath -ldflags "$(version_ldflags "$version")" -o "$w/out/" \
       "${bins[@]/#/k8s.io/kubernetes/cmd/}"
   )
-  install_from "$w/out" "$dir" "${bins[@]}"
-  log "k8s $K8S_VERSION: done in $((SECONDS - t0))s"
+  mkdir -p "$dir"
+  local b
+  for b in "${bins[@]}"; do mv "$w/out/$b" "$dir/$b"; done
+  built_as "$dir" "$suffix" "${bins[@]}"
+  log "k8s $version: done in $((SECONDS - t0))s"
+}
+
+build_k8s() {
+  build_k8s_at "$K8S_VERSION" "" kube-apiserver kube-controller-manager kube-scheduler kubectl
+}
+
+build_k8s-gang() {
+  build_k8s_at "$K8S_GANG_VERSION" "-$K8S_GANG_VERSION" \
+    kube-apiserver kube-controller-manager kube-scheduler
 }
 
 build_etcd() {
@@ -190,11 +214,11 @@ install_from() {
 }
 
 components=("$@")
-((${#components[@]})) || components=(etcd kwok k8s volcano helm)
+((${#components[@]})) || components=(etcd kwok k8s k8s-gang volcano helm)
 for c in "${components[@]}"; do
   case $c in
-    k8s|etcd|kwok|volcano|helm) "build_$c" ;;
-    *) echo "unknown component: $c (k8s etcd kwok volcano helm)" >&2; exit 2 ;;
+    k8s|k8s-gang|etcd|kwok|volcano|helm) "build_$c" ;;
+    *) echo "unknown component: $c (k8s k8s-gang etcd kwok volcano helm)" >&2; exit 2 ;;
   esac
 done
 log "all requested binaries are in $bin_dir"

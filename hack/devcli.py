@@ -86,6 +86,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 help="who places admitted gangs: Volcano, or kube-scheduler's own gang"
                 " scheduling (feature gates on, kube-scheduler only, no Volcano process)",
             )
+            p.add_argument(
+                "--gang-api",
+                choices=["v1alpha1", "v1beta1"],
+                default="v1alpha1",
+                help="with --gang-backend kubernetes: scheduling.k8s.io/v1alpha1 Workloads"
+                " (Kubernetes 1.35) or v1beta1 PodGroups (the K8S_GANG_VERSION control plane)",
+            )
         if action == "demo":
             p.add_argument(
                 "--keep", action="store_true", help="leave the cluster running after the demo"
@@ -108,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     options = ClusterOptions(
         node_pools=pools,
         scheduler="kube-scheduler" if native else args.scheduler,
-        workload_api=native,
+        gang_api=args.gang_api if native else None,
         tie_to_parent=not keep,
     )
     cluster = LocalCluster(options, work_dir)

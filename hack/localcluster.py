@@ -64,7 +64,11 @@ tiers:
       binpack.resources.nvidia.com/gpu: 10
 """
 
-WORKLOAD_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
+GangApi = Literal["v1alpha1", "v1beta1"]
+GANG_FEATURE_GATES: dict[str, str] = {
+    "v1alpha1": "GenericWorkload=true,GangScheduling=true",
+    "v1beta1": "GenericWorkload=true",
+}
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.16.0.0/16"
@@ -142,9 +146,12 @@ class ClusterOptions:
     node_pools: Sequence[NodePool] = (NodePool("cpu", 2),)
     scheduler: Scheduler = "both"
     controller_manager: bool = True
-    # Serve scheduling.k8s.io/v1alpha1 Workloads and let kube-scheduler place their pod groups
-    # all or nothing (KEP-4671: feature gates GenericWorkload and GangScheduling).
-    workload_api: bool = False
+    # kube-scheduler's own gang scheduling (KEP-4671), at one of its API versions: "v1alpha1"
+    # (Kubernetes 1.35, the pinned K8S_VERSION: Workloads, gates GenericWorkload and
+    # GangScheduling) or "v1beta1" (K8S_GANG_VERSION: PodGroups, gate GenericWorkload); None:
+    # off. With v1beta1 the control plane runs K8S_GANG_VERSION's apiserver, controller-manager
+    # and scheduler.
+    gang_api: GangApi | None = None
     # True: children get SIGTERM if this process dies (tests). False: they outlive it (dev up).
     tie_to_parent: bool = True
 
@@ -361,7 +368,7 @@ class LocalCluster:
         proc = self._spawn(
             "kube-apiserver",
             [
-                str(testenv.binary("kube-apiserver")),
+                self._k8s_binary("kube-apiserver"),
                 f"--etcd-servers={self.etcd_url}",
                 f"--secure-port={port}",
                 "--bind-address=127.0.0.1",
@@ -391,12 +398,19 @@ class LocalCluster:
         processes.wait_until("kube-apiserver /readyz", self._apiserver_ready, START_TIMEOUT, [proc])
 
     def _workload_api_flags(self, *, runtime_config: bool = False) -> list[str]:
-        if not self.options.workload_api:
+        api = self.options.gang_api
+        if api is None:
             return []
-        flags = [f"--feature-gates={WORKLOAD_FEATURE_GATES}"]
+        flags = [f"--feature-gates={GANG_FEATURE_GATES[api]}"]
         if runtime_config:
-            flags.append("--runtime-config=scheduling.k8s.io/v1alpha1=true")
+            flags.append(f"--runtime-config=scheduling.k8s.io/{api}=true")
         return flags
+
+    def _k8s_binary(self, name: str) -> str:
+        """kube-apiserver, -controller-manager or -scheduler of this cluster's version."""
+        if self.options.gang_api == "v1beta1":
+            return str(testenv.binary(f"{name}-{testenv.versions()['K8S_GANG_VERSION']}"))
+        return str(testenv.binary(name))
 
     def _apiserver_ready(self) -> bool:
         return bool(self.rest.request("GET", "/readyz") == "ok")
@@ -405,7 +419,7 @@ class LocalCluster:
         proc = self._spawn(
             "kube-controller-manager",
             [
-                str(testenv.binary("kube-controller-manager")),
+                self._k8s_binary("kube-controller-manager"),
                 f"--kubeconfig={self.kubeconfig}",
                 "--leader-elect=false",
                 "--secure-port=0",
@@ -433,7 +447,7 @@ class LocalCluster:
         self._spawn(
             "kube-scheduler",
             [
-                str(testenv.binary("kube-scheduler")),
+                self._k8s_binary("kube-scheduler"),
                 f"--kubeconfig={self.kubeconfig}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from controller.workloads.base import Backend
@@ -15,17 +16,37 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 T = TypeVar("T")
 
 
-# Modules whose scenarios run on both gang backends parametrise the `gang_backend` fixture
+@dataclass(frozen=True)
+class GangSetup:
+    """A gang backend, and for `kubernetes` the scheduling.k8s.io version its control plane
+    serves (v1alpha1: the pinned Kubernetes 1.35; v1beta1: K8S_GANG_VERSION)."""
+
+    backend: Backend
+    gang_api: str = "v1alpha1"
+
+    def __str__(self) -> str:
+        if self.backend is Backend.KUBERNETES:
+            return f"{self.backend}-{self.gang_api}"
+        return str(self.backend)
+
+
+# Modules whose scenarios run on every gang backend parametrise the `gang_setup` fixture
 # (tests/cluster/conftest.py) with these.
-GANG_BACKENDS = (Backend.VOLCANO, Backend.KUBERNETES)
+GANG_BACKENDS = (
+    GangSetup(Backend.VOLCANO),
+    GangSetup(Backend.KUBERNETES, "v1alpha1"),
+    GangSetup(Backend.KUBERNETES, "v1beta1"),
+)
 
 
 def min_members(gang_object: dict[str, Any]) -> int:
-    """How many pods a backend's gang object needs at once: a PodGroup's minMember, or the
-    minCount of a scheduling.k8s.io Workload's pod group."""
+    """How many pods a backend's gang object needs at once: a PodGroup's minMember, or the gang
+    minCount of a scheduling.k8s.io Workload's pod group or PodGroup."""
     spec = gang_object["spec"]
     if "podGroups" in spec:
         return int(spec["podGroups"][0]["policy"]["gang"]["minCount"])
+    if "schedulingPolicy" in spec:
+        return int(spec["schedulingPolicy"]["gang"]["minCount"])
     return int(spec["minMember"])
 
 

@@ -16,9 +16,9 @@ from controller.settings import Settings
 from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Backend
 from hack.demo import KohortStack
-from hack.localcluster import ClusterOptions, LocalCluster
+from hack.localcluster import ClusterOptions, GangApi, LocalCluster
 from tests.conftest import TestNodes
-from tests.support import eventually
+from tests.support import GangSetup, eventually
 
 # The measured configuration, but with no waste budget: the scenarios here reclaim gangs that
 # have run for seconds, for gangs that have waited for seconds (the budget is measured in hours
@@ -27,36 +27,52 @@ SETTINGS = Settings(core=replace(quota.Config.measured(), waste_budget=None))
 
 
 @pytest.fixture(scope="module")
-def gang_backend() -> Backend:
-    """The gang backend of a module's stack; modules that run on both parametrise this with
-    `tests.support.GANG_BACKENDS`."""
-    return Backend.VOLCANO
+def gang_setup() -> GangSetup:
+    """The gang backend of a module's stack; modules that run on every backend parametrise
+    this with `tests.support.GANG_BACKENDS`."""
+    return GangSetup(Backend.VOLCANO)
+
+
+@pytest.fixture(scope="module")
+def gang_backend(gang_setup: GangSetup) -> Backend:
+    return gang_setup.backend
 
 
 @pytest.fixture
-def gang_kind(gang_backend: Backend) -> Kind:
-    """The kind of the gang backend's gang objects (PodGroup, scheduling.k8s.io Workload)."""
-    kind = PodGroupSettings(gang_backend).kind
+def gang_kind(gang_setup: GangSetup) -> Kind:
+    """The kind of the gang backend's gang objects (a PodGroup, a scheduling.k8s.io Workload)."""
+    kind = PodGroupSettings(gang_setup.backend, gang_api=gang_setup.gang_api).kind
     assert kind is not None
     return kind
 
 
-@pytest.fixture(scope="session")
-def native_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """A control plane for the kubernetes backend: kube-scheduler with its gang scheduling on
-    and no Volcano process (started the first time a test asks for it)."""
-    options = ClusterOptions(node_pools=(), scheduler="kube-scheduler", workload_api=True)
-    with LocalCluster(options, tmp_path_factory.mktemp("native-cluster")) as local:
+def _native(tmp_path_factory: pytest.TempPathFactory, api: GangApi) -> Iterator[LocalCluster]:
+    options = ClusterOptions(node_pools=(), scheduler="kube-scheduler", gang_api=api)
+    with LocalCluster(options, tmp_path_factory.mktemp(f"native-{api}")) as local:
         yield local
+
+
+@pytest.fixture(scope="session")
+def native_cluster_v1alpha1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A control plane for the kubernetes backend at Kubernetes 1.35 (v1alpha1 Workloads):
+    kube-scheduler with its gang scheduling on, no Volcano process (started the first time a
+    test asks for it)."""
+    yield from _native(tmp_path_factory, "v1alpha1")
+
+
+@pytest.fixture(scope="session")
+def native_cluster_v1beta1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The same at K8S_GANG_VERSION (v1beta1 PodGroups)."""
+    yield from _native(tmp_path_factory, "v1beta1")
 
 
 @pytest.fixture(scope="module")
 def cluster(
-    cluster: LocalCluster, gang_backend: Backend, request: pytest.FixtureRequest
+    cluster: LocalCluster, gang_setup: GangSetup, request: pytest.FixtureRequest
 ) -> LocalCluster:
-    """The session's control plane (Volcano), or the one without Volcano for `kubernetes`."""
-    if gang_backend is Backend.KUBERNETES:
-        native: LocalCluster = request.getfixturevalue("native_cluster")
+    """The session's control plane (Volcano), or one without Volcano for `kubernetes`."""
+    if gang_setup.backend is Backend.KUBERNETES:
+        native: LocalCluster = request.getfixturevalue(f"native_cluster_{gang_setup.gang_api}")
         return native
     return cluster
 

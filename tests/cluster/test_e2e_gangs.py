@@ -35,7 +35,14 @@ from hack import testenv
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster, Taint
 from tests.conftest import TestNodes
-from tests.support import GANG_BACKENDS, eventually, holds_for, min_members, pod_isolation
+from tests.support import (
+    GANG_BACKENDS,
+    GangSetup,
+    eventually,
+    holds_for,
+    min_members,
+    pod_isolation,
+)
 
 pytestmark = pytest.mark.volcano
 
@@ -43,9 +50,9 @@ QUEUE = "training"
 
 
 @pytest.fixture(scope="module", params=GANG_BACKENDS, ids=str)
-def gang_backend(request: pytest.FixtureRequest) -> Backend:
-    backend: Backend = request.param
-    return backend
+def gang_setup(request: pytest.FixtureRequest) -> GangSetup:
+    setup: GangSetup = request.param
+    return setup
 
 
 @pytest.fixture
@@ -80,7 +87,7 @@ async def test_a_gang_that_fits_is_admitted_and_runs_as_one_podgroup_of_four(
     namespace: str,
     team: Probe,
     test_nodes: TestNodes,
-    gang_backend: Backend,
+    gang_setup: GangSetup,
     gang_kind: kinds.Kind,
 ) -> None:
     test_nodes("worker", 4, cpu="5")
@@ -95,7 +102,7 @@ async def test_a_gang_that_fits_is_admitted_and_runs_as_one_podgroup_of_four(
     assert pg is not None
     assert min_members(pg) == 4
     assert pg["metadata"]["ownerReferences"][0]["kind"] == "Workload"
-    if gang_backend is Backend.VOLCANO:
+    if gang_setup.backend is Backend.VOLCANO:
         assert pg["spec"]["minResources"]["cpu"] == "16"
         await eventually(
             lambda: team.podgroup("job-lockstep"),
@@ -103,8 +110,14 @@ async def test_a_gang_that_fits_is_admitted_and_runs_as_one_podgroup_of_four(
             what="PodGroup job-lockstep Running with 4 pods",
         )
     else:
+        # Each apiserver keeps the field of its own version and drops the other.
+        wanted = {
+            "v1alpha1": ("workloadRef", {"name": "job-lockstep", "podGroup": "gang"}),
+            "v1beta1": ("schedulingGroup", {"podGroupName": "job-lockstep"}),
+        }
         for pod in await team.pods("job-lockstep"):
-            assert pod["spec"]["workloadRef"] == {"name": "job-lockstep", "podGroup": "gang"}
+            for api, (field, value) in wanted.items():
+                assert pod["spec"].get(field) == (value if api == gang_setup.gang_api else None)
             assert pod["spec"]["schedulerName"] == "default-scheduler"
     workload = await team.workload("job-lockstep")
     assert reserved(workload)

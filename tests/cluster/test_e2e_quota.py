@@ -27,19 +27,18 @@ from controller.cluster.testing import (
     local_queue,
     reserved,
 )
-from controller.workloads.base import Backend
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
 from tests.conftest import TestNodes
-from tests.support import GANG_BACKENDS, eventually, pod_isolation
+from tests.support import GANG_BACKENDS, GangSetup, eventually, pod_isolation
 
 pytestmark = pytest.mark.volcano
 
 
 @pytest.fixture(scope="module", params=GANG_BACKENDS, ids=str)
-def gang_backend(request: pytest.FixtureRequest) -> Backend:
-    backend: Backend = request.param
-    return backend
+def gang_setup(request: pytest.FixtureRequest) -> GangSetup:
+    setup: GangSetup = request.param
+    return setup
 
 
 def gpu_job(namespace: str, name: str, queue: str, pods: int, gpus: int) -> dict[str, Any]:

@@ -39,12 +39,14 @@ def test_the_kubernetes_backend_refuses_to_start_on_a_cluster_without_gang_sched
     )
     assert done.returncode == 2, done.stderr
     assert "GenericWorkload=true,GangScheduling=true" in done.stderr
-    assert "this cluster does not serve them" in done.stderr
+    assert "this cluster serves neither" in done.stderr
 
 
+@pytest.mark.parametrize("api", ["v1alpha1", "v1beta1"])
 def test_the_kubernetes_backend_starts_where_gang_scheduling_is_on(
-    native_cluster: LocalCluster,
+    api: str, request: pytest.FixtureRequest
 ) -> None:
+    native_cluster: LocalCluster = request.getfixturevalue(f"native_cluster_{api}")
     proc = subprocess.Popen(
         controller_argv(native_cluster),
         stdout=subprocess.PIPE,
@@ -57,4 +59,5 @@ def test_the_kubernetes_backend_starts_where_gang_scheduling_is_on(
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
-    assert "does not serve" not in out
+    assert "serves neither" not in out
+    assert f"gangs go to kube-scheduler as scheduling.k8s.io/{api}" in out

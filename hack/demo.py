@@ -434,7 +434,7 @@ BACKEND_STORY = {
     Backend.VOLCANO: "Volcano places each admitted gang's PodGroup all or nothing",
     Backend.KUBERNETES: (
         "kube-scheduler places each admitted gang all or nothing (its scheduling.k8s.io"
-        " Workload; no Volcano runs)"
+        " Workload or PodGroup; no Volcano runs)"
     ),
 }
 

@@ -1,5 +1,6 @@
-"""`kohort controller --backend kubernetes` checks at start that the cluster serves
-scheduling.k8s.io/v1alpha1 Workloads, and says what to turn on when it does not."""
+"""`kohort controller --backend kubernetes` checks at start which scheduling.k8s.io gang API
+the cluster serves (v1beta1 PodGroups, v1alpha1 Workloads), and says what to turn on when it
+serves neither; the control planes of that backend run no Volcano process."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ def test_the_kubernetes_backend_starts_where_gang_scheduling_is_on(
     api: str, request: pytest.FixtureRequest
 ) -> None:
     native_cluster: LocalCluster = request.getfixturevalue(f"native_cluster_{api}")
+    running = {p.name for p in native_cluster.procs if p.alive()}
+    assert "kube-scheduler" in running
+    assert not {name for name in running if name.startswith("vc-")}, "no Volcano process"
     proc = subprocess.Popen(
         controller_argv(native_cluster),
         stdout=subprocess.PIPE,

@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=[b.value for b in Backend],
         default=Backend.VOLCANO.value,
         help="gang scheduler whose PodGroups kohort creates (default volcano; kubernetes:"
-        " kube-scheduler's own gang scheduling, scheduling.k8s.io Workloads)",
+        " kube-scheduler's own gang scheduling, scheduling.k8s.io PodGroups or Workloads)",
     )
     parser.add_argument(
         "--volcano-queue",

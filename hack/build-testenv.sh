@@ -123,7 +123,7 @@ build_k8s() {
   build_k8s_at "$K8S_VERSION" "" kube-apiserver kube-controller-manager kube-scheduler kubectl
 }
 
-build_k8s-gang() {
+build_k8s_gang() {
   build_k8s_at "$K8S_GANG_VERSION" "-$K8S_GANG_VERSION" \
     kube-apiserver kube-controller-manager kube-scheduler
 }
@@ -217,7 +217,7 @@ components=("$@")
 ((${#components[@]})) || components=(etcd kwok k8s k8s-gang volcano helm)
 for c in "${components[@]}"; do
   case $c in
-    k8s|k8s-gang|etcd|kwok|volcano|helm) "build_$c" ;;
+    k8s|k8s-gang|etcd|kwok|volcano|helm) "build_${c//-/_}" ;;
     *) echo "unknown component: $c (k8s k8s-gang etcd kwok volcano helm)" >&2; exit 2 ;;
   esac
 done

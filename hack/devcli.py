@@ -112,6 +112,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"stopped a previous cluster in {work_dir}")
     keep = args.dev_command == "up" or args.keep
     native = args.gang_backend == "kubernetes"
+    if not native and args.gang_api != "v1alpha1":
+        print("--gang-api needs --gang-backend kubernetes", file=sys.stderr)
+        return 2
+    if native and args.scheduler not in ("both", "kube-scheduler"):
+        print("--gang-backend kubernetes runs kube-scheduler alone", file=sys.stderr)
+        return 2
     options = ClusterOptions(
         node_pools=pools,
         scheduler="kube-scheduler" if native else args.scheduler,

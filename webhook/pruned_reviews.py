@@ -49,6 +49,10 @@ class ObjectMeta(_View):
 class PodSpec(_View):
     schedulerName: str | UnsetType | None = UNSET
     schedulingGates: list[dict[str, Any]] | UnsetType | None = UNSET
+    # Backend kubernetes writes these (kube-scheduler's gang of the pod), merged into what the
+    # user wrote exactly as the general path does.
+    workloadRef: Any | UnsetType = UNSET
+    schedulingGroup: Any | UnsetType = UNSET
 
 
 class PodTemplate(_View):
@@ -68,6 +72,8 @@ class WorkloadSpec(_View):
     # A Pod's
     schedulerName: str | UnsetType | None = UNSET
     schedulingGates: list[dict[str, Any]] | UnsetType | None = UNSET
+    workloadRef: Any | UnsetType = UNSET
+    schedulingGroup: Any | UnsetType = UNSET
 
 
 class Workload(_View):

@@ -112,6 +112,7 @@ async def test_a_borrowed_gang_is_evicted_whole_for_its_lender_and_runs_again_la
     preempted = condition(evicted, "Preempted")
     assert preempted is not None and preempted["reason"] == "InCohortReclamation"
     assert await team.podgroup(victim, gang_kind) is None
+    assert await team.podgroup(survivor, gang_kind) is not None  # the backend's object exists
 
     metrics = stack.controller.metrics.registry if stack.controller else None
     assert metrics is not None

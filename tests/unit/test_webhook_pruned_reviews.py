@@ -38,6 +38,8 @@ TOUCHED = [
     ("spec", "suspend"),
     ("spec", "schedulerName"),
     ("spec", "schedulingGates"),
+    ("spec", "workloadRef"),
+    ("spec", "schedulingGroup"),
     ("spec", "template"),
     ("spec", "template", "metadata"),
     ("spec", "template", "metadata", "labels"),
@@ -45,6 +47,8 @@ TOUCHED = [
     ("spec", "template", "metadata", "annotations"),
     ("spec", "template", "spec"),
     ("spec", "template", "spec", "schedulerName"),
+    ("spec", "template", "spec", "workloadRef"),
+    ("spec", "template", "spec", "schedulingGroup"),
 ]
 ODD_VALUES = st.sampled_from(
     [None, -1, 0, 3, 2.5, "3", "", "custom", True, [], {}, {"a": 1}, [{"name": "x"}]]

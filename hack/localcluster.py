@@ -386,7 +386,7 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
                 "--v=1",
-                *self._workload_api_flags(runtime_config=True),
+                *self._gang_api_flags(runtime_config=True),
             ],
         )
         (self.work_dir / "kubeconfig").write_text(
@@ -397,7 +397,7 @@ class LocalCluster:
         self._write_state()
         processes.wait_until("kube-apiserver /readyz", self._apiserver_ready, START_TIMEOUT, [proc])
 
-    def _workload_api_flags(self, *, runtime_config: bool = False) -> list[str]:
+    def _gang_api_flags(self, *, runtime_config: bool = False) -> list[str]:
         api = self.options.gang_api
         if api is None:
             return []
@@ -432,7 +432,7 @@ class LocalCluster:
                 f"--cluster-cidr={POD_CIDR}",
                 "--profiling=false",
                 "--v=1",
-                *self._workload_api_flags(),
+                *self._gang_api_flags(),
             ],
         )
         # The default ServiceAccount appears once the controllers run.
@@ -454,7 +454,7 @@ class LocalCluster:
                 f"--secure-port={free_port()}",
                 "--profiling=false",
                 "--v=1",
-                *self._workload_api_flags(),
+                *self._gang_api_flags(),
             ],
         )
 

@@ -103,7 +103,8 @@ class Config:
 
 @dataclass(frozen=True, slots=True)
 class _QuotaHold:
-    """The quota the starvation guard holds for `info`, the oldest gang waiting past the limit."""
+    """The quota the starvation guard holds for `info`, the gang it chose among those waiting
+    past the limit."""
 
     queue: QueueRuntime
     info: GangInfo
@@ -593,6 +594,7 @@ class Engine:
             return
         chosen: tuple[float, int, float, str, QueueRuntime, GangInfo] | None = None
         for queue in self.queues.values():
+            queue_share = share(queue.state)
             for cls in queue.classes.values():
                 head = cls.head()
                 if head is None:
@@ -601,7 +603,7 @@ class Engine:
                     self._recheck_by(head.gang.created + limit)
                     continue
                 gang = head.gang
-                key = (share(queue.state), -gang.priority, gang.created, head.name)
+                key = (queue_share, -gang.priority, gang.created, head.name)
                 if chosen is not None and key >= chosen[:4]:
                     continue
                 if quota_ceiling(queue.state, head.total) is not None:

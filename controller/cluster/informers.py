@@ -127,6 +127,8 @@ class Informer(Generic[T]):
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.relists = 0
+        # Watches that found their resourceVersion compacted away (410 Gone).
+        self.expired = 0
         # Objects the server holds that do not decode (a broken custom resource): skipped.
         self.undecodable = 0
         self.backoff = Backoff()
@@ -188,22 +190,34 @@ class Informer(Generic[T]):
             self._task = None
 
     async def run(self) -> None:
+        """List, then watch from the list's version on; a watch that ends or breaks resumes
+        from the last version seen (as client-go's reflector does); only 410 Gone, a version
+        compacted away, makes it list again."""
+        listed = False
         while True:
             try:
-                await self._list()
-                self.backoff.reset()
-                while True:
-                    await self._watch()
+                if not listed:
+                    await self._list()
+                    listed = True
+                    self.backoff.reset()
+                await self._watch()
             except asyncio.CancelledError:
                 raise
             except ApiError as err:
                 if err.status == 410:
-                    log.info("%s: resourceVersion expired, relisting", self.kind.plural)
+                    self.expired += 1
+                    log.info(
+                        "%s: resourceVersion %s expired, relisting",
+                        self.kind.plural,
+                        self.resource_version,
+                    )
+                    listed = False
                     continue
                 if err.status == 404 and self.optional:
                     for key in list(self.store):
                         self.forget(*key)
                     self.synced.set()
+                    listed = False
                     await asyncio.sleep(10)
                     continue
                 delay = self.backoff.next_delay()

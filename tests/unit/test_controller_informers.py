@@ -107,6 +107,18 @@ async def test_410_gone_makes_the_informer_relist_and_forget_what_disappeared() 
     assert api.watched_from == ["5", "90"]
 
 
+async def test_a_broken_watch_resumes_from_the_last_version_seen_without_listing_again() -> None:
+    reset = ConnectionResetError("connection reset by peer")
+    api = ScriptedApi(lists=[[pod("a", 5)]], watches=[[("MODIFIED", pod("a", 6)), reset], []])
+    informer = Informer(api, kinds.PODS, POD)  # type: ignore[arg-type]
+    informer.backoff = Backoff(base=0.01, cap=0.01)
+
+    await run_until(informer, lambda: len(api.watched_from) == 2)
+
+    assert api.watched_from == ["5", "6"]
+    assert api.listed == 1 and informer.relists == 1 and informer.expired == 0
+
+
 async def test_an_unserved_optional_kind_counts_as_synced_and_empty() -> None:
     class Unserved(ScriptedApi):
         async def read_all(self, decode: Decode[Any], kind: Kind, *_: Any, **__: Any) -> Any:

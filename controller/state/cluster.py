@@ -396,6 +396,8 @@ class ClusterState:
         if gang.owner is None or gang.shape is None:
             if wl.metadata.labels.get(names.MANAGED_LABEL) != names.MANAGED_VALUE:
                 return []
+            if gang.waits_for_its_pods():
+                return []
             log.info("deleting Workload %s: its owner is gone", gang.id)
             return [*self._delete_podgroup(gang), DeleteWorkload(gang.namespace, gang.name)]
         if gang.finished is not None:
@@ -687,11 +689,17 @@ class ClusterState:
         record = EvictionRecord(reason, why, preempted, count, back, requeued.describe())
         self._reported[gang.key] = Reported(PendingCause.REQUEUED, now)
         status = objects.evicted_status(gang, record, now)
+        message = objects.eviction_event(why, count, delay)
+        if gang.bare:
+            message += (
+                f"; its pods were deleted (a bare pod cannot be held again): create them again"
+                f" with {names.POD_GROUP_LABEL}={gang.name} and they rejoin this Workload"
+            )
         return [
             WriteWorkloadStatus(gang.namespace, gang.name, status),
             *gang.owner.adapter.hold(gang.owner.obj, list(gang.pods.values())),
             *self._delete_podgroup(gang),
-            objects.event(gang, reason, objects.eviction_event(why, count, delay), warning=True),
+            objects.event(gang, reason, message, warning=True, on_workload=gang.bare),
         ]
 
     def _release(self, gang: ManagedGang) -> list[Step]:

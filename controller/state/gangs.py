@@ -109,6 +109,28 @@ class ManagedGang:
         return self._is(WorkloadCondition.PODS_READY)
 
     @property
+    def bare(self) -> bool:
+        """A gang of bare pods (a plain pod group, or a lone pod no controller made): evicting
+        it deletes its pods, and only their creator can make them again."""
+        return (
+            self.owner is not None
+            and self.owner.kind == kube.Pod.KIND
+            and self.owner.meta.controller_owner() is None
+        )
+
+    def waits_for_its_pods(self) -> bool:
+        """An evicted bare gang whose pods are gone: its Workload (made with no owner, so the
+        garbage collector leaves it) keeps its record until pods of the same group return."""
+        wl = self.workload
+        return (
+            wl is not None
+            and not wl.metadata.owner_references
+            and self._is(WorkloadCondition.EVICTED)
+            and not self.reserved
+            and not self.workload_finished
+        )
+
+    @property
     def active(self) -> bool:
         """Owned, recorded in a Workload, and not finished: the gang takes part in admission."""
         return (
@@ -252,7 +274,9 @@ class GangIndex:
                 if gang.owner.kind == kube.Pod.KIND and adapter.KIND != kube.Pod.KIND:
                     log.warning("gang %s/%s: taken from pod %s", *key, gang.owner.meta.name)
                 else:
-                    log.warning("gang %s/%s already belongs to another object", *key)
+                    if gang.owner.kind != adapter.KIND or adapter.KIND != kube.Pod.KIND:
+                        # (another pod of a plain group is how the group grows: no news)
+                        log.warning("gang %s/%s already belongs to another object", *key)
                     continue
             self._set_queue(gang, queue_in(new.metadata.labels))
             gang.owner = Owner(adapter, new)

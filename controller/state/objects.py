@@ -63,7 +63,8 @@ def workload_for(gang: ManagedGang, priority: int) -> Workload:
                 "name": gang.name,
                 "namespace": gang.namespace,
                 "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE, names.QUEUE_LABEL: gang.queue},
-                "ownerReferences": [gang.owner.reference()],
+                # A bare gang's Workload outlives the pods an eviction deletes (gangs.bare).
+                "ownerReferences": [] if gang.bare else [gang.owner.reference()],
             },
             "spec": WorkloadSpec(
                 queue_name=gang.queue,
@@ -264,10 +265,17 @@ def pods_ready_status(gang: ManagedGang, now: float) -> WorkloadStatus:
     return status
 
 
-def event(gang: ManagedGang, reason: Reason, message: str, *, warning: bool = False) -> RecordEvent:
+def event(
+    gang: ManagedGang,
+    reason: Reason,
+    message: str,
+    *,
+    warning: bool = False,
+    on_workload: bool = False,
+) -> RecordEvent:
     """An Event on the user's object, what `kubectl describe` shows (the Workload's conditions
-    carry the same words); on the Workload when the object is gone."""
-    if gang.owner is not None:
+    carry the same words); on the Workload when the object is gone or about to go."""
+    if gang.owner is not None and not on_workload:
         meta, kind = gang.owner.meta, gang.owner.kind
         about = kube.ObjectReference(
             api_version=kind.api_version,

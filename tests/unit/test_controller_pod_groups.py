@@ -7,11 +7,12 @@ from typing import Any
 import msgspec
 
 from controller.api import kinds, kube, names
+from controller.quota.outcomes import Eviction, EvictionCause
 from controller.workloads.base import Mutation, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.pod import PodAdapter
 from controller.workloads.testing import make_pod
-from tests.unit.controller_world import World, start
+from tests.unit.controller_world import NOW, World, start
 
 JSON = dict[str, Any]
 
@@ -36,6 +37,16 @@ def reason(world: World) -> str:
     wl = world.workload("ring")
     assert wl is not None
     return str(wl["status"].get("pendingReason"))
+
+
+async def admitted_group(started: list[World]) -> World:
+    """Group `ring` of two pods (r0, r1), admitted and released."""
+    pods = [(kinds.PODS, group_pod(f"r{i}", size=2)) for i in range(2)]
+    world = await start(started, World(*pods, cpu_quota="8"))
+    for _ in range(2):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+    return world
 
 
 async def test_a_group_waits_for_all_its_pods_then_is_admitted_whole(
@@ -84,11 +95,7 @@ async def test_a_group_whose_pods_differ_is_not_admitted(started: list[World]) -
 
 
 async def test_a_group_keeps_its_quota_until_every_pod_has_finished(started: list[World]) -> None:
-    pods = [(kinds.PODS, group_pod(f"r{i}", size=2)) for i in range(2)]
-    world = await start(started, World(*pods, cpu_quota="8"))
-    for _ in range(2):
-        await world.reconciler.reconcile_once()
-        await world.api.settle()
+    world = await admitted_group(started)
 
     def finish(name: str) -> None:
         pod = world.api.read_back(kinds.PODS, name, "ns")
@@ -117,11 +124,7 @@ async def test_a_group_keeps_its_quota_until_every_pod_has_finished(started: lis
 async def test_a_group_whose_finished_pods_were_deleted_still_finishes(
     started: list[World],
 ) -> None:
-    pods = [(kinds.PODS, group_pod(f"r{i}", size=2)) for i in range(2)]
-    world = await start(started, World(*pods, cpu_quota="8"))
-    for _ in range(2):
-        await world.reconciler.reconcile_once()
-        await world.api.settle()
+    world = await admitted_group(started)
     first = world.api.read_back(kinds.PODS, "r0", "ns")
     assert first is not None
     first["status"] = {"phase": "Succeeded"}
@@ -139,4 +142,45 @@ async def test_a_group_whose_finished_pods_were_deleted_still_finishes(
     assert wl is not None
     assert any(
         c["type"] == "Finished" and c["status"] == "True" for c in wl["status"]["conditions"]
+    )
+
+
+async def test_an_evicted_group_keeps_its_workload_and_its_pods_made_again_rejoin_it(
+    started: list[World],
+) -> None:
+    world = await admitted_group(started)
+    admitted = world.workload("ring")
+    assert admitted is not None and reserved(admitted)
+    assert not admitted["metadata"].get("ownerReferences"), "no pod owns it: it outlives them"
+
+    eviction = Eviction("ns/ring", "cq", "ns/lender", EvictionCause.RECLAIMED, "cq-b")
+    for steps in world.state.eviction_work([eviction], NOW).values():
+        for step in steps:
+            await world.reconciler.writers.perform(step)
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+    await world.api.settle()
+
+    assert world.api.all(kinds.PODS) == [], "a bare pod is evicted by deleting it"
+    kept = world.workload("ring")
+    assert kept is not None and not reserved(kept)
+    told = [e["message"] for e in world.api.all(kinds.EVENTS) if e["reason"] == "Preempted"]
+    assert any("create them again with kohort.dev/pod-group=ring" in m for m in told)
+
+    for i in range(2):
+        world.api.put(kinds.PODS, group_pod(f"r{i}", size=2))
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    back = world.workload("ring")
+    assert back is not None and back["metadata"]["uid"] == kept["metadata"]["uid"]
+    assert back["status"]["requeueState"]["count"] == 1
+    assert "Requeued after eviction" in str(back["status"].get("pendingReason"))
+    assert all(gated(world, f"r{i}") for i in range(2))
+
+
+def reserved(workload: JSON) -> bool:
+    return any(
+        c["type"] == "QuotaReserved" and c["status"] == "True"
+        for c in workload["status"]["conditions"]
     )

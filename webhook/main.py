@@ -41,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-port", type=int, default=8080, help="plain-HTTP /metrics port (0: none)"
     )
     parser.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="share --port with other replicas on this host (SO_REUSEPORT; the kernel spreads"
+        " connections among them)",
+    )
+    parser.add_argument(
         "--backend",
         choices=[b.value for b in Backend],
         default=Backend.VOLCANO.value,
@@ -104,6 +110,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         host=args.host,
         port=args.port,
         metrics_port=args.metrics_port or None,
+        reuse_port=args.reuse_port,
     )
     reloader = server.reloader(args.cert_dir)
     tasks: list[asyncio.Task[None]] = []

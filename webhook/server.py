@@ -210,8 +210,10 @@ class WebhookServer:
         port: int = 9443,
         metrics_host: str = "0.0.0.0",
         metrics_port: int | None = 8080,
+        reuse_port: bool = False,
     ) -> None:
         self.metrics = WebhookMetrics()
+        self.reuse_port = reuse_port
         self.readiness = Readiness()
         self.context = context
         self.host, self.port = host, port
@@ -235,7 +237,14 @@ class WebhookServer:
         )
         await runner.setup()
         self._runners.append(runner)
-        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.context, backlog=1024)
+        site = web.TCPSite(
+            runner,
+            self.host,
+            self.port,
+            ssl_context=self.context,
+            backlog=1024,
+            reuse_port=self.reuse_port or None,
+        )
         await site.start()
         if self.port == 0:
             self.port = _bound_port(site)

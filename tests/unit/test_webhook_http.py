@@ -206,3 +206,31 @@ async def test_a_mismatched_pair_is_refused_and_the_old_one_keeps_serving(
         reloader.load_pem(first.cert_pem, second.key_pem)
     served = await served_certificate(server.port, client_context())
     assert served.serial_number == first.cert.serial_number
+
+
+async def test_two_replicas_with_reuse_port_share_one_port_and_either_serves_alone() -> None:
+    pair = serving_pair()
+    first = WebhookServer(
+        Settings(), server_context(), host="127.0.0.1", port=0, metrics_port=None, reuse_port=True
+    )
+    first.reloader().load_pem(pair.cert_pem, pair.key_pem)
+    await first.start()
+    second = WebhookServer(
+        Settings(),
+        server_context(),
+        host="127.0.0.1",
+        port=first.port,
+        metrics_port=None,
+        reuse_port=True,
+    )
+    second.reloader().load_pem(pair.cert_pem, pair.key_pem)
+    await second.start()
+    review = json.dumps(make_review(make_job())).encode()
+    try:
+        assert second.port == first.port
+        await first.stop()
+        status, _ = await post(second, "/mutate", review)
+        assert status == 200
+    finally:
+        await first.stop()
+        await second.stop()

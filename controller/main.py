@@ -275,7 +275,7 @@ async def start(
     stuck_after: float = DEFAULT_STUCK_AFTER,
 ) -> Controller:
     """Start informers, (optionally) leader election and the reconcile loop on `api`."""
-    identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    identity = identity or default_identity()
     metrics = ControllerMetrics()
     state = ClusterState(settings, podgroups, namespace_filter=bool(namespace_selector))
     cache = Cache(api, podgroup_kind=podgroups.kind, namespace_selector=namespace_selector)
@@ -343,8 +343,13 @@ async def _serve_http(app: web.Application, host: str, port: int) -> web.AppRunn
     return runner
 
 
+def default_identity() -> str:
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
-    api = await clients.connect(args.kubeconfig)
+    identity = args.identity or default_identity()
+    api = await clients.connect(args.kubeconfig, user_agent=f"kohort-controller/{identity}")
     picked = await gang_backend_settings(
         api, PodGroupSettings(Backend(args.backend), args.volcano_queue)
     )
@@ -369,7 +374,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         settings_from(args),
         podgroups,
         elector_args=elector_args,
-        identity=args.identity,
+        identity=identity,
         namespace_selector=args.namespace_selector,
         stuck_after=args.stuck_after,
     )

@@ -326,8 +326,11 @@ class Client:
         return True
 
 
-async def connect(kubeconfig: str | None = None, *, qps_timeout: float = 30.0) -> Client:
-    """A Client from a kubeconfig file, else the default kubeconfig, else in-cluster config."""
+async def connect(
+    kubeconfig: str | None = None, *, qps_timeout: float = 30.0, user_agent: str | None = None
+) -> Client:
+    """A Client from a kubeconfig file, else the default kubeconfig, else in-cluster config;
+    `user_agent` names this process in the API server's audit log."""
     configuration = client.Configuration()
     if kubeconfig:
         await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
@@ -336,4 +339,7 @@ async def connect(kubeconfig: str | None = None, *, qps_timeout: float = 30.0) -
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except config.ConfigException:
             await config.load_kube_config(client_configuration=configuration)
-    return Client(client.ApiClient(configuration), request_timeout=qps_timeout)
+    api_client = client.ApiClient(configuration)
+    if user_agent:
+        api_client.user_agent = user_agent
+    return Client(api_client, request_timeout=qps_timeout)

@@ -11,6 +11,7 @@ a cluster started by another process.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import shutil
@@ -73,6 +74,7 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.16.0.0/16"
 STATE_FILE = "state.json"
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 START_TIMEOUT = 120.0
 
 
@@ -154,6 +156,10 @@ class ClusterOptions:
     gang_api: GangApi | None = None
     # True: children get SIGTERM if this process dies (tests). False: they outlive it (dev up).
     tie_to_parent: bool = True
+    # kube-apiserver writes an audit log (logs/audit.log) of every write these users make, with
+    # its user agent: the fault runner reads it to prove that a replica which lost its Lease
+    # wrote nothing. Empty: no audit log.
+    audit_users: tuple[str, ...] = ()
 
 
 def free_port() -> int:
@@ -208,6 +214,35 @@ class LocalCluster:
             self.stop()
             raise
         self._log(f"cluster ready in {time.monotonic() - t0:.1f}s at {self.server}")
+
+    def process(self, name: str) -> ManagedProcess:
+        """The running component called `name` ("etcd", "kube-apiserver", "vc-scheduler", ...)."""
+        for proc in self.procs:
+            if proc.name == name:
+                return proc
+        raise KeyError(f"no component {name!r}; running: {[p.name for p in self.procs]}")
+
+    def restart(self, name: str, *, downtime: float = 0.0) -> None:
+        """Stop a component, keep it down `downtime` seconds, start it again with the same flags
+        (etcd keeps its data), and wait until it serves again."""
+        old = self.process(name)
+        new = processes.restart(old, self.log_dir, downtime=downtime)
+        self.procs[self.procs.index(old)] = new
+        self._write_state()
+        ready = {
+            "etcd": lambda: _http_ok(f"{self.etcd_url}/readyz"),
+            "kube-apiserver": self._apiserver_ready,
+        }.get(name, new.alive)
+        processes.wait_until(f"{name} serving again", ready, START_TIMEOUT, [new])
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (through etcd's JSON gateway): a
+        watch that resumes from an older resourceVersion then gets 410 Gone. The revision."""
+        key = base64.b64encode(b"/registry/namespaces/default").decode()
+        header = _post_json(f"{self.etcd_url}/v3/kv/range", {"key": key})["header"]
+        revision = int(header["revision"])
+        _post_json(f"{self.etcd_url}/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -387,6 +422,7 @@ class LocalCluster:
                 "--profiling=false",
                 "--v=1",
                 *self._gang_api_flags(runtime_config=True),
+                *self._audit_flags(),
             ],
         )
         (self.work_dir / "kubeconfig").write_text(
@@ -396,6 +432,39 @@ class LocalCluster:
         )
         self._write_state()
         processes.wait_until("kube-apiserver /readyz", self._apiserver_ready, START_TIMEOUT, [proc])
+
+    def _audit_flags(self) -> list[str]:
+        if not self.options.audit_users:
+            return []
+        policy = self.work_dir / "audit-policy.yaml"
+        rules = [
+            {
+                "level": "Metadata",
+                "users": list(self.options.audit_users),
+                "verbs": list(WRITE_VERBS),
+            },
+            {"level": "None"},
+        ]
+        policy.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived"],
+                    "rules": rules,
+                }
+            )
+        )
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log_path}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+        ]
+
+    @property
+    def audit_log_path(self) -> Path:
+        return self.log_dir / "audit.log"
 
     def _gang_api_flags(self, *, runtime_config: bool = False) -> list[str]:
         api = self.options.gang_api
@@ -529,6 +598,17 @@ def _http_ok(url: str) -> bool:
 
     with urllib.request.urlopen(url, timeout=2) as resp:
         return bool(resp.status == 200)
+
+
+def _post_json(url: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    import urllib.request
+
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        answer: dict[str, Any] = json.loads(resp.read())
+    return answer
 
 
 def _exists(rest: RestClient, path: str) -> bool:

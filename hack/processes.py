@@ -16,7 +16,7 @@ from pathlib import Path
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child before exec: the kernel sends SIGTERM when the parent dies."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -35,6 +35,10 @@ class ManagedProcess:
     pid: int
     log_path: Path
     popen: subprocess.Popen[bytes] | None = None
+    # How it was started, so that it can be started again the same way (`restart`).
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    tie_to_parent: bool = True
 
     def alive(self) -> bool:
         if self.popen is not None:
@@ -86,9 +90,19 @@ def start(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=_child_env() | (env or {}),
-            preexec_fn=_die_with_parent if tie_to_parent else None,
+            preexec_fn=die_with_parent if tie_to_parent else None,
         )
-    return ManagedProcess(name, popen.pid, log_path, popen)
+    return ManagedProcess(
+        name, popen.pid, log_path, popen, tuple(argv), env, tie_to_parent=tie_to_parent
+    )
+
+
+def restart(proc: ManagedProcess, log_dir: Path, *, downtime: float = 0.0) -> ManagedProcess:
+    """Stop `proc` (SIGTERM, then SIGKILL), wait `downtime` seconds, start it again with the
+    same command line; the new process."""
+    stop(proc.pid)
+    time.sleep(downtime)
+    return start(proc.name, proc.argv, log_dir, tie_to_parent=proc.tie_to_parent, env=proc.env)
 
 
 def stop(pid: int, grace_seconds: float = 10.0) -> None:

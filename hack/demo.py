@@ -122,30 +122,13 @@ class KohortStack:
         server.reloader().load_pem(serving.cert_pem, serving.key_pem)
         await server.start()
         self.webhook = server
-        client = registration.url_client(f"https://127.0.0.1:{server.port}", ca.cert_pem)
-        selector = {"matchLabels": {STACK_LABEL: self.ident}}
-        rest = self.cluster.rest
-        # As the chart registers them: mutation fails open, validation closed, and the
-        # controller's own requests skip the workload webhooks (docs/operations.md).
-        mutating = registration.mutating_configuration(
+        register_webhook(
+            self.cluster.rest,
             self.webhook_name,
-            client,
-            namespace_selector=selector,
-            controller_users=[CONTROLLER_USER],
+            f"https://127.0.0.1:{server.port}",
+            ca.cert_pem,
+            self.ident,
         )
-        validating = registration.validating_configuration(
-            self.webhook_name,
-            client,
-            namespace_selector=selector,
-            controller_users=[CONTROLLER_USER],
-        )
-        # Quota objects are cluster-wide: leave their validation to whoever owns the cluster.
-        validating["webhooks"] = [
-            w for w in validating["webhooks"] if w.get("namespaceSelector") == selector
-        ]
-        base = "/apis/admissionregistration.k8s.io/v1"
-        rest.apply(f"{base}/mutatingwebhookconfigurations/{self.webhook_name}", mutating)
-        rest.apply(f"{base}/validatingwebhookconfigurations/{self.webhook_name}", validating)
 
     def enroll(self, namespace: str) -> None:
         """Let this stack's webhook act in `namespace`."""
@@ -155,13 +138,38 @@ class KohortStack:
 
     async def stop(self) -> None:
         await self.stop_controller()
-        base = "/apis/admissionregistration.k8s.io/v1"
-        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
-            with contextlib.suppress(ApiError):
-                self.cluster.rest.delete(f"{base}/{kind}/{self.webhook_name}")
+        unregister_webhook(self.cluster.rest, self.webhook_name)
         if self.webhook is not None:
             await self.webhook.stop()
             self.webhook = None
+
+
+def register_webhook(rest: RestClient, name: str, url: str, ca_pem: bytes, ident: str) -> None:
+    """Register a webhook served at `url` for the namespaces enrolled in stack `ident`, as the
+    chart registers it: mutation fails open, validation closed, and the controller's own
+    requests skip the workload webhooks (docs/operations.md)."""
+    client = registration.url_client(url, ca_pem)
+    selector = {"matchLabels": {STACK_LABEL: ident}}
+    mutating = registration.mutating_configuration(
+        name, client, namespace_selector=selector, controller_users=[CONTROLLER_USER]
+    )
+    validating = registration.validating_configuration(
+        name, client, namespace_selector=selector, controller_users=[CONTROLLER_USER]
+    )
+    # Quota objects are cluster-wide: leave their validation to whoever owns the cluster.
+    validating["webhooks"] = [
+        w for w in validating["webhooks"] if w.get("namespaceSelector") == selector
+    ]
+    base = "/apis/admissionregistration.k8s.io/v1"
+    rest.apply(f"{base}/mutatingwebhookconfigurations/{name}", mutating)
+    rest.apply(f"{base}/validatingwebhookconfigurations/{name}", validating)
+
+
+def unregister_webhook(rest: RestClient, name: str) -> None:
+    base = "/apis/admissionregistration.k8s.io/v1"
+    for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        with contextlib.suppress(ApiError):
+            rest.delete(f"{base}/{kind}/{name}")
 
 
 def apply_queues(rest: RestClient, objects: Iterable[dict[str, Any]]) -> None:

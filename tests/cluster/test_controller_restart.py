@@ -10,12 +10,7 @@ held (no quota, no PodGroup, Job suspended), and no Workload is missing.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -25,8 +20,9 @@ from controller.api import kinds
 from controller.cluster import clients
 from controller.cluster.clients import Client
 from controller.cluster.testing import Probe, cluster_queue, gang_job, local_queue, reserved
-from hack.demo import STACK_LABEL, KohortStack, apply_queues
-from hack.localcluster import LocalCluster, free_port
+from hack.chaos.stack import ControllerReplica as Replica
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 
@@ -44,60 +40,21 @@ async def webhook_only(cluster: LocalCluster) -> AsyncIterator[KohortStack]:
     await running.stop()
 
 
-class Replica:
-    """`kohort controller` as a child process with its own health port and log file."""
-
-    def __init__(self, stack: KohortStack, namespace: str, name: str, log_dir: Path) -> None:
-        self.name = name
-        self.port = free_port()
-        self.log_path = log_dir / f"controller-{name}.log"
-        self.argv = [
-            str(Path(sys.executable).with_name("kohort")),
-            "controller",
-            f"--kubeconfig={stack.controller_kubeconfig}",
-            f"--namespace-selector={STACK_LABEL}={stack.ident}",
-            f"--leader-election-namespace={namespace}",
-            "--leader-election-id=kohort-controller",
-            f"--lease-duration={LEASE_SECONDS}",
-            "--renew-deadline=3",
-            "--retry-period=0.5",
-            f"--identity={name}",
-            f"--health-port={self.port}",
-            "--health-host=127.0.0.1",
-            "--resync-period=2",
-        ]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
-                return r.status, r.read().decode()
-        except OSError as err:
-            return getattr(err, "code", 0) or 0, str(err)
-
-
 @pytest.fixture
 def replicas(
     webhook_only: KohortStack, namespace: str, tmp_path: Path
 ) -> Iterator[dict[str, Replica]]:
-    made = {n: Replica(webhook_only, namespace, n, tmp_path) for n in ("alpha", "beta")}
+    made = {
+        n: Replica(
+            webhook_only.controller_kubeconfig,
+            webhook_only.ident,
+            namespace,
+            n,
+            tmp_path,
+            lease_seconds=LEASE_SECONDS,
+        )
+        for n in ("alpha", "beta")
+    }
     yield made
     for replica in made.values():
         replica.stop()

@@ -1,0 +1,217 @@
+"""The fault runner's invariants, judged on hand-made snapshots: what is a violation at once,
+what only when it lasts, and what is someone else's business."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.api import names
+from controller.cluster.testing import cluster_queue
+from hack.chaos.invariants import Check, Checker, Snapshot, problems
+
+JSON = dict[str, Any]
+
+
+def workload(
+    name: str, queue: str, pods: int, *, admitted: bool, done: bool = False, owner: str = ""
+) -> JSON:
+    conditions = [{"type": "QuotaReserved", "status": "True" if admitted else "False"}]
+    if done:
+        conditions.append({"type": "Finished", "status": "True"})
+    status: JSON = {"conditions": conditions}
+    if admitted:
+        status["admission"] = {"clusterQueue": queue}
+    return {
+        "metadata": {"name": name, "ownerReferences": [{"uid": owner or f"uid-{name}"}]},
+        "spec": {"podSets": [{"name": "main", "count": pods, "requests": {"cpu": "1"}}]},
+        "status": status,
+    }
+
+
+def job(name: str, *, suspended: bool, gang_label: bool = True) -> JSON:
+    template_labels = {names.POD_GROUP_LABEL: f"job-{name}"} if gang_label else {}
+    return {
+        "metadata": {"name": name, "uid": f"uid-job-{name}", "labels": {names.QUEUE_LABEL: "q"}},
+        "spec": {"suspend": suspended, "template": {"metadata": {"labels": template_labels}}},
+    }
+
+
+def pod(name: str, gang: str, *, gated: bool, node: str = "", owner: str | None = None) -> JSON:
+    meta: JSON = {"name": name, "uid": f"uid-{name}", "labels": {names.POD_GROUP_LABEL: gang}}
+    if owner is not None:
+        meta["ownerReferences"] = [{"uid": owner, "controller": True}]
+    spec: JSON = {"nodeName": node} if node else {}
+    if gated:
+        spec["schedulingGates"] = [{"name": names.ADMISSION_GATE}]
+    return {"metadata": meta, "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+
+
+def podgroup(name: str) -> JSON:
+    return {"metadata": {"name": name, "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE}}}
+
+
+QUEUES = [
+    cluster_queue("a1", {"cpu": "4"}, cohort="x", borrowing_limits={"cpu": "2"}),
+    cluster_queue("a2", {"cpu": "4"}, cohort="x", borrowing_limits={"cpu": "2"}),
+]
+
+
+def checks(snapshot: Snapshot) -> set[Check]:
+    return {p.check for p in problems(snapshot)}
+
+
+def test_a_consistent_cluster_has_no_problem() -> None:
+    snapshot = Snapshot(
+        QUEUES,
+        [
+            workload("job-a", "a1", 2, admitted=True),
+            workload("job-b", "a1", 2, admitted=False),
+        ],
+        jobs=[job("a", suspended=False), job("b", suspended=True)],
+        pods=[pod("a-0", "job-a", gated=False, node="n1", owner="uid-job-a")],
+        podgroups=[podgroup("job-a")],
+    )
+    assert problems(snapshot) == []
+
+
+def test_a_queue_admitted_beyond_nominal_plus_borrowing_limit_is_a_violation_at_once() -> None:
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("job-a", "a1", 4, admitted=True), workload("job-b", "a1", 3, admitted=True)],
+    )
+    checker = Checker(grace=30)
+
+    checker.observe(snapshot, at=0.0)
+
+    assert [v.problem.check for v in checker.violations] == [Check.QUEUE_OVER_LIMIT]
+    assert "7 admitted > 4 nominal + 2 borrowing limit" in str(checker.violations[0])
+
+
+def test_a_cohort_admitted_beyond_its_queues_nominal_quota_is_a_violation() -> None:
+    # each queue within nominal + borrowing limit (6), together above the cohort's 8
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("job-a", "a1", 5, admitted=True), workload("job-b", "a2", 5, admitted=True)],
+        jobs=[job("a", suspended=False), job("b", suspended=False)],
+        podgroups=[podgroup("job-a"), podgroup("job-b")],
+    )
+    assert checks(snapshot) == {Check.COHORT_OVER_QUOTA}
+
+
+def test_a_gang_with_pods_bound_while_others_are_gated_is_partly_placed() -> None:
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("g", "a1", 2, admitted=True)],
+        pods=[pod("g-0", "g", gated=False, node="n1"), pod("g-1", "g", gated=True)],
+        podgroups=[podgroup("g")],
+    )
+    found = checks(snapshot)
+    assert Check.PARTLY_PLACED in found and Check.PARTLY_PLACED.safety
+
+
+def test_a_job_in_a_queue_without_the_gang_fields_escaped_the_webhook() -> None:
+    snapshot = Snapshot(QUEUES, jobs=[job("a", suspended=False, gang_label=False)])
+    assert checks(snapshot) == {Check.ESCAPED}
+
+
+def test_a_released_gang_without_quota_is_a_violation_only_when_it_lasts_past_the_grace() -> None:
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("job-a", "a1", 2, admitted=False)],
+        jobs=[job("a", suspended=False)],
+    )
+    checker = Checker(grace=30)
+
+    checker.observe(snapshot, at=0.0)
+    checker.observe(snapshot, at=20.0)
+    assert checker.violations == []
+
+    checker.observe(snapshot, at=31.0)
+    assert [v.problem.check for v in checker.violations] == [Check.RELEASED_WITHOUT_QUOTA]
+
+
+def test_a_problem_that_clears_within_the_grace_starts_its_clock_again() -> None:
+    broken = Snapshot(
+        QUEUES, [workload("job-a", "a1", 2, admitted=True)], jobs=[job("a", suspended=True)]
+    )
+    fixed = Snapshot(
+        QUEUES,
+        [workload("job-a", "a1", 2, admitted=True)],
+        jobs=[job("a", suspended=False)],
+        podgroups=[podgroup("job-a")],
+    )
+    checker = Checker(grace=30)
+
+    for at, snapshot in (
+        (0.0, broken),
+        (25.0, broken),
+        (26.0, fixed),
+        (27.0, broken),
+        (50.0, broken),
+    ):
+        checker.observe(snapshot, at)
+
+    assert checker.violations == []
+
+
+def test_an_admitted_gang_held_back_or_missing_its_podgroup_is_reported() -> None:
+    snapshot = Snapshot(
+        QUEUES, [workload("job-a", "a1", 2, admitted=True)], jobs=[job("a", suspended=True)]
+    )
+    assert checks(snapshot) == {Check.HELD_WITH_QUOTA, Check.MISSING_PODGROUP}
+
+
+def test_a_podgroup_left_for_a_gang_that_lost_its_quota_is_reported() -> None:
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("job-a", "a1", 2, admitted=False)],
+        jobs=[job("a", suspended=True)],
+        podgroups=[podgroup("job-a")],
+    )
+    assert checks(snapshot) == {Check.PODGROUP_WITHOUT_QUOTA}
+
+
+def test_a_managed_gang_without_a_workload_is_reported() -> None:
+    snapshot = Snapshot(QUEUES, jobs=[job("a", suspended=True)])
+    assert checks(snapshot) == {Check.NO_WORKLOAD}
+
+
+def test_a_finished_gang_is_judged_no_more() -> None:
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("job-a", "a1", 2, admitted=False, done=True)],
+        jobs=[job("a", suspended=False)],
+        podgroups=[podgroup("job-a")],
+    )
+    assert problems(snapshot) == []
+
+
+def test_pods_whose_statefulset_is_gone_are_left_to_the_garbage_collector() -> None:
+    snapshot = Snapshot(QUEUES, pods=[pod("s-0", "sts-s", gated=False, node="n1", owner="gone")])
+    assert problems(snapshot) == []
+
+
+def test_a_plain_pod_group_partly_released_for_longer_than_the_grace_is_a_violation() -> None:
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("pg", "a1", 2, admitted=True, owner="uid-pg-0")],
+        pods=[pod("pg-0", "pg", gated=False), pod("pg-1", "pg", gated=True)],
+        podgroups=[podgroup("pg")],
+    )
+    checker = Checker(grace=5)
+
+    checker.observe(snapshot, 0.0)
+    checker.observe(snapshot, 6.0)
+
+    assert [v.problem.check for v in checker.violations] == [Check.PARTLY_RELEASED]
+
+
+def test_two_workloads_of_one_object_and_a_podgroup_of_no_workload_are_reported() -> None:
+    twin = workload("job-a-twin", "a1", 2, admitted=False, owner="uid-job-a")
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("job-a", "a1", 2, admitted=True), twin],
+        jobs=[job("a", suspended=False)],
+        podgroups=[podgroup("job-a"), podgroup("job-x")],
+    )
+    assert checks(snapshot) == {Check.DUPLICATE_WORKLOAD, Check.STRAY_PODGROUP}

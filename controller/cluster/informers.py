@@ -260,18 +260,17 @@ class Informer(Generic[T]):
             label_selector=self.label_selector,
             timeout_seconds=timeout,
         ):
-            if event.version:
-                self.resource_version = event.version
-            if event.type == "BOOKMARK":
-                continue
             key = (event.namespace, event.name)
             if event.type == "DELETED":
                 if not _newer_than(self.store.get(key), event.version):
                     self.forget(*key)
-            elif not self._holds(key, event.version):
+            elif event.type != "BOOKMARK" and not self._holds(key, event.version):
                 obj = self.decode(event.data)
                 if obj is not None:
                     self._apply(obj)
+            # Only once the event is taken: a watch that breaks on it resumes before it.
+            if event.version:
+                self.resource_version = event.version
             self.backoff.reset()
 
     def _holds(self, key: Key, version: str) -> bool:

@@ -39,7 +39,7 @@ from controller.state.steps import (
     WriteQueueStatus,
     WriteWorkloadStatus,
 )
-from controller.workloads.base import WorkloadAdapter
+from controller.workloads.base import Delete, WorkloadAdapter
 from controller.workloads.pod import alike
 from controller.workloads.registry import ADAPTERS
 from controller.workloads.requests import pod_requests
@@ -690,16 +690,25 @@ class ClusterState:
         self._reported[gang.key] = Reported(PendingCause.REQUEUED, now)
         status = objects.evicted_status(gang, record, now)
         message = objects.eviction_event(why, count, delay)
-        if gang.bare:
+        hold = gang.owner.adapter.hold(gang.owner.obj, list(gang.pods.values()))
+        wl = gang.workload
+        kept = (
+            gang.declared_group
+            and wl is not None
+            and not wl.metadata.owner_references
+            and any(isinstance(write, Delete) for write in hold)
+        )
+        if kept:
             message += (
-                f"; its pods were deleted (a bare pod cannot be held again): create them again"
-                f" with {names.POD_GROUP_LABEL}={gang.name} and they rejoin this Workload"
+                f"; its pods were deleted (a scheduling gate cannot be put back on a pod): create"
+                f" them again, labelled {names.POD_GROUP_LABEL}={gang.name} as before, and they"
+                f" rejoin this Workload"
             )
         return [
             WriteWorkloadStatus(gang.namespace, gang.name, status),
-            *gang.owner.adapter.hold(gang.owner.obj, list(gang.pods.values())),
+            *hold,
             *self._delete_podgroup(gang),
-            objects.event(gang, reason, message, warning=True, on_workload=gang.bare),
+            objects.event(gang, reason, message, warning=True, on_workload=kept),
         ]
 
     def _release(self, gang: ManagedGang) -> list[Step]:

@@ -109,35 +109,28 @@ class ManagedGang:
         return self._is(WorkloadCondition.PODS_READY)
 
     @property
-    def bare(self) -> bool:
-        """A gang of bare pods (a plain pod group, or a lone pod no controller made): evicting
-        it deletes its pods, and only their creator can make them again."""
-        return (
-            self.owner is not None
-            and self.owner.kind == kube.Pod.KIND
-            and self.owner.meta.controller_owner() is None
-        )
+    def declared_group(self) -> bool:
+        """A plain pod group: pods sharing a `kohort.dev/pod-group` their creator chose. Evicting
+        it deletes its pods (a gate cannot be put back) and only their creator can make them
+        again, under the same group, so its Workload has no owner and outlives them. (A lone
+        pod, `pod-<name>` of one, is not one: its Workload goes with it.)"""
+        if self.owner is None or self.owner.kind != kube.Pod.KIND:
+            return False
+        labels = self.owner.meta.labels
+        lone = self.name.startswith("pod-") and labels.get(names.POD_GROUP_TOTAL_COUNT_LABEL) == "1"
+        return names.POD_GROUP_TOTAL_COUNT_LABEL in labels and not lone
 
     def waits_for_its_pods(self) -> bool:
-        """An evicted bare gang whose pods are gone: its Workload (made with no owner, so the
-        garbage collector leaves it) keeps its record until pods of the same group return."""
+        """A plain pod group's Workload, kept after an eviction deleted its pods: no pod of the
+        group exists, and the Workload (made with no owner) records the eviction until pods of
+        the group are made again, or someone deletes it."""
         wl = self.workload
         return (
-            wl is not None
+            self.owner is None
+            and wl is not None
             and not wl.metadata.owner_references
             and self._is(WorkloadCondition.EVICTED)
             and not self.reserved
-            and not self.workload_finished
-        )
-
-    @property
-    def active(self) -> bool:
-        """Owned, recorded in a Workload, and not finished: the gang takes part in admission."""
-        return (
-            self.owner is not None
-            and self.shape is not None
-            and self.workload is not None
-            and self.finished is None
             and not self.workload_finished
         )
 

@@ -63,8 +63,8 @@ def workload_for(gang: ManagedGang, priority: int) -> Workload:
                 "name": gang.name,
                 "namespace": gang.namespace,
                 "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE, names.QUEUE_LABEL: gang.queue},
-                # A bare gang's Workload outlives the pods an eviction deletes (gangs.bare).
-                "ownerReferences": [] if gang.bare else [gang.owner.reference()],
+                # A plain pod group's Workload outlives the pods an eviction deletes.
+                "ownerReferences": [] if gang.declared_group else [gang.owner.reference()],
             },
             "spec": WorkloadSpec(
                 queue_name=gang.queue,

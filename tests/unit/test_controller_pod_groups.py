@@ -165,7 +165,7 @@ async def test_an_evicted_group_keeps_its_workload_and_its_pods_made_again_rejoi
     kept = world.workload("ring")
     assert kept is not None and not reserved(kept)
     told = [e["message"] for e in world.api.all(kinds.EVENTS) if e["reason"] == "Preempted"]
-    assert any("create them again with kohort.dev/pod-group=ring" in m for m in told)
+    assert any("create them again, labelled kohort.dev/pod-group=ring" in m for m in told)
 
     for i in range(2):
         world.api.put(kinds.PODS, group_pod(f"r{i}", size=2))
@@ -184,3 +184,16 @@ def reserved(workload: JSON) -> bool:
         c["type"] == "QuotaReserved" and c["status"] == "True"
         for c in workload["status"]["conditions"]
     )
+
+
+async def test_a_lone_pods_workload_is_owned_by_it_and_goes_with_it(started: list[World]) -> None:
+    pod = make_pod("solo", namespace="ns", queue="lq")
+    editor = Editor(pod)
+    PodAdapter().default(editor, Mutation("lq"))
+    world = await start(started, World((kinds.PODS, editor.doc), cpu_quota="8"))
+    await world.reconciler.reconcile_once()
+    await world.api.settle()
+
+    wl = world.workload("pod-solo")
+    assert wl is not None
+    assert [o["name"] for o in wl["metadata"]["ownerReferences"]] == ["solo"]

@@ -18,6 +18,7 @@ from typing import Any
 from controller.api import names
 from controller.api.conditions import WorkloadCondition
 from controller.api.quantity import parse_quantity
+from controller.cluster.testing import condition, reserved
 from controller.workloads.edits import lookup
 
 JSONDict = dict[str, Any]
@@ -72,19 +73,18 @@ class Snapshot:
     podgroups: Sequence[JSONDict] = ()
 
 
-def condition_true(obj: Mapping[str, Any] | None, kind: str) -> bool:
-    for cond in lookup(obj, ["status", "conditions"]) or []:
-        if isinstance(cond, Mapping) and cond.get("type") == kind:
-            return cond.get("status") == "True"
-    return False
-
-
 def holds_quota(workload: Mapping[str, Any] | None) -> bool:
-    return condition_true(workload, WorkloadCondition.QUOTA_RESERVED)
+    return reserved(workload)
 
 
 def finished(workload: Mapping[str, Any] | None) -> bool:
-    return condition_true(workload, WorkloadCondition.FINISHED)
+    found = condition(workload, WorkloadCondition.FINISHED)
+    return found is not None and found.get("status") == "True"
+
+
+def evicted(workload: Mapping[str, Any] | None) -> bool:
+    found = condition(workload, WorkloadCondition.EVICTED)
+    return found is not None and found.get("status") == "True"
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -111,8 +111,16 @@ def _bound(pod: Mapping[str, Any]) -> bool:
 
 
 def usage_milli(workload: Mapping[str, Any]) -> dict[str, int]:
-    """What an admitted Workload charges its queue: each pod set's requests times its count."""
+    """What an admitted Workload charges its queue: what its admission record says it charged,
+    else each pod set's requests times its count."""
     total: dict[str, int] = defaultdict(int)
+    assignments = lookup(workload, ["status", "admission", "podSetAssignments"]) or []
+    charged = [a.get("resourceUsage") for a in assignments if a.get("resourceUsage")]
+    if charged:
+        for usage in charged:
+            for resource, quantity in usage.items():
+                total[resource] += parse_quantity(str(quantity))
+        return dict(total)
     for pod_set in lookup(workload, ["spec", "podSets"]) or []:
         count = int(pod_set.get("count") or 0)
         for resource, quantity in (pod_set.get("requests") or {}).items():
@@ -250,6 +258,9 @@ def problems(snapshot: Snapshot) -> list[Problem]:
         owners = {str(o.get("uid")) for o in lookup(wl, ["metadata", "ownerReferences"]) or []}
         if owners and not owners & owner_uids and not finished(wl):
             found.append(Problem(Check.ORPHAN_WORKLOAD, _name(wl), "its owner is gone"))
+        elif not owners and _name(wl) not in gangs and not finished(wl) and not evicted(wl):
+            # (a plain pod group's Workload has no owner; kept only after an eviction)
+            found.append(Problem(Check.ORPHAN_WORKLOAD, _name(wl), "no owner and no pods"))
         for uid in owners:
             by_owner[uid].append(_name(wl))
     for uid, several in by_owner.items():
@@ -272,7 +283,9 @@ def _gang_problems(gang: _Gang, workload: JSONDict | None, has_podgroup: bool) -
     ungated = [p for p in live if not _gated(p)]
     bound = [p for p in live if _bound(p)]
     found: list[Problem] = []
-    if bound and gated:
+    # A partial placement is a gang that was admitted and started in part. Without quota,
+    # bound pods are an eviction still under way (RELEASED_WITHOUT_QUOTA below).
+    if bound and gated and holds_quota(workload):
         found.append(
             Problem(
                 Check.PARTLY_PLACED,

@@ -107,6 +107,7 @@ class RunResult:
     seconds: float = 0.0
     refused_creates: int = 0
     admissions: int = 0
+    remade_pods: int = 0  # pods of evicted plain pod groups their owner made again
     evictions: int = 0
     relists: int = 0
     lease_takeover: float | None = None
@@ -152,8 +153,9 @@ class Run:
         self._deleted: set[str] = set()
         self._last = Snapshot()
         self._submitted: set[str] = set()
-        self._remade: dict[str, int] = {}  # plain pod group: the eviction its pods were made for
+        self._making: set[str] = set()  # pods of evicted plain groups being made again
         self._tasks: list[asyncio.Task[None]] = []
+        self.fault_errors: list[str] = []
 
     # ---- set-up and clean-up ---------------------------------------------------------------
 
@@ -217,13 +219,17 @@ class Run:
                 if time.monotonic() - self.started > self.deadline:
                     break
                 await asyncio.sleep(SAMPLE_EVERY)
-            await submit
-            await inject
+            for task in (submit, inject):
+                if time.monotonic() - self.started > self.deadline:
+                    task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         finally:
             for task in (submit, inject, *self._tasks):
                 task.cancel()
             self.result.seconds = time.monotonic() - self.started
-            self.result.violations = [str(v) for v in self.checker.violations]
+            self.result.violations += [str(v) for v in self.checker.violations]
+            self.result.violations += self.fault_errors
             self.result.relists = sum(
                 _count(r.log_path, log_offsets[r.name], "expired, relisting")
                 for r in self.stack.controllers
@@ -288,7 +294,8 @@ class Run:
         return pods
 
     async def _create(self, kind: kinds.Kind, obj: JSONDict) -> None:
-        """Create, as a user's script would: retry until the API server takes it."""
+        """Create, as a user's script would: retry while the API server is away or a webhook
+        cannot be called; any other refusal is a violation (the burst asks for nothing wrong)."""
         while True:
             try:
                 await self.api.create(kind, obj, self.namespace)
@@ -296,6 +303,10 @@ class Run:
             except ApiError as err:
                 if err.status == 409:
                     return  # made by an earlier try whose answer was lost
+                if err.status not in (0, 429) and err.status < 500:
+                    name = obj["metadata"]["name"]
+                    self.result.violations.append(f"{kind.kind} {name} refused: {err}")
+                    return
                 self.result.refused_creates += 1
                 await asyncio.sleep(0.5)
 
@@ -367,21 +378,26 @@ class Run:
         """A plain pod group's owner makes its pods again once an eviction deleted them (kohort
         says so in the eviction's Event); they rejoin the group's Workload."""
         workloads = {wl["metadata"]["name"]: wl for wl in snapshot.workloads}
-        grouped = {lookup(p, ["metadata", "labels", names.POD_GROUP_LABEL]) for p in snapshot.pods}
+        existing = {p["metadata"]["name"] for p in snapshot.pods}
         for plan in self.plans:
             wl = workloads.get(plan.gang)
             if plan.kind != "pods" or plan.name not in self._submitted or wl is None:
                 continue
             evictions = int(lookup(wl, ["status", "requeueState", "count"]) or 0)
-            if plan.gang in grouped or holds_quota(wl) or finished(wl):
+            if holds_quota(wl) or finished(wl) or not evictions:
                 continue
-            if evictions > self._remade.get(plan.name, 0):
-                self._remade[plan.name] = evictions
-                self._tasks.append(asyncio.create_task(self._make_all(plan)))
+            for obj in self._objects(plan):
+                name = obj["metadata"]["name"]
+                if name not in existing and name not in self._making:
+                    self._making.add(name)
+                    self.result.remade_pods += 1
+                    self._tasks.append(asyncio.create_task(self._make(obj)))
 
-    async def _make_all(self, plan: GangPlan) -> None:
-        for obj in self._objects(plan):
-            await self._create(kinds.PODS, obj)
+    async def _make(self, pod: JSONDict) -> None:
+        try:
+            await self._create(kinds.PODS, pod)
+        finally:
+            self._making.discard(pod["metadata"]["name"])
 
     def _finished(self, snapshot: Snapshot) -> set[str]:
         workloads = {wl["metadata"]["name"]: wl for wl in snapshot.workloads}
@@ -429,6 +445,8 @@ class Run:
         self.result.fault_at = time.monotonic() - self.started
         try:
             await FAULTS[self.fault](self)
+        except Exception as err:  # the fault itself went wrong: the run says so
+            self.fault_errors.append(f"{self.fault.value} failed: {type(err).__name__}: {err}")
         finally:
             self.fault_done.set()
 
@@ -455,20 +473,24 @@ class Run:
         replica = self.stack.replica(leader)
         replica.kill()
         killed = time.monotonic()
-        await self._wait_for_leader(other_than=leader)
-        self.result.lease_takeover = time.monotonic() - killed
-        replica.start()  # back as a standby
+        try:
+            await self._wait_for_leader(other_than=leader)
+            self.result.lease_takeover = time.monotonic() - killed
+        finally:
+            replica.start()  # back as a standby
 
     async def pause_leader(self) -> None:
         leader = await self._wait_for_leader(other_than="")
         replica = self.stack.replica(leader)
         replica.signal(signal.SIGSTOP)
         paused = time.monotonic()
-        await self._wait_for_leader(other_than=leader)
-        self.result.lease_takeover = time.monotonic() - paused
-        self._paused = (leader, await self._lease_acquired())
-        await asyncio.sleep(2.0)  # the new leader admits and releases meanwhile
-        replica.signal(signal.SIGCONT)
+        try:
+            await self._wait_for_leader(other_than=leader)
+            self.result.lease_takeover = time.monotonic() - paused
+            self._paused = (leader, await self._lease_acquired())
+            await asyncio.sleep(2.0)  # the new leader admits and releases meanwhile
+        finally:
+            replica.signal(signal.SIGCONT)
 
     async def _lease_acquired(self) -> str:
         lease = await self.api.get(kinds.LEASES, self.stack.lease_name, self.stack.lease_namespace)
@@ -516,7 +538,9 @@ class Run:
                 continue
             ref = entry.get("objectRef") or {}
             code = int((entry.get("responseStatus") or {}).get("code") or 0)
-            if ref.get("resource") == "leases" and code >= 400:
+            if ref.get("resource") == "leases":
+                if code < 400:
+                    break  # it won the Lease again (the other replica let it lapse): its right
                 continue  # a refused attempt at the Lease is how it learns it lost
             writes.append(f"{entry.get('verb')} {ref.get('resource')}/{ref.get('name')} ({code})")
         self.result.writes_after_lease_loss = len(writes)
@@ -616,6 +640,7 @@ def summary_table(results: list[RunResult]) -> str:
                 str(sum(len(r.violations) for r in runs)),
                 f"{sum(r.finished for r in runs)}/{sum(r.gangs for r in runs)}",
                 str(sum(r.evictions for r in runs)),
+                str(sum(r.remade_pods for r in runs)),
                 f"{_percentile(recovery, 0.5):.1f}" if recovery else "-",
                 f"{_percentile(recovery, 0.95):.1f}" if recovery else "-",
                 f"{statistics.median(takeover):.1f}" if takeover else "-",
@@ -629,6 +654,7 @@ def summary_table(results: list[RunResult]) -> str:
         "VIOLATIONS",
         "GANGS FINISHED",
         "EVICTIONS",
+        "PODS MADE AGAIN",
         "RECOVERY P50 S",
         "RECOVERY P95 S",
         "TAKEOVER P50 S",

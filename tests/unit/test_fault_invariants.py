@@ -13,16 +13,27 @@ JSON = dict[str, Any]
 
 
 def workload(
-    name: str, queue: str, pods: int, *, admitted: bool, done: bool = False, owner: str = ""
+    name: str,
+    queue: str,
+    pods: int,
+    *,
+    admitted: bool,
+    done: bool = False,
+    owner: str | None = "",
+    was_evicted: bool = False,
 ) -> JSON:
+    """A Workload owned by `uid-<name>` (or `owner`; None: no owner, as a plain pod group's)."""
     conditions = [{"type": "QuotaReserved", "status": "True" if admitted else "False"}]
     if done:
         conditions.append({"type": "Finished", "status": "True"})
+    if was_evicted:
+        conditions.append({"type": "Evicted", "status": "True"})
     status: JSON = {"conditions": conditions}
     if admitted:
         status["admission"] = {"clusterQueue": queue}
+    owners = [] if owner is None else [{"uid": owner or f"uid-{name}"}]
     return {
-        "metadata": {"name": name, "ownerReferences": [{"uid": owner or f"uid-{name}"}]},
+        "metadata": {"name": name, "ownerReferences": owners},
         "spec": {"podSets": [{"name": "main", "count": pods, "requests": {"cpu": "1"}}]},
         "status": status,
     }
@@ -194,7 +205,7 @@ def test_pods_whose_statefulset_is_gone_are_left_to_the_garbage_collector() -> N
 def test_a_plain_pod_group_partly_released_for_longer_than_the_grace_is_a_violation() -> None:
     snapshot = Snapshot(
         QUEUES,
-        [workload("pg", "a1", 2, admitted=True, owner="uid-pg-0")],
+        [workload("pg", "a1", 2, admitted=True, owner=None)],
         pods=[pod("pg-0", "pg", gated=False), pod("pg-1", "pg", gated=True)],
         podgroups=[podgroup("pg")],
     )
@@ -215,3 +226,43 @@ def test_two_workloads_of_one_object_and_a_podgroup_of_no_workload_are_reported(
         podgroups=[podgroup("job-a"), podgroup("job-x")],
     )
     assert checks(snapshot) == {Check.DUPLICATE_WORKLOAD, Check.STRAY_PODGROUP}
+
+
+def test_bound_pods_of_a_gang_being_evicted_are_not_a_partial_placement() -> None:
+    # a StatefulSet's pod 0 made again (gated) while pod 1 still awaits its deletion
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("sts-s", "a1", 2, admitted=False, was_evicted=True, owner="uid-s")],
+        pods=[
+            pod("s-0", "sts-s", gated=True, owner="uid-s"),
+            pod("s-1", "sts-s", gated=False, node="n1", owner="uid-s"),
+        ],
+        statefulsets=[
+            {
+                "metadata": {"name": "s", "uid": "uid-s", "labels": {names.QUEUE_LABEL: "q"}},
+                "spec": {"template": {"metadata": {"labels": {names.POD_GROUP_LABEL: "sts-s"}}}},
+            }
+        ],
+    )
+    found = checks(snapshot)
+    assert Check.PARTLY_PLACED not in found
+    assert Check.RELEASED_WITHOUT_QUOTA in found and not Check.RELEASED_WITHOUT_QUOTA.safety
+
+
+def test_an_ownerless_workload_without_pods_is_an_orphan_unless_kept_after_an_eviction() -> None:
+    left = workload("pg", "a1", 2, admitted=False, owner=None)
+    kept = workload("pg", "a1", 2, admitted=False, owner=None, was_evicted=True)
+
+    assert checks(Snapshot(QUEUES, [left])) == {Check.ORPHAN_WORKLOAD}
+    assert checks(Snapshot(QUEUES, [kept])) == set()
+
+
+def test_a_queue_is_charged_what_the_admission_record_says() -> None:
+    charged = workload("job-a", "a1", 1, admitted=True)
+    charged["status"]["admission"]["podSetAssignments"] = [
+        {"name": "main", "count": 7, "resourceUsage": {"cpu": "7"}}
+    ]
+    snapshot = Snapshot(
+        QUEUES, [charged], jobs=[job("a", suspended=False)], podgroups=[podgroup("job-a")]
+    )
+    assert checks(snapshot) == {Check.QUEUE_OVER_LIMIT}

@@ -21,12 +21,18 @@ from controller.quota.outcomes import (
     QuotaShortfall,
 )
 from controller.quota.snapshot import (
+    DEFAULT_FLAVOR,
     AdmittedGang,
+    CohortSpec,
+    FlavorQuota,
+    FlavorSpec,
+    Fungibility,
     Gang,
     Node,
     PodSet,
     QueueSpec,
     Quota,
+    ResourceGroup,
     Snapshot,
     Taint,
     Toleration,
@@ -35,7 +41,13 @@ from controller.quota.snapshot import (
 
 def decide(snapshot: Snapshot, now: float, config: Config | None = None) -> Decisions:
     """One admission cycle over `snapshot` at time `now` (seconds)."""
-    engine = Engine(snapshot.queues, snapshot.nodes, config)
+    engine = Engine(
+        snapshot.queues,
+        snapshot.nodes,
+        config,
+        flavors=snapshot.flavors,
+        cohorts=snapshot.cohorts,
+    )
     for admitted in sorted(snapshot.admitted, key=lambda a: a.gang.name):
         engine.add_admitted(admitted)
     for gang in sorted(snapshot.pending, key=lambda g: g.name):
@@ -44,13 +56,18 @@ def decide(snapshot: Snapshot, now: float, config: Config | None = None) -> Deci
 
 
 __all__ = [
+    "DEFAULT_FLAVOR",
     "Admission",
     "AdmittedGang",
+    "CohortSpec",
     "Config",
     "Decisions",
     "Engine",
     "Eviction",
     "EvictionCause",
+    "FlavorQuota",
+    "FlavorSpec",
+    "Fungibility",
     "Gang",
     "NoFit",
     "Node",
@@ -62,6 +79,7 @@ __all__ = [
     "QueueSpec",
     "Quota",
     "QuotaShortfall",
+    "ResourceGroup",
     "Snapshot",
     "Taint",
     "Toleration",

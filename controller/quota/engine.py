@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from controller import defaults
-from controller.quota import preemption
+from controller.quota import flavor_assignment, preemption
+from controller.quota.flavor_assignment import FlavorOption, Shapes
 from controller.quota.outcomes import (
     NOT_CONSIDERED,
     Admission,
@@ -35,19 +36,32 @@ from controller.quota.outcomes import (
 from controller.quota.placement import NodeIndex, Packing, PlaceFailure, PodShape
 from controller.quota.preemption import Candidate, Shortfall
 from controller.quota.quota import (
+    QuotaNode,
     add_usage,
     available,
     borrowing,
-    build_cohorts,
+    borrowing_any,
+    build_tree,
+    guaranteed,
+    path_shares,
     quota_ceiling,
     quota_shortfall,
     share,
     within_nominal,
 )
-from controller.quota.snapshot import AdmittedGang, Gang, Node, QueueSpec
+from controller.quota.snapshot import (
+    FR,
+    AdmittedGang,
+    CohortSpec,
+    FlavorSpec,
+    Gang,
+    Node,
+    QueueSpec,
+)
 from controller.quota.state import GangInfo, QueueRuntime, RunningGang, gang_info
 
-QueueKey = tuple[int, float, int, float, str, str]
+# (oldest first?, borrows?, shares from the top of the tree down, priority, age, names)
+QueueKey = tuple[int, int, tuple[float, ...], int, float, str, str]
 
 # Seconds before a gang whose victim search found nothing searches again.
 PREEMPTION_RETRY = 60.0
@@ -108,6 +122,7 @@ class _QuotaHold:
 
     queue: QueueRuntime
     info: GangInfo
+    charge: Mapping[FR, int]
 
 
 @dataclass(slots=True)
@@ -130,9 +145,17 @@ class Engine:
     """
 
     def __init__(
-        self, queues: Iterable[QueueSpec], nodes: Iterable[Node], config: Config | None = None
+        self,
+        queues: Iterable[QueueSpec],
+        nodes: Iterable[Node],
+        config: Config | None = None,
+        *,
+        flavors: Iterable[FlavorSpec] = (),
+        cohorts: Iterable[CohortSpec] = (),
     ) -> None:
         self.config = config or Config()
+        self._flavors = {f.name: f for f in flavors}
+        self._cohorts = tuple(cohorts)
         self._strategy = preemption.STRATEGIES[self.config.victims]
         self._floor_guard = self.config.victims == "placement-aware"
         self.pending: dict[str, tuple[QueueRuntime | None, GangInfo]] = {}
@@ -140,7 +163,7 @@ class Engine:
         self._nodes = {n.name: n for n in nodes}
         self.index = NodeIndex(self._nodes.values())
         self.queues: dict[str, QueueRuntime] = {}
-        self._members: dict[str, list[QueueRuntime]] = {}
+        self._members: dict[int, list[QueueRuntime]] = {}
         self._build_queues(queues)
         # Gang -> the nodes held for it: `_holding` in this round of cycles, `_held` in the
         # last one. A gang keeps its nodes from round to round, so they drain.
@@ -168,32 +191,54 @@ class Engine:
 
     def _build_queues(self, specs: Iterable[QueueSpec]) -> None:
         before = getattr(self, "queues", {})
-        self.queues = {name: QueueRuntime(state) for name, state in build_cohorts(specs).items()}
+        tree = build_tree(specs, self._cohorts)
+        self.queues = {name: QueueRuntime(state) for name, state in tree.items()}
         for name, queue in self.queues.items():
             if name in before:  # the reasons reported so far stay reported
                 queue.reported = before[name].reported
         self._members = {}
         for runtime in self.queues.values():
-            if runtime.state.cohort is not None:
-                self._members.setdefault(runtime.state.cohort.name, []).append(runtime)
+            if runtime.state.parent is not None:
+                self._members.setdefault(id(runtime.state.root()), []).append(runtime)
 
-    def set_queues(self, specs: Iterable[QueueSpec]) -> None:
-        """Queues were added, removed or changed: rebuild quota state, keeping every gang."""
+    def set_queues(
+        self, specs: Iterable[QueueSpec], cohorts: Iterable[CohortSpec] | None = None
+    ) -> None:
+        """Queues (or cohorts) were added, removed or changed: rebuild quota state, keeping
+        every gang."""
         pending, running = self._gangs()
+        if cohorts is not None:
+            self._cohorts = tuple(cohorts)
         self._build_queues(specs)
         self._rebuild(pending, running)
+
+    def set_flavors(self, flavors: Iterable[FlavorSpec]) -> None:
+        """ResourceFlavors were added, removed or changed: judge every gang's flavors again."""
+        self._flavors = {f.name: f for f in flavors}
+        pending, running = self._gangs()
+        self._build_queues([queue.spec for queue in self.queues.values() if queue.spec])
+        self._rebuild(pending, running)
+
+    @property
+    def cohort_nodes(self) -> list[QuotaNode]:
+        """Every cohort above the queues, each once."""
+        seen: dict[int, QuotaNode] = {}
+        for queue in self.queues.values():
+            for node in queue.state.ancestors():
+                seen.setdefault(id(node), node)
+        return sorted(seen.values(), key=lambda n: n.name)
 
     def set_nodes(self, nodes: Iterable[Node]) -> None:
         """Nodes were added, removed or changed: rebuild the node index, keeping every gang."""
         pending, running = self._gangs()
         self._nodes = {n.name: n for n in nodes}
-        self._build_queues([queue.state.spec for queue in self.queues.values()])
+        self._build_queues([queue.spec for queue in self.queues.values() if queue.spec])
         self._rebuild(pending, running)
 
     def _gangs(self) -> tuple[list[Gang], list[AdmittedGang]]:
         pending = [info.gang for _, info in self.pending.values()]
         running = [
-            AdmittedGang(r.info.gang, r.admitted_at, self._placement_of(r))
+            AdmittedGang(r.info.gang, r.admitted_at, self._placement_of(r), r.flavors)
             for _, r in self.running.values()
         ]
         return pending, running
@@ -243,7 +288,7 @@ class Engine:
             self._freed = True  # the gangs held back for it may go now
         if queue is not None:
             queue.remove_pending(info)
-            if queue.state.spec.strategy == "StrictFIFO":
+            if queue.spec.strategy == "StrictFIFO":
                 self._freed = True  # the gangs it held up may go now
 
     def add_admitted(self, admitted: AdmittedGang) -> None:
@@ -253,10 +298,13 @@ class Engine:
         plan = self._plan_of(info, admitted.placement)
         for ps, node, n in plan:
             self.index.take(node, info.shapes[ps][1].request, n)
-        running = self._running(info, admitted.admitted_at, plan)
+        groups = queue.spec.resource_groups() if queue and queue.spec else ()
+        charge = flavor_assignment.recorded(admitted.gang, groups, admitted.flavors)
+        flavors = flavor_assignment.recorded_flavors(admitted.gang, groups, admitted.flavors)
+        running = self._running(info, admitted.admitted_at, plan, charge, flavors)
         self.running[info.name] = (queue, running)
         if queue is not None:
-            add_usage(queue.state, info.total, +1)
+            add_usage(queue.state, charge, +1)
             queue.running[info.name] = running
 
     def move(self, name: str, placement: Iterable[PodPlacement]) -> None:
@@ -268,7 +316,9 @@ class Engine:
         self.index.release(running.on_nodes())
         for ps, node, n in plan:
             self.index.take(node, running.info.shapes[ps][1].request, n)
-        moved = self._running(running.info, running.admitted_at, plan)
+        moved = self._running(
+            running.info, running.admitted_at, plan, running.charge, running.flavors
+        )
         self.running[name] = (queue, moved)
         if queue is not None:
             queue.running[name] = moved
@@ -280,7 +330,7 @@ class Engine:
         queue, running = self.running.pop(name)
         if queue is not None:
             del queue.running[name]
-            add_usage(queue.state, running.info.total, -1)
+            add_usage(queue.state, running.charge, -1)
         self.index.release(running.on_nodes())
 
     def _plan_of(self, info: GangInfo, placement: Iterable[PodPlacement]) -> Plan:
@@ -305,9 +355,40 @@ class Engine:
             default=0.0,
         )
 
-    def _running(self, info: GangInfo, admitted_at: float, plan: Plan) -> RunningGang:
+    def _running(
+        self,
+        info: GangInfo,
+        admitted_at: float,
+        plan: Plan,
+        charge: dict[FR, int],
+        flavors: dict[str, dict[str, str]],
+    ) -> RunningGang:
         nodes = tuple(sorted({node for _, node, _ in plan}))
-        return RunningGang(info, admitted_at, plan, self._dominant(info), nodes)
+        return RunningGang(
+            info,
+            admitted_at,
+            plan,
+            charge=charge,
+            flavors=flavors,
+            dominant=self._dominant(info),
+            nodes=nodes,
+        )
+
+    def _options(self, queue: QueueRuntime, info: GangInfo) -> list[FlavorOption]:
+        """The gang's flavor options in its queue, computed once per gang."""
+        if info.options is None:
+            spec = queue.spec
+            groups = spec.resource_groups() if spec is not None else ()
+            info.options = flavor_assignment.options(info.gang, groups, self._flavors, self.index)
+        return info.options
+
+    def _charge(self, queue: QueueRuntime, info: GangInfo) -> dict[FR, int]:
+        """What the gang charges on its preferred flavors (its resources as they are when no
+        flavor may take them)."""
+        opts = self._options(queue, info)
+        if opts:
+            return opts[0].charge
+        return flavor_assignment.recorded(info.gang, (), {})
 
     # -- the cycle ----------------------------------------------------------------------------
 
@@ -395,95 +476,167 @@ class Engine:
             self._recheck_at = min(self._recheck_at, when)
 
     def _queue_key(self, queue: QueueRuntime) -> QueueKey | None:
-        """Queue order: heads waiting beyond `oldest_first_after` first, oldest first; then the
-        weighted share after admitting the head, priority, age; names break ties."""
+        """Queue order: heads waiting beyond `oldest_first_after` first, oldest first; then
+        heads within their queue's nominal quota (on the flavors they would get: borrowing on
+        one flavor never delays a gang owed another); then the weighted shares after admitting
+        the head, compared at every level of the cohort tree from the top down; priority, age;
+        names break ties."""
         info = queue.head()
         if info is None:
             return None
         gang = info.gang
         limit = self.config.oldest_first_after
         if limit is not None and self._now - gang.created >= limit:
-            return (0, gang.created, -gang.priority, 0.0, gang.name, queue.name)
-        share_after = share(queue.state, info.total)
-        return (1, share_after, -gang.priority, gang.created, gang.name, queue.name)
+            return (0, 0, (gang.created,), -gang.priority, 0.0, gang.name, queue.name)
+        charges = [o.charge for o in self._options(queue, info)] or [self._charge(queue, info)]
+        state = queue.state
+        borrows, shares = min(
+            (0 if within_nominal(state, c) else 1, path_shares(state, c)) for c in charges
+        )
+        return (1, borrows, shares, -gang.priority, gang.created, gang.name, queue.name)
 
     def _block(self, queue: QueueRuntime, info: GangInfo, reason: Pending) -> None:
-        if queue.state.spec.strategy == "StrictFIFO":
+        if queue.spec.strategy == "StrictFIFO":
             behind = Pending(PendingCause.STRICT_FIFO, behind=info.name, blocker=reason)
             for key in queue.classes:
                 queue.blocked.setdefault(key, behind)
         queue.blocked[info.class_key] = reason
 
     def _may_preempt(self, queue: QueueRuntime) -> bool:
-        spec = queue.state.spec
+        spec = queue.spec
+        assert spec is not None
         return spec.within_queue != "Never" or (
-            spec.reclaim_within_cohort != "Never" and queue.state.cohort is not None
+            spec.reclaim_within_cohort != "Never" and queue.state.parent is not None
         )
 
     def _try(self, queue: QueueRuntime, info: GangInfo, now: float, log: _Log) -> Pending | None:
-        """Admit `info` (evicting victims if that makes it fit); None if admitted, else why not."""
+        """Admit `info` on the first flavor option its queue's fungibility takes (evicting
+        victims if that makes it fit); None if admitted, else why not."""
+        if queue.state.broken is not None:
+            return Pending(PendingCause.BROKEN_COHORT, detail=queue.state.broken)
         hold = self._hold
         if hold is not None and hold.info is not info and self._held_back(hold, queue, info):
             return Pending(
                 PendingCause.HELD_FOR_STARVING, behind=hold.info.name, queue=hold.queue.name
             )
-        short = quota_shortfall(queue.state, info.total)
-        reason = Pending(PendingCause.QUOTA, quota=short)
-        if short is not None:
-            ceiling = quota_ceiling(queue.state, info.total)
-            if ceiling is not None:
-                covered = ceiling.resource in queue.state.spec.quotas
-                cause = PendingCause.NEVER_FITS if covered else PendingCause.NOT_COVERED
-                return Pending(cause, ceiling=ceiling)
-        else:
-            plan, failure = self._place(info)
-            if failure is None:
-                self._admit(queue, info, plan, now, log, evicted=0)
-                return None
-            never = self.index.never_fits(info.shapes)
-            if never is not None:
-                return Pending(PendingCause.NEVER_FITS, placement=never[1])
-            reason = Pending(PendingCause.NO_NODE_FITS, placement=failure.why)
-        evict_after = queue.state.spec.evict_after
+        opts = self._options(queue, info)
+        if not opts:
+            return Pending(PendingCause.NO_FLAVOR, queue=queue.name)
+        spec = queue.spec
+        stop_at_borrow = spec is None or spec.fungibility.when_can_borrow == "MayStopSearch"
+        stop_at_preempt = spec is not None and spec.fungibility.when_can_preempt == "MayStopSearch"
+        permanent: Pending | None = None
+        # (how high the borrowing reaches, option, plan): the most local borrowing wins.
+        borrow: tuple[int, FlavorOption, Plan] | None = None
+        preemptable: list[tuple[FlavorOption, Pending]] = []
+        for opt in opts:
+            short = quota_shortfall(queue.state, opt.charge)
+            if short is None:
+                plan, failure = self._place(opt.shapes)
+                if failure is None:
+                    if stop_at_borrow or within_nominal(queue.state, opt.charge):
+                        self._admit(queue, info, opt, plan, now, log, evicted=0)
+                        return None
+                    self.index.release((opt.shapes[ps][1].request, node, n) for ps, node, n in plan)
+                    height = self._borrow_height(queue.state, opt.charge)
+                    if borrow is None or height < borrow[0]:
+                        borrow = (height, opt, plan)
+                    continue
+                never = self.index.never_fits(opt.shapes)
+                if never is not None:
+                    permanent = permanent or Pending(PendingCause.NEVER_FITS, placement=never[1])
+                    continue
+                reason = Pending(PendingCause.NO_NODE_FITS, placement=failure.why)
+            else:
+                ceiling = quota_ceiling(queue.state, opt.charge)
+                if ceiling is not None:
+                    cause = (
+                        PendingCause.NEVER_FITS
+                        if ceiling.flavor_covered
+                        else PendingCause.NOT_COVERED
+                    )
+                    permanent = permanent or Pending(cause, ceiling=ceiling)
+                    continue
+                reason = Pending(PendingCause.QUOTA, quota=short)
+            preemptable.append((opt, reason))
+            if stop_at_preempt and borrow is None:
+                break
+        if borrow is not None:
+            _, opt, _ = borrow
+            plan, failure = self._place(opt.shapes)
+            assert failure is None
+            self._admit(queue, info, opt, plan, now, log, evicted=0)
+            return None
+        if not preemptable:
+            assert permanent is not None
+            return permanent
+        first, reason = preemptable[0]
+        evict_after = spec.evict_after if spec is not None else 0.0
         if now - info.gang.created < evict_after:
             if self._may_preempt(queue):
                 self._recheck_by(info.gang.created + evict_after)
             if (
                 self.config.drain
-                and self._reclaimer(queue, info)
+                and self._reclaimer(queue, first.charge)
                 and reason.cause is PendingCause.NO_NODE_FITS
             ):
-                nodes = self._reserve_for(info)
+                nodes = self._reserve_for(info, first.shapes)
                 if nodes:
                     log.reservations[info.name] = nodes
             return reason
         last = self._no_victims_at.get(info.name)
         if last is not None and now - last < PREEMPTION_RETRY:
             return reason
-        victims = self._choose_victims(queue, info, now)
-        if victims is None:
-            self._no_victims_at[info.name] = now
-            if self.config.waste_budget is not None:  # it grows with the wait
-                self._recheck_by(now + PREEMPTION_RETRY)
-            return reason
-        self._no_victims_at.pop(info.name, None)
-        for victim in victims:
-            self._evict(victim, info, queue, log)
-        plan, failure = self._place(info)
-        if failure is not None or quota_shortfall(queue.state, info.total) is not None:
-            raise AssertionError(f"victims chosen for {info.name} do not make it fit")
-        self._admit(queue, info, plan, now, log, evicted=len(victims))
-        return None
+        for opt, _ in preemptable:
+            victims = self._choose_victims(queue, info, opt, now)
+            if victims is None:
+                continue
+            self._no_victims_at.pop(info.name, None)
+            for victim in victims:
+                self._evict(victim, info, opt, queue, log)
+            plan, failure = self._place(opt.shapes)
+            if failure is not None or quota_shortfall(queue.state, opt.charge) is not None:
+                raise AssertionError(f"victims chosen for {info.name} do not make it fit")
+            self._admit(queue, info, opt, plan, now, log, evicted=len(victims))
+            return None
+        self._no_victims_at[info.name] = now
+        if self.config.waste_budget is not None:  # it grows with the wait
+            self._recheck_by(now + PREEMPTION_RETRY)
+        return reason
 
-    def _place(self, info: GangInfo) -> tuple[Plan, PlaceFailure | None]:
+    @staticmethod
+    def _borrow_height(queue: QuotaNode, charge: Mapping[FR, int]) -> int:
+        """How many levels above the queue the charge makes a node use more than its subtree
+        quota (0: only the queue itself goes beyond its quota)."""
+        height = 0
+        level = 0
+        amounts = dict(charge)
+        node: QuotaNode | None = queue
+        while node is not None and amounts:
+            moved: dict[FR, int] = {}
+            for fr, delta in amounts.items():
+                before = node.usage.get(fr, 0)
+                if before + delta > node.subtree.get(fr, 0):
+                    height = level
+                floor = guaranteed(node, fr)
+                up = max(0, before + delta - floor) - max(0, before - floor)
+                if up:
+                    moved[fr] = up
+            amounts = moved
+            node = node.parent
+            level += 1
+        return height
+
+    def _place(self, shapes: Shapes) -> tuple[Plan, PlaceFailure | None]:
         if not self.config.placement:
             return [], None
-        return self.index.place(info.shapes, self.config.packing)
+        return self.index.place(shapes, self.config.packing)
 
     def _admit(
         self,
         queue: QueueRuntime,
         info: GangInfo,
+        opt: FlavorOption,
         plan: Plan,
         now: float,
         log: _Log,
@@ -494,9 +647,10 @@ class Engine:
         del self.pending[info.name]
         self._fresh.discard(info.name)
         self._no_victims_at.pop(info.name, None)
-        running = self._running(info, now, plan)
+        flavors = opt.by_pod_set(info.gang)
+        running = self._running(info, now, plan, dict(opt.charge), flavors)
         self._admitted_now.add(info.name)
-        add_usage(queue.state, info.total, +1)
+        add_usage(queue.state, opt.charge, +1)
         queue.running[info.name] = running
         self.running[info.name] = (queue, running)
         log.admissions.append(
@@ -506,53 +660,68 @@ class Engine:
                 self._placement_of(running),
                 evicted=evicted,
                 borrowing=borrowing(queue.state),
+                flavors=flavors,
             )
         )
 
-    def _evict(self, victim: RunningGang, preemptor: GangInfo, by: QueueRuntime, log: _Log) -> None:
+    def _evict(
+        self,
+        victim: RunningGang,
+        preemptor: GangInfo,
+        opt: FlavorOption,
+        by: QueueRuntime,
+        log: _Log,
+    ) -> None:
         queue, _ = self.running[victim.name]
         assert queue is not None
         cause = EvictionCause.PREEMPTED
         if queue is not by:
-            reclaim = self._reclaimer(by, preemptor)
+            reclaim = self._reclaimer(by, opt.charge)
             cause = EvictionCause.RECLAIMED if reclaim else EvictionCause.FAIR_SHARING
         self.finish(victim.name)
         log.evictions.append(Eviction(victim.name, queue.name, preemptor.name, cause, by.name))
 
     # -- preemption -----------------------------------------------------------------------------
 
-    def _reclaimer(self, queue: QueueRuntime, info: GangInfo) -> bool:
-        """Whether `info` may take lent quota back: its queue stays within nominal with it."""
+    def _reclaimer(self, queue: QueueRuntime, charge: Mapping[FR, int]) -> bool:
+        """Whether a gang charging `charge` may take lent quota back: its queue stays within
+        nominal with it, on the flavors it would get (borrowing elsewhere does not count)."""
+        spec = queue.spec
         return (
-            queue.state.spec.reclaim_within_cohort != "Never"
-            and queue.state.cohort is not None
-            and within_nominal(queue.state, info.total)
+            spec is not None
+            and spec.reclaim_within_cohort != "Never"
+            and queue.state.parent is not None
+            and within_nominal(queue.state, charge)
         )
 
-    def _candidates(self, queue: QueueRuntime, info: GangInfo, now: float) -> list[Candidate]:
-        """Admitted gangs that may be evicted for `info`, before any choice among them.
+    def _candidates(
+        self, queue: QueueRuntime, info: GangInfo, charge: Mapping[FR, int], now: float
+    ) -> list[Candidate]:
+        """Admitted gangs that may be evicted for `info` (charging `charge`), before any choice
+        among them: in its queue, or anywhere in its cohort tree in a queue that borrows on
+        an FR it needs.
 
         A gang too young to be a victim now makes the engine look again once it is old enough.
         """
-        spec = queue.state.spec
+        spec = queue.spec
+        assert spec is not None
         prio = info.gang.priority
         # (queue, victims are in another queue, victims are taken for fair sharing)
         pools: list[tuple[QueueRuntime, bool, bool]] = []
         if spec.within_queue == "LowerPriority":
             pools.append((queue, False, False))
-        cohort = queue.state.cohort
-        if cohort is not None and spec.reclaim_within_cohort != "Never":
-            reclaim = self._reclaimer(queue, info)
+        if queue.state.parent is not None and spec.reclaim_within_cohort != "Never":
+            reclaim = self._reclaimer(queue, charge)
             if reclaim or self.config.fair_sharing_preemption:
                 pools.extend(
                     (other, True, not reclaim)
-                    for other in self._members[cohort.name]
-                    if other is not queue and other.running and borrowing(other.state)
+                    for other in self._members[id(queue.state.root())]
+                    if other is not queue and other.running and borrowing_any(other.state, charge)
                 )
         lower_only = spec.reclaim_within_cohort == "LowerPriority"
         out: list[Candidate] = []
         for pool, other, fair in pools:
-            min_runtime = pool.state.spec.min_runtime
+            min_runtime = pool.spec.min_runtime
             for running in pool.running.values():
                 gang_prio = running.info.gang.priority
                 if running.name in self._admitted_now:
@@ -567,16 +736,16 @@ class Engine:
         return out
 
     def _choose_victims(
-        self, queue: QueueRuntime, info: GangInfo, now: float
+        self, queue: QueueRuntime, info: GangInfo, opt: FlavorOption, now: float
     ) -> list[RunningGang] | None:
-        candidates = self._candidates(queue, info, now)
+        candidates = self._candidates(queue, info, opt.charge, now)
         if not candidates:
             return None
         budget = math.inf
         if self.config.waste_budget is not None:
             waited = max(0.0, now - info.gang.created)
             budget = self.config.waste_budget * waited * self._dominant(info)
-        return self._strategy(_Trial(self, queue, info, budget), info, candidates)
+        return self._strategy(_Trial(self, queue, info, opt, budget), info, candidates)
 
     # -- starvation guard -----------------------------------------------------------------------
 
@@ -592,9 +761,9 @@ class Engine:
         limit = self.config.starvation_after
         if limit is None:
             return
-        chosen: tuple[float, int, float, str, QueueRuntime, GangInfo] | None = None
+        chosen: tuple[tuple[float, ...], int, float, str, QueueRuntime, GangInfo] | None = None
         for queue in self.queues.values():
-            queue_share = share(queue.state)
+            queue_share = path_shares(queue.state)
             for cls in queue.classes.values():
                 head = cls.head()
                 if head is None:
@@ -606,9 +775,12 @@ class Engine:
                 key = (queue_share, -gang.priority, gang.created, head.name)
                 if chosen is not None and key >= chosen[:4]:
                     continue
-                if quota_ceiling(queue.state, head.total) is not None:
-                    continue
-                if self.config.placement and self.index.never_fits(head.shapes) is not None:
+                opts = self._options(queue, head)
+                if queue.state.broken is not None or not any(
+                    quota_ceiling(queue.state, o.charge) is None
+                    and (not self.config.placement or self.index.never_fits(o.shapes) is None)
+                    for o in opts
+                ):
                     continue
                 chosen = (*key, queue, head)
         if chosen is None:
@@ -618,10 +790,11 @@ class Engine:
         if reason is None:
             return
         self._block(queue, info, reason)
-        if all(info.total[r] <= queue.state.quota(r).nominal for r in info.total):
-            self._hold = _QuotaHold(queue, info)
+        first = self._options(queue, info)[0]
+        if all(amount <= queue.state.quota(fr).nominal for fr, amount in first.charge.items()):
+            self._hold = _QuotaHold(queue, info, first.charge)
         if self.config.placement and reason.cause is PendingCause.NO_NODE_FITS:
-            nodes = self._reserve_for(info)
+            nodes = self._reserve_for(info, first.shapes)
             if nodes:
                 log.reservations[info.name] = nodes
 
@@ -636,19 +809,21 @@ class Engine:
         starving = hold.info.gang
         if info.gang.created < starving.created or info.gang.priority > starving.priority:
             return False
+        charge = self._charge(queue, info)
         if queue is not hold.queue:
-            cohort = hold.queue.state.cohort
-            if cohort is None or queue.state.cohort is not cohort:
+            if hold.queue.state.parent is None or queue.state.parent is None:
                 return False
-            if within_nominal(queue.state, info.total):
+            if queue.state.root() is not hold.queue.state.root():
                 return False
-        add_usage(hold.queue.state, hold.info.total, +1)
+            if within_nominal(queue.state, charge):
+                return False
+        add_usage(hold.queue.state, hold.charge, +1)
         try:
-            return quota_shortfall(queue.state, info.total) is not None
+            return quota_shortfall(queue.state, charge) is not None
         finally:
-            add_usage(hold.queue.state, hold.info.total, -1)
+            add_usage(hold.queue.state, hold.charge, -1)
 
-    def _reserve_for(self, info: GangInfo) -> tuple[str, ...]:
+    def _reserve_for(self, info: GangInfo, shapes: Shapes) -> tuple[str, ...]:
         """Hide from everyone else the emptiest eligible nodes, one per pod of the gang.
 
         The same gang keeps the same nodes from cycle to cycle, so they drain instead of the
@@ -664,7 +839,7 @@ class Engine:
             self._holding[info.name] = names
             return names
         held: list[int] = []
-        for _, shape, count in info.shapes:
+        for _, shape, count in shapes:
             for _ in range(count):
                 best = None
                 for cls in index.eligible(shape):
@@ -682,22 +857,31 @@ class Engine:
 class _Trial:
     """Trial-and-undo view of the engine for a preemption strategy."""
 
-    def __init__(self, engine: Engine, queue: QueueRuntime, info: GangInfo, budget: float) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        queue: QueueRuntime,
+        info: GangInfo,
+        opt: FlavorOption,
+        budget: float,
+    ) -> None:
         self.engine = engine
         self.queue = queue
         self.info = info
+        self.charge = opt.charge
+        self.shapes = opt.shapes
         self.budget = budget
 
     def remove(self, victim: RunningGang) -> None:
         owner, _ = self.engine.running[victim.name]
         assert owner is not None
-        add_usage(owner.state, victim.info.total, -1)
+        add_usage(owner.state, victim.charge, -1)
         self.engine.index.release(victim.on_nodes())
 
     def restore(self, victim: RunningGang) -> None:
         owner, _ = self.engine.running[victim.name]
         assert owner is not None
-        add_usage(owner.state, victim.info.total, +1)
+        add_usage(owner.state, victim.charge, +1)
         for request, node, n in victim.on_nodes():
             self.engine.index.take(node, request, n)
         self.engine._freed = False
@@ -706,42 +890,61 @@ class _Trial:
         """What keeps `info` out: placement first (clearing nodes frees quota too), then quota."""
         engine = self.engine
         if engine.config.placement:
-            plan, failure = engine.index.place(info.shapes, engine.config.packing)
+            plan, failure = engine.index.place(self.shapes, engine.config.packing)
             if failure is not None:
                 return Shortfall(shape=failure.shape)
-            engine.index.release((info.shapes[ps][1].request, node, n) for ps, node, n in plan)
+            engine.index.release((self.shapes[ps][1].request, node, n) for ps, node, n in plan)
         if self.quota_fits(info):
             return None
         state = self.queue.state
+        charge = self.charge
         return Shortfall(
-            quota=tuple(r for r in sorted(info.total) if info.total[r] > available(state, r))
+            quota=tuple(fr for fr in sorted(charge) if charge[fr] > available(state, fr))
         )
 
     def quota_fits(self, info: GangInfo) -> bool:
         state = self.queue.state
-        return all(amount <= available(state, r) for r, amount in info.total.items())
+        return all(amount <= available(state, fr) for fr, amount in self.charge.items())
 
     def may_take(self, candidate: Candidate) -> bool:
         owner = self.engine.queues[candidate.queue].state
         if not candidate.other_queue:
             return True
+        victim = candidate.victim
         if candidate.fair:
             # Kueue's S2-a: the preemptor's share after admission stays at most the victim
             # queue's share after the eviction.
-            removed = {r: -v for r, v in candidate.victim.info.total.items()}
-            return borrowing(owner) and share(self.queue.state, self.info.total) <= share(
+            removed = {fr: -v for fr, v in victim.charge.items()}
+            return borrowing(owner) and share(self.queue.state, self.charge) <= share(
                 owner, removed
             )
         if not self.engine._floor_guard:
             return borrowing(owner)
-        # Never push a lender back below its nominal quota on a resource it borrows.
-        total = candidate.victim.info.total
-        borrowed = [
-            r for r, used in owner.usage.items() if used > owner.quota(r).nominal and total.get(r)
-        ]
-        return bool(borrowed) and all(
-            owner.usage[r] - total[r] >= owner.quota(r).nominal for r in borrowed
-        )
+        return self._above_guarantee(owner, victim)
+
+    def _above_guarantee(self, owner: QuotaNode, victim: RunningGang) -> bool:
+        """Whether evicting `victim` takes only borrowed quota: every node from its queue up to
+        (not including) the cohort it shares with the preemptor borrows an FR the victim holds,
+        and stays at or above its quota on each such FR once the victim is gone. So no lender,
+        and no subtree, is pushed below what it is guaranteed."""
+        shared = {id(n) for n in self.queue.state.path()}
+        path: list[QuotaNode] = []
+        for node in owner.path():
+            if id(node) in shared:
+                break
+            path.append(node)
+        before = [{fr: n.usage.get(fr, 0) for fr in victim.charge} for n in path]
+        add_usage(owner, victim.charge, -1)
+        try:
+            for node, used in zip(path, before, strict=True):
+                borrowed = [fr for fr, u in used.items() if u > node.subtree.get(fr, 0)]
+                if not borrowed or any(
+                    node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in borrowed
+                ):
+                    return False
+            return True
+        finally:
+            add_usage(owner, victim.charge, +1)
 
     def freed_on(self, victim: RunningGang, node: int) -> tuple[int, ...]:
         freed = [0] * len(self.engine.index.order)

@@ -25,6 +25,8 @@ class PendingCause(enum.Enum):
     HELD_FOR_STARVING = "held-for-starving"  # the quota it needs is held for a starving gang
     NOT_CONSIDERED = "not-considered"  # new since the last cycle
     UNKNOWN_QUEUE = "unknown-queue"  # its ClusterQueue does not exist
+    BROKEN_COHORT = "broken-cohort"  # its cohort tree has a cycle of parents
+    NO_FLAVOR = "no-flavor"  # no flavor of a resource group suits a pod set
     # Decided by the controller, before the core sees the gang:
     NO_LOCAL_QUEUE = "no-local-queue"
     REQUEUED = "requeued"  # evicted; waiting out its backoff
@@ -38,7 +40,13 @@ class PendingCause(enum.Enum):
 
 # Causes no amount of waiting cures: reported as Inadmissible.
 PERMANENT = frozenset(
-    {PendingCause.NOT_COVERED, PendingCause.NEVER_FITS, PendingCause.NAMESPACE_NOT_SELECTED}
+    {
+        PendingCause.NOT_COVERED,
+        PendingCause.NEVER_FITS,
+        PendingCause.NAMESPACE_NOT_SELECTED,
+        PendingCause.BROKEN_COHORT,
+        PendingCause.NO_FLAVOR,
+    }
 )
 
 
@@ -66,6 +74,9 @@ class QuotaCeiling:
     most: int
     covered: tuple[str, ...]  # the resources the queue has quota for
     in_cohort: bool
+    flavor: str = ""
+    # Whether the queue lists `resource` under `flavor` (it may cover it under others only).
+    flavor_covered: bool = True
 
     def describe(self) -> str:
         r = self.resource
@@ -76,9 +87,10 @@ class QuotaCeiling:
                 f"ClusterQueue {self.queue} does not cover {r} (it covers {covers}){lent}; add"
                 f" {r} to one of its resourceGroups, or remove the request"
             )
+        of = f" of flavor {self.flavor}" if self.flavor else ""
         return (
-            f"needs {format_amount(r, self.need)} {r}, more than ClusterQueue {self.queue} can"
-            f" ever hold ({format_amount(r, self.most)}: its nominal quota plus what it may"
+            f"needs {format_amount(r, self.need)} {r}{of}, more than ClusterQueue {self.queue}"
+            f" can ever hold ({format_amount(r, self.most)}: its nominal quota plus what it may"
             " borrow); make the gang smaller or raise the quota"
         )
 
@@ -93,14 +105,16 @@ class QuotaShortfall:
     nominal: int
     borrowing_limit: int | None
     used: int
+    flavor: str = ""
 
     def describe(self) -> str:
         r = self.resource
+        of = f" of flavor {self.flavor}" if self.flavor else ""
         limit = ""
         if self.borrowing_limit is not None:
             limit = f", borrowing limit {format_amount(r, self.borrowing_limit)}"
         return (
-            f"needs {format_amount(r, self.need)} {r}, queue can take"
+            f"needs {format_amount(r, self.need)} {r}{of}, queue can take"
             f" {format_amount(r, max(self.free, 0))} more (nominal"
             f" {format_amount(r, self.nominal)}{limit}, using {format_amount(r, self.used)})"
         )
@@ -199,6 +213,18 @@ class Pending:
             )
         if cause is PendingCause.UNKNOWN_QUEUE:
             return f"Queue {self.queue!r} does not exist"
+        if cause is PendingCause.BROKEN_COHORT:
+            return (
+                f"Inadmissible: {self.detail}; nothing in that cohort tree is admitted until"
+                " a Cohort's spec.parent breaks the cycle"
+            )
+        if cause is PendingCause.NO_FLAVOR:
+            return (
+                f"Inadmissible: no flavor of ClusterQueue {self.queue} suits a pod set (the"
+                " flavors' nodeLabels contradict its nodeSelector, or it does not tolerate their"
+                " nodeTaints); change the pod's nodeSelector or tolerations, or the queue's"
+                " flavors"
+            )
         if cause is PendingCause.NO_LOCAL_QUEUE:
             return f"LocalQueue {self.queue!r} does not exist in namespace {self.namespace}"
         if cause is PendingCause.REQUEUED:
@@ -241,6 +267,8 @@ class Admission:
     evicted: int = 0
     # Whether the queue uses more than its nominal quota once the gang is in.
     borrowing: bool = False
+    # The flavor given to each resource of each pod set: pod set -> resource -> flavor.
+    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def describe(self) -> str:
         why = (

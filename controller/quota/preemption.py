@@ -25,14 +25,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from controller.quota.placement import PodShape
+from controller.quota.snapshot import FR
 from controller.quota.state import GangInfo, RunningGang
 
 
 @dataclass(frozen=True, slots=True)
 class Shortfall:
-    """Why the preemptor does not fit right now: quota (which resources) or placement."""
+    """Why the preemptor does not fit right now: quota (which flavors and resources) or
+    placement."""
 
-    quota: tuple[str, ...] = ()
+    quota: tuple[FR, ...] = ()
     shape: PodShape | None = None
 
 
@@ -118,7 +120,7 @@ def placement_aware(
                     for c in ordered
                     if c.victim.name not in taken
                     and c.lost_work <= left
-                    and any(c.victim.info.total.get(r, 0) > 0 for r in short.quota)
+                    and any(c.victim.charge.get(fr, 0) > 0 for fr in short.quota)
                     and trial.may_take(c)
                 ),
                 None,

@@ -1,188 +1,382 @@
-"""Quota arithmetic of queues and cohorts: usage, what a queue may still take, its fair share.
+"""Quota arithmetic over the cohort tree: usage, what a queue may still take, fair shares.
 
-Rule: small functions over QueueState/CohortState, each saying what it returns; usage changes
-only through `add_usage`, which keeps the cohort's borrowed total in step.
+Rule: small functions over QuotaNode, each saying what it returns; usage changes only through
+`add_usage`, which carries a change up the tree.
 
-A queue's nominal quota splits into a guaranteed part (nominal - lendingLimit, never lent) and a
-lendable part that goes into the cohort's pool. The pool of a cohort is the sum of its members'
-lendable parts; a member's usage above its guaranteed part is drawn from the pool.
+Amounts are keyed by flavor and resource (an FR). The tree's leaves are ClusterQueues; its inner
+nodes are cohorts, each with an optional parent and its own quota. A node's subtree quota is its
+own nominal quota plus what its children lend to it. A node's guaranteed part (subtree quota
+minus its lending limit) is never lent; its parent sees only its usage above that part. So a
+queue draws first on its own guaranteed quota, then on its parent's pool (its siblings' lent
+quota and the cohort's own), and only what the parent cannot cover reaches the grandparent:
+borrowing is as local as it can be. Borrowing limits cap what a node takes from its parent, and
+lending limits what it gives, at every level.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from controller.quota.outcomes import QuotaCeiling, QuotaShortfall
-from controller.quota.snapshot import QueueSpec, Quota
+from controller.quota.snapshot import (
+    DEFAULT_FLAVOR,
+    FR,
+    CohortSpec,
+    QueueSpec,
+    Quota,
+    flavor_quotas,
+)
 
 NO_QUOTA = Quota(nominal=0, borrowing_limit=0)
 NO_QUOTA_IN_COHORT = Quota(nominal=0)
 
 
-@dataclass(slots=True)
-class CohortState:
+@dataclass(eq=False, slots=True)
+class QuotaNode:
+    """A queue (`spec` set) or a cohort of the tree, with its quota and usage per FR."""
+
     name: str
-    # Sum of the members' lendable quota, per resource.
-    pool: dict[str, int] = field(default_factory=dict)
-    # Sum of the members' usage above their guaranteed quota, per resource.
-    drawn: dict[str, int] = field(default_factory=dict)
+    quotas: dict[FR, Quota]
+    weight: float = 1.0
+    spec: QueueSpec | None = None
+    parent: QuotaNode | None = None
+    children: list[QuotaNode] = field(default_factory=list)
+    # Own nominal quota plus what the children lend, per FR.
+    subtree: dict[FR, int] = field(default_factory=dict)
+    usage: dict[FR, int] = field(default_factory=dict)
+    # FRs whose usage is above the subtree quota, kept by add_usage.
+    above: set[FR] = field(default_factory=set)
+    # Why the tree this node is in admits nothing (a cycle), or None.
+    broken: str | None = None
 
-
-@dataclass(slots=True)
-class QueueState:
-    spec: QueueSpec
-    cohort: CohortState | None
-    usage: dict[str, int] = field(default_factory=dict)
-    # Resources whose usage is above nominal quota, kept by add_usage.
-    above_nominal: set[str] = field(default_factory=set)
-
-    def quota(self, resource: str) -> Quota:
-        found = self.spec.quotas.get(resource)
+    def quota(self, fr: FR) -> Quota:
+        found = self.quotas.get(fr)
         if found is not None:
             return found
-        return NO_QUOTA if self.cohort is None else NO_QUOTA_IN_COHORT
+        return NO_QUOTA if self.parent is None else NO_QUOTA_IN_COHORT
+
+    def ancestors(self) -> Iterator[QuotaNode]:
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    def root(self) -> QuotaNode:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def path(self) -> list[QuotaNode]:
+        """This node and its ancestors, nearest first."""
+        return [self, *self.ancestors()]
+
+    @property
+    def cohort(self) -> QuotaNode | None:
+        return self.parent
 
 
-def guaranteed(quota: Quota) -> int:
-    """The part of nominal quota the queue never lends."""
-    return 0 if quota.lending_limit is None else quota.nominal - quota.lending_limit
+# The engine and its callers speak of a queue's state.
+QueueState = QuotaNode
+
+
+def guaranteed(node: QuotaNode, fr: FR) -> int:
+    """The part of the node's subtree quota it never lends to its parent."""
+    limit = node.quota(fr).lending_limit
+    if limit is None:
+        return 0
+    return max(0, node.subtree.get(fr, 0) - limit)
 
 
 def lendable(quota: Quota) -> int:
-    """The part of nominal quota the queue puts into its cohort's pool."""
+    """The part of a queue's nominal quota it puts into its cohort's pool."""
     return quota.nominal if quota.lending_limit is None else quota.lending_limit
 
 
-def build_cohorts(specs: Iterable[QueueSpec]) -> dict[str, QueueState]:
-    """Queue states with their cohorts' pools filled in and no usage."""
-    cohorts: dict[str, CohortState] = {}
-    queues: dict[str, QueueState] = {}
+def _fill_subtree(node: QuotaNode) -> None:
+    for child in node.children:
+        _fill_subtree(child)
+    subtree = {fr: q.nominal for fr, q in node.quotas.items()}
+    for child in node.children:
+        for fr, amount in child.subtree.items():
+            subtree[fr] = subtree.get(fr, 0) + amount - guaranteed(child, fr)
+    node.subtree = subtree
+
+
+def _cycle_from(name: str, parents: Mapping[str, str | None]) -> list[str] | None:
+    seen: list[str] = []
+    current: str | None = name
+    while current is not None:
+        if current in seen:
+            return [*seen[seen.index(current) :], current]
+        seen.append(current)
+        current = parents.get(current)
+    return None
+
+
+def build_tree(
+    specs: Iterable[QueueSpec], cohorts: Iterable[CohortSpec] = ()
+) -> dict[str, QuotaNode]:
+    """Queue nodes, linked to their cohorts (made on demand when a name has no CohortSpec),
+    with subtree quotas filled in and no usage.
+
+    A cohort in a cycle of parents is cut from its parent, and every node of its tree is marked
+    broken with the cycle: such a tree admits nothing until the cycle is gone.
+    """
+    cohort_specs = {c.name: c for c in cohorts}
+    parents = {name: c.parent for name, c in cohort_specs.items()}
+    nodes: dict[str, QuotaNode] = {}
+    broken_at: dict[str, str] = {}
+    for name in sorted(cohort_specs):
+        loop = _cycle_from(name, parents)
+        if loop is not None:
+            broken_at[name] = " -> ".join(loop)
+
+    def cohort_node(name: str) -> QuotaNode:
+        node = nodes.get(name)
+        if node is not None:
+            return node
+        spec = cohort_specs.get(name)
+        node = QuotaNode(name, dict(flavor_quotas(spec.groups)) if spec else {})
+        node.weight = spec.weight if spec else 1.0
+        nodes[name] = node
+        parent = spec.parent if spec else None
+        if parent is not None and name not in broken_at:
+            node.parent = cohort_node(parent)
+            node.parent.children.append(node)
+        return node
+
+    queues: dict[str, QuotaNode] = {}
+    for name in sorted(cohort_specs):
+        cohort_node(name)
     for spec in sorted(specs, key=lambda s: s.name):
-        cohort = None
+        queue = QuotaNode(spec.name, dict(flavor_quotas(spec.resource_groups())), spec.weight, spec)
         if spec.cohort is not None:
-            cohort = cohorts.setdefault(spec.cohort, CohortState(spec.cohort))
-            for resource, quota in spec.quotas.items():
-                cohort.pool[resource] = cohort.pool.get(resource, 0) + lendable(quota)
-        queues[spec.name] = QueueState(spec, cohort)
+            queue.parent = cohort_node(spec.cohort)
+            queue.parent.children.append(queue)
+        queues[spec.name] = queue
+    roots = {id(n.root()): n.root() for n in [*nodes.values(), *queues.values()]}
+    for root in roots.values():
+        _fill_subtree(root)
+    for name, cycle in broken_at.items():
+        for node in _subtree_nodes(nodes[name].root()):
+            node.broken = f"cohort {name} is in a cycle of parents ({cycle})"
     return queues
 
 
-def add_usage(queue: QueueState, amounts: Mapping[str, int], sign: int) -> None:
-    """Add (sign=1) or remove (sign=-1) usage, moving the cohort's drawn total along."""
-    for resource, amount in amounts.items():
-        before = queue.usage.get(resource, 0)
-        after = before + sign * amount
-        queue.usage[resource] = after
-        if after > queue.quota(resource).nominal:
-            queue.above_nominal.add(resource)
+def build_cohorts(specs: Iterable[QueueSpec]) -> dict[str, QuotaNode]:
+    """Queue nodes for flat cohorts (no Cohort objects): see build_tree."""
+    return build_tree(specs)
+
+
+def _subtree_nodes(node: QuotaNode) -> Iterator[QuotaNode]:
+    yield node
+    for child in node.children:
+        yield from _subtree_nodes(child)
+
+
+def tree_nodes(queues: Iterable[QuotaNode]) -> list[QuotaNode]:
+    """Every cohort node above `queues`, each once, in a stable order."""
+    seen: dict[int, QuotaNode] = {}
+    for queue in queues:
+        for node in queue.ancestors():
+            seen.setdefault(id(node), node)
+    return sorted(seen.values(), key=lambda n: n.name)
+
+
+def add_usage(node: QuotaNode, amounts: Mapping[FR, int], sign: int) -> None:
+    """Add (sign=1) or remove (sign=-1) usage; the parent sees what is above the guaranteed
+    part, and so on up the tree."""
+    for fr, amount in amounts.items():
+        _add(node, fr, sign * amount)
+
+
+def _add(node: QuotaNode, fr: FR, delta: int) -> None:
+    while delta:
+        before = node.usage.get(fr, 0)
+        after = before + delta
+        node.usage[fr] = after
+        if after > node.subtree.get(fr, 0):
+            node.above.add(fr)
         else:
-            queue.above_nominal.discard(resource)
-        if queue.cohort is not None:
-            floor = guaranteed(queue.quota(resource))
-            delta = max(0, after - floor) - max(0, before - floor)
-            if delta:
-                drawn = queue.cohort.drawn
-                drawn[resource] = drawn.get(resource, 0) + delta
+            node.above.discard(fr)
+        parent = node.parent
+        if parent is None:
+            return
+        floor = guaranteed(node, fr)
+        delta = max(0, after - floor) - max(0, before - floor)
+        node = parent
 
 
-def available(queue: QueueState, resource: str) -> int:
-    """How much more of `resource` the queue may take now (may be negative after reclaims).
+def available(node: QuotaNode, fr: FR) -> int:
+    """How much more of `fr` the node may take now (may be negative after reclaims).
 
-    Without a cohort: nominal minus usage. In a cohort: what is left of the guaranteed part plus
-    what the pool has left, capped by the borrowing limit (the queue may hold at most its
-    lendable part plus its borrowing limit in the pool).
+    At the root: its subtree quota minus usage. Below: what is left of its guaranteed part plus
+    what its parent can give, capped by its borrowing limit (it may hold at most its lent part
+    plus its borrowing limit in the parent).
     """
-    quota = queue.quota(resource)
-    used = queue.usage.get(resource, 0)
-    cohort = queue.cohort
-    if cohort is None:
-        return quota.nominal - used
-    floor = guaranteed(quota)
-    from_pool = cohort.pool.get(resource, 0) - cohort.drawn.get(resource, 0)
-    if quota.borrowing_limit is not None:
-        in_pool = max(0, used - floor)
-        from_pool = min(from_pool, lendable(quota) + quota.borrowing_limit - in_pool)
-    return max(0, floor - used) + from_pool
+    used = node.usage.get(fr, 0)
+    parent = node.parent
+    if parent is None:
+        return node.subtree.get(fr, 0) - used
+    floor = guaranteed(node, fr)
+    from_parent = available(parent, fr)
+    limit = node.quota(fr).borrowing_limit
+    if limit is not None:
+        in_parent = max(0, used - floor)
+        from_parent = min(from_parent, node.subtree.get(fr, 0) - floor + limit - in_parent)
+    return max(0, floor - used) + from_parent
 
 
-def quota_shortfall(queue: QueueState, request: Mapping[str, int]) -> QuotaShortfall | None:
-    """None if `request` fits the queue's quota now, else the first resource that is short.
+def most(node: QuotaNode, fr: FR) -> int:
+    """The most of `fr` the node could hold with nothing else running in its tree."""
+    parent = node.parent
+    if parent is None:
+        return node.subtree.get(fr, 0)
+    floor = guaranteed(node, fr)
+    from_parent = most(parent, fr)
+    limit = node.quota(fr).borrowing_limit
+    if limit is not None:
+        from_parent = min(from_parent, node.subtree.get(fr, 0) - floor + limit)
+    return floor + from_parent
+
+
+def _scarce_first(fr: FR) -> tuple[bool, str, str]:
+    return (fr[1] in ("cpu", "memory"), fr[1], fr[0])
+
+
+def quota_shortfall(queue: QuotaNode, request: Mapping[FR, int]) -> QuotaShortfall | None:
+    """None if `request` fits the queue's quota now, else the first FR that is short.
 
     Extended resources (GPUs) are named before cpu and memory when several are short.
     """
-    for resource in sorted(request, key=lambda r: (r in ("cpu", "memory"), r)):
-        need = request[resource]
-        free = available(queue, resource)
+    for fr in sorted(request, key=_scarce_first):
+        need = request[fr]
+        free = available(queue, fr)
         if need > free:
-            quota = queue.quota(resource)
+            quota = queue.quota(fr)
             return QuotaShortfall(
-                resource=resource,
+                resource=fr[1],
                 need=need,
                 free=free,
                 nominal=quota.nominal,
                 borrowing_limit=quota.borrowing_limit,
-                used=queue.usage.get(resource, 0),
+                used=queue.usage.get(fr, 0),
+                flavor=fr[0],
             )
     return None
 
 
-def quota_ceiling(queue: QueueState, request: Mapping[str, int]) -> QuotaCeiling | None:
-    """The first resource of `request` the queue could not give even with nothing running in
-    its cohort: not covered (and nothing to borrow), or more than nominal plus borrowing."""
-    for resource in sorted(request, key=lambda r: (r in ("cpu", "memory"), r)):
-        quota = queue.quota(resource)
-        most = quota.nominal
-        cohort = queue.cohort
-        if cohort is not None:
-            most = guaranteed(quota) + cohort.pool.get(resource, 0)
-            if quota.borrowing_limit is not None:
-                most = min(most, quota.nominal + quota.borrowing_limit)
-        if request[resource] > most:
+def quota_ceiling(queue: QuotaNode, request: Mapping[FR, int]) -> QuotaCeiling | None:
+    """The first FR of `request` the queue could not give even with nothing running in its
+    tree: not covered (and nothing to borrow), or more than it can ever hold."""
+    for fr in sorted(request, key=_scarce_first):
+        ceiling = most(queue, fr)
+        if request[fr] > ceiling:
+            covered = tuple(sorted({r for _, r in queue.quotas}))
             return QuotaCeiling(
-                queue.spec.name,
-                resource,
-                request[resource],
-                most,
-                tuple(sorted(queue.spec.quotas)),
-                cohort is not None,
+                queue.name,
+                fr[1],
+                request[fr],
+                ceiling,
+                covered,
+                queue.parent is not None,
+                flavor=fr[0],
+                flavor_covered=fr in queue.quotas,
             )
     return None
 
 
-def within_nominal(queue: QueueState, request: Mapping[str, int]) -> bool:
-    """Whether usage plus `request` stays within nominal quota for every requested resource."""
+def within_nominal(queue: QuotaNode, request: Mapping[FR, int]) -> bool:
+    """Whether usage plus `request` stays within nominal quota for every requested FR."""
     return all(
-        queue.usage.get(r, 0) + amount <= queue.quota(r).nominal for r, amount in request.items()
+        queue.usage.get(fr, 0) + amount <= queue.quota(fr).nominal for fr, amount in request.items()
     )
 
 
-def borrowing(queue: QueueState) -> bool:
-    """Whether the queue uses more than its nominal quota of some resource."""
-    return bool(queue.above_nominal)
+def borrowing(node: QuotaNode) -> bool:
+    """Whether the node uses more than its subtree quota of some FR."""
+    return bool(node.above)
 
 
-def share(queue: QueueState, extra: Mapping[str, int] | None = None) -> float:
-    """Weighted dominant resource share, like Kueue's fair sharing.
+def borrowing_any(node: QuotaNode, frs: Iterable[FR]) -> bool:
+    """Whether the node uses more than its subtree quota of one of `frs`."""
+    above = node.above
+    return any(fr in above for fr in frs)
 
-    For each resource: what the queue uses above nominal (with `extra` added) over the pool of
-    its cohort, times 1000; the maximum over resources, divided by the weight. Not borrowing: 0.
-    Borrowing with weight 0: infinite (ranks last).
+
+def share(
+    node: QuotaNode,
+    extra: Mapping[FR, int] | None = None,
+    only: Iterable[FR] | None = None,
+) -> float:
+    """Weighted dominant resource share of a node in its parent, like Kueue's fair sharing.
+
+    For each resource: what the node uses above its subtree quota (with `extra` added), summed
+    over flavors, over what its parent holds of that resource (summed over flavors), times
+    1000; the maximum over resources, divided by the weight. `only`: count these FRs alone, so
+    borrowing on one flavor does not weigh on a gang that asks for another. At the root, or not
+    borrowing: 0. Borrowing with weight 0: infinite (ranks last).
     """
-    cohort = queue.cohort
-    if cohort is None:
+    parent = node.parent
+    if parent is None:
         return 0.0
+    frs: set[FR] = set(node.usage) | set(extra or ())
+    if only is not None:
+        frs &= set(only)
+    above: dict[str, int] = {}
+    for fr in frs:
+        used = node.usage.get(fr, 0) + (extra.get(fr, 0) if extra else 0)
+        over = used - node.subtree.get(fr, 0)
+        if over > 0:
+            above[fr[1]] = above.get(fr[1], 0) + over
+    if not above:
+        return 0.0
+    pools: dict[str, int] = {}
+    for (_, resource), amount in parent.subtree.items():
+        if resource in above:
+            pools[resource] = pools.get(resource, 0) + amount
     dominant = 0.0
-    resources = queue.usage.keys() | (extra.keys() if extra else set())
-    for resource in resources:
-        used = queue.usage.get(resource, 0) + (extra.get(resource, 0) if extra else 0)
-        above = used - queue.quota(resource).nominal
-        if above <= 0:
-            continue
-        pool = cohort.pool.get(resource, 0)
-        ratio = math.inf if pool <= 0 else 1000.0 * above / pool
+    for resource, over in above.items():
+        pool = pools.get(resource, 0)
+        ratio = math.inf if pool <= 0 else 1000.0 * over / pool
         dominant = max(dominant, ratio)
-    if dominant == 0.0:
-        return 0.0
-    return math.inf if queue.spec.weight <= 0 else dominant / queue.spec.weight
+    return math.inf if node.weight <= 0 else dominant / node.weight
+
+
+def path_shares(
+    queue: QuotaNode, extra: Mapping[FR, int] | None = None, only: Iterable[FR] | None = None
+) -> tuple[float, ...]:
+    """The shares of the queue's ancestors below the root and of the queue itself, top down,
+    with `extra` added to each: fair order at every level compares these left to right."""
+    nodes = queue.path()[:-1] if queue.parent is not None else [queue]
+    frs = None if only is None else tuple(only)
+    shares: list[float] = []
+    for node in reversed(nodes):
+        up = _usage_reaching(queue, node, extra) if extra else None
+        shares.append(share(node, up, frs))
+    return tuple(shares)
+
+
+def _usage_reaching(queue: QuotaNode, node: QuotaNode, extra: Mapping[FR, int]) -> dict[FR, int]:
+    """How much of `extra`, added at `queue`, would reach `node`'s usage."""
+    amounts = dict(extra)
+    current = queue
+    while current is not node and current.parent is not None:
+        moved: dict[FR, int] = {}
+        for fr, delta in amounts.items():
+            before = current.usage.get(fr, 0)
+            floor = guaranteed(current, fr)
+            up = max(0, before + delta - floor) - max(0, before - floor)
+            if up:
+                moved[fr] = up
+        amounts = moved
+        current = current.parent
+    return amounts
+
+
+def default_charge(totals: Mapping[str, int]) -> dict[FR, int]:
+    """Resource totals charged to the default flavor (queues without named flavors)."""
+    return {(DEFAULT_FLAVOR, r): amount for r, amount in totals.items()}

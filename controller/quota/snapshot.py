@@ -6,7 +6,7 @@ nothing here knows about Kubernetes objects or the clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -17,6 +17,13 @@ WithinQueuePolicy = Literal["Never", "LowerPriority"]
 QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
 
 GPU = "nvidia.com/gpu"
+
+# The flavor of queues that name none (the core's shorthand `QueueSpec.quotas`): any node.
+DEFAULT_FLAVOR = ""
+# A flavor and a resource: what quota and usage are counted in.
+FR = tuple[str, str]
+WhenCanBorrow = Literal["MayStopSearch", "TryNextFlavor"]
+WhenCanPreempt = Literal["TryNextFlavor", "MayStopSearch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +40,50 @@ class Quota:
 
 
 @dataclass(frozen=True, slots=True)
+class FlavorQuota:
+    """One flavor's quota, per resource, in a resource group."""
+
+    flavor: str
+    quotas: Mapping[str, Quota]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """Resources assigned together, and the flavors that provide them, in order of preference."""
+
+    resources: tuple[str, ...]
+    flavors: tuple[FlavorQuota, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fungibility:
+    """How the flavors of a resource group are tried (Kueue's flavorFungibility).
+
+    when_can_borrow: MayStopSearch takes the first flavor where the gang fits by borrowing;
+        TryNextFlavor looks on for one where it fits without borrowing.
+    when_can_preempt: TryNextFlavor looks on for a flavor where the gang fits without
+        evicting anyone, and evicts only if none does; MayStopSearch evicts on the first
+        flavor where evicting makes it fit.
+    """
+
+    when_can_borrow: WhenCanBorrow = "MayStopSearch"
+    when_can_preempt: WhenCanPreempt = "TryNextFlavor"
+
+
+def flavor_quotas(groups: Iterable[ResourceGroup]) -> dict[FR, Quota]:
+    return {
+        (flavor.flavor, resource): quota
+        for group in groups
+        for flavor in group.flavors
+        for resource, quota in flavor.quotas.items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSpec:
+    """A ClusterQueue. `quotas` is the shorthand for one group of the default flavor (any
+    node); `groups` names flavors and wins when set."""
+
     name: str
     quotas: Mapping[str, Quota]
     cohort: str | None = None
@@ -46,6 +96,27 @@ class QueueSpec:
     # Gangs of this queue wait this many seconds before they may evict others: capacity often
     # comes back by itself within minutes, and an eviction throws work away.
     evict_after: float = 0.0
+    groups: tuple[ResourceGroup, ...] = ()
+    fungibility: Fungibility = Fungibility()
+
+    def resource_groups(self) -> tuple[ResourceGroup, ...]:
+        if self.groups:
+            return self.groups
+        if not self.quotas:
+            return ()
+        resources = tuple(sorted(self.quotas))
+        return (ResourceGroup(resources, (FlavorQuota(DEFAULT_FLAVOR, self.quotas),)),)
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSpec:
+    """A cohort of the tree: an optional parent, its own quota (shared by everything below
+    it; borrowing and lending limits apply towards its parent), and its fair-sharing weight."""
+
+    name: str
+    parent: str | None = None
+    groups: tuple[ResourceGroup, ...] = ()
+    weight: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +144,16 @@ class Toleration:
 
 
 @dataclass(frozen=True, slots=True)
+class FlavorSpec:
+    """A ResourceFlavor: the nodes it stands for (labels, taints) and tolerations its pods get."""
+
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PodSet:
     """`count` identical pods, each requesting `requests` (milli-units)."""
 
@@ -96,11 +177,14 @@ class Gang:
 
 @dataclass(frozen=True, slots=True)
 class AdmittedGang:
-    """A gang holding quota since `admitted_at`, with its pods on `placement` (may be empty)."""
+    """A gang holding quota since `admitted_at`, with its pods on `placement` (may be empty),
+    and the flavor given to each resource of each pod set (`flavors`: pod set -> resource ->
+    flavor; empty: each resource's first flavor in its queue)."""
 
     gang: Gang
     admitted_at: float
     placement: tuple[PodPlacement, ...] = ()
+    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,3 +204,5 @@ class Snapshot:
     nodes: tuple[Node, ...]
     pending: tuple[Gang, ...] = ()
     admitted: tuple[AdmittedGang, ...] = ()
+    flavors: tuple[FlavorSpec, ...] = ()
+    cohorts: tuple[CohortSpec, ...] = ()

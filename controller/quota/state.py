@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from controller.quota.outcomes import Pending
 from controller.quota.placement import NodeIndex, PodShape, Vector
 from controller.quota.quota import QueueState
-from controller.quota.snapshot import Gang
+from controller.quota.snapshot import FR, Gang, QueueSpec
+
+if TYPE_CHECKING:
+    from controller.quota.flavor_assignment import FlavorOption
 
 # Gangs of one queue with the same priority and the same pod sets are interchangeable for
 # quota and placement: if the oldest of them does not fit, none of them does this cycle.
@@ -25,6 +29,8 @@ class GangInfo:
     total: dict[str, int]
     shapes: list[tuple[int, PodShape, int]]
     class_key: ClassKey
+    # Its flavor options in its queue, in preference order; filled by the engine on first use.
+    options: list[FlavorOption] | None = None
 
     @property
     def name(self) -> str:
@@ -59,6 +65,9 @@ class RunningGang:
     admitted_at: float
     # (pod set index, node index, pod count)
     plan: list[tuple[int, int, int]]
+    # What it holds of each flavor and resource, and its flavors: pod set -> resource -> flavor.
+    charge: dict[FR, int] = field(default_factory=dict)
+    flavors: dict[str, dict[str, str]] = field(default_factory=dict)
     # The gang's largest fraction of any cluster resource, and the nodes it runs on.
     dominant: float = 0.0
     nodes: tuple[int, ...] = ()
@@ -102,7 +111,13 @@ class QueueRuntime:
 
     @property
     def name(self) -> str:
-        return self.state.spec.name
+        return self.state.name
+
+    @property
+    def spec(self) -> QueueSpec:
+        spec = self.state.spec
+        assert spec is not None
+        return spec
 
     def add_pending(self, info: GangInfo) -> None:
         cls = self.classes.get(info.class_key)

@@ -399,7 +399,8 @@ class QueueFigures:
 
     pending: int = 0
     admitted: int = 0
-    usage: Mapping[str, int] | None = None
+    # Per (flavor, resource).
+    usage: Mapping[tuple[str, str], int] | None = None
     weighted_share: float = 0.0
     # Pending gangs whose Workload says why they wait.
     inadmissible: int = 0
@@ -426,16 +427,14 @@ def queue_status(cq: ClusterQueue, figures: QueueFigures, now: float) -> Cluster
     )
 
 
-def flavors_usage(cq: ClusterQueue, usage: Mapping[str, int]) -> list[FlavorUsage]:
-    """Usage per flavor and resource: a resource's usage is shown on the first flavor listing it."""
+def flavors_usage(cq: ClusterQueue, usage: Mapping[tuple[str, str], int]) -> list[FlavorUsage]:
+    """Usage per flavor and resource, and what of it is borrowed (above nominal quota)."""
     out: list[FlavorUsage] = []
-    seen: set[str] = set()
     for group in cq.spec.resource_groups:
         for flavor in group.flavors:
             resources = []
             for quota in flavor.resources:
-                used = usage.get(quota.name, 0) if quota.name not in seen else 0
-                seen.add(quota.name)
+                used = usage.get((flavor.name, quota.name), 0)
                 nominal = parse_quantity(quota.nominal_quota)
                 resources.append(
                     ResourceUsage(

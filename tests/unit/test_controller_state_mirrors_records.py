@@ -64,10 +64,10 @@ def check(world: World) -> None:
     }
     assert set(engine.running) == records
     for name, runtime in engine.queues.items():
-        total: dict[str, int] = {}
+        total: dict[tuple[str, str], int] = {}
         for running in runtime.running.values():
-            for resource, amount in running.info.total.items():
-                total[resource] = total.get(resource, 0) + amount
+            for fr, amount in running.charge.items():
+                total[fr] = total.get(fr, 0) + amount
         used = {r: a for r, a in runtime.state.usage.items() if a}
         assert used == total, f"queue {name}"
     index = engine.index

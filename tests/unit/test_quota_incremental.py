@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from controller.quota import AdmittedGang, Config, Engine, PodPlacement
+from controller.quota.snapshot import DEFAULT_FLAVOR
 from tests.unit.test_quota_builders import GPU, G, gang, node, queue
 
 
 def usage(engine: Engine, name: str) -> int:
-    return engine.queues[name].state.usage.get(GPU, 0) // G
+    return engine.queues[name].state.usage.get((DEFAULT_FLAVOR, GPU), 0) // G
 
 
 def free_gpus(engine: Engine, name: str) -> int:

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from controller.quota import AdmittedGang, Config, Decisions, Gang, Snapshot, decide
 from controller.quota.outcomes import EvictionCause
-from controller.quota.quota import guaranteed, lendable
-from controller.quota.snapshot import QueueSpec
+from controller.quota.quota import lendable
+from controller.quota.snapshot import QueueSpec, Quota
 from tests.unit.test_quota_builders import GPU, gang, node, queue
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -119,6 +119,11 @@ def test_no_queue_exceeds_nominal_plus_borrowing_limit(s: Scenario) -> None:
                 assert used <= quota.nominal
             elif quota.borrowing_limit is not None:
                 assert used <= quota.nominal + quota.borrowing_limit
+
+
+def guaranteed(quota: Quota) -> int:
+    """The part of a queue's nominal quota it never lends."""
+    return 0 if quota.lending_limit is None else quota.nominal - quota.lending_limit
 
 
 @SETTINGS

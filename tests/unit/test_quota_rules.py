@@ -16,7 +16,7 @@ from controller.quota import (
     Toleration,
     decide,
 )
-from controller.quota.quota import build_cohorts, share
+from controller.quota.quota import build_cohorts, default_charge, share
 from controller.quota.snapshot import QueueSpec, Quota
 from tests.unit.test_quota_builders import (
     GPU,
@@ -257,13 +257,13 @@ def test_share_matches_kueues_example() -> None:
         QueueSpec("b", {"cpu": Quota(5000)}, cohort="c"),
     ]
     states = build_cohorts(specs)
-    assert share(states["a"], {"cpu": 8000}) == pytest.approx(625.0)
-    assert share(states["b"], {"cpu": 1000}) == 0.0
+    assert share(states["a"], default_charge({"cpu": 8000})) == pytest.approx(625.0)
+    assert share(states["b"], default_charge({"cpu": 1000})) == 0.0
 
 
 def test_weight_zero_while_borrowing_ranks_last() -> None:
     states = build_cohorts([QueueSpec("a", {"cpu": Quota(1000)}, cohort="c", weight=0)])
-    assert share(states["a"], {"cpu": 2000}) == math.inf
+    assert share(states["a"], default_charge({"cpu": 2000})) == math.inf
 
 
 def test_strict_fifo_blocks_younger_gangs_behind_the_head() -> None:

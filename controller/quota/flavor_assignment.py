@@ -1,0 +1,167 @@
+"""Which flavor each pod set of a gang gets: the options, in the order the queue prefers them.
+
+Rule: pure functions of a gang, its queue's resource groups and the flavors; the engine judges
+the options (quota, placement, preemption) under the queue's fungibility.
+
+A pod set takes one flavor per resource group it asks resources of. The flavors a pod set may
+take are those its own node selector and tolerations allow (a flavor whose labels contradict
+the pod set's selector, or whose taints the pod set does not tolerate even with the flavor's
+tolerations, is skipped). A whole-gang option picks one flavor per (pod set, group); options go
+in the groups' flavor order, the first pod set's choice varying slowest. A resource no group
+covers is charged to the default flavor, so only a cohort that shares it can give it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from controller.quota.placement import NodeIndex, PodShape, tolerated
+from controller.quota.snapshot import (
+    DEFAULT_FLAVOR,
+    FR,
+    FlavorSpec,
+    Gang,
+    PodSet,
+    ResourceGroup,
+)
+
+# At most this many whole-gang options are judged per gang (groups x pod sets x flavors).
+MAX_OPTIONS = 32
+
+Shapes = list[tuple[int, PodShape, int]]
+
+
+@dataclass(slots=True)
+class FlavorOption:
+    """One way to give flavors to a gang: per pod set, resource -> flavor; what it charges;
+    and the pod shapes with the flavors' node labels and tolerations added."""
+
+    flavors: tuple[Mapping[str, str], ...]
+    charge: dict[FR, int]
+    shapes: Shapes = field(default_factory=list)
+
+    def by_pod_set(self, gang: Gang) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for pod_set, chosen in zip(gang.pod_sets, self.flavors, strict=True):
+            named = {r: f for r, f in chosen.items() if f != DEFAULT_FLAVOR}
+            if named:
+                out[pod_set.name] = named
+        return out
+
+
+def _compatible(pod_set: PodSet, flavor: FlavorSpec | None) -> bool:
+    if flavor is None:
+        return True
+    for key, value in flavor.node_labels.items():
+        wanted = pod_set.node_selector.get(key)
+        if wanted is not None and wanted != value:
+            return False
+    return tolerated(flavor.node_taints, (*pod_set.tolerations, *flavor.tolerations))
+
+
+def flavored(pod_set: PodSet, flavors: Sequence[FlavorSpec | None]) -> PodSet:
+    """The pod set as its pods will be released: flavors' labels and tolerations added."""
+    selector = dict(pod_set.node_selector)
+    tolerations = list(pod_set.tolerations)
+    for flavor in flavors:
+        if flavor is None:
+            continue
+        selector.update(flavor.node_labels)
+        tolerations.extend(t for t in flavor.tolerations if t not in tolerations)
+    if selector == dict(pod_set.node_selector) and len(tolerations) == len(pod_set.tolerations):
+        return pod_set
+    return replace(pod_set, node_selector=selector, tolerations=tuple(tolerations))
+
+
+def options(
+    gang: Gang,
+    groups: Sequence[ResourceGroup],
+    flavors: Mapping[str, FlavorSpec],
+    index: NodeIndex,
+) -> list[FlavorOption]:
+    """The gang's flavor options in preference order (empty: some pod set can take no flavor
+    of a group it needs)."""
+    # Per (pod set, group): the flavors it may take, in the group's order.
+    slots: list[tuple[int, ResourceGroup, list[str]]] = []
+    for i, pod_set in enumerate(gang.pod_sets):
+        asked = {r for r, v in pod_set.requests.items() if v > 0}
+        for group in groups:
+            if not asked & set(group.resources):
+                continue
+            allowed = [
+                f.flavor for f in group.flavors if _compatible(pod_set, flavors.get(f.flavor))
+            ]
+            if not allowed:
+                return []
+            slots.append((i, group, allowed))
+    out: list[FlavorOption] = []
+    shape_cache: dict[tuple[int, tuple[str, ...]], PodShape] = {}
+    for choice in itertools.islice(itertools.product(*(s[2] for s in slots)), MAX_OPTIONS):
+        per_set: list[dict[str, str]] = [{} for _ in gang.pod_sets]
+        chosen_flavors: list[list[str]] = [[] for _ in gang.pod_sets]
+        for (i, group, _), flavor in zip(slots, choice, strict=True):
+            chosen_flavors[i].append(flavor)
+            for resource in group.resources:
+                if gang.pod_sets[i].requests.get(resource, 0) > 0:
+                    per_set[i][resource] = flavor
+        charge: dict[FR, int] = {}
+        shapes: Shapes = []
+        for i, pod_set in enumerate(gang.pod_sets):
+            for resource, amount in pod_set.requests.items():
+                if amount <= 0:
+                    continue
+                fr = (per_set[i].get(resource, DEFAULT_FLAVOR), resource)
+                charge[fr] = charge.get(fr, 0) + amount * pod_set.count
+            key = (i, tuple(chosen_flavors[i]))
+            shape = shape_cache.get(key)
+            if shape is None:
+                specs = [flavors.get(name) for name in chosen_flavors[i]]
+                shape = shape_cache[key] = index.shape(flavored(pod_set, specs))
+            shapes.append((i, shape, pod_set.count))
+        out.append(FlavorOption(tuple(per_set), charge, shapes))
+    return out
+
+
+def recorded(
+    gang: Gang,
+    groups: Sequence[ResourceGroup],
+    given: Mapping[str, Mapping[str, str]],
+) -> dict[FR, int]:
+    """What an admitted gang charges, from the flavors recorded at its admission; a resource
+    with no record is charged to the first flavor of the group covering it."""
+    first: dict[str, str] = {}
+    for group in groups:
+        for resource in group.resources:
+            if group.flavors:
+                first.setdefault(resource, group.flavors[0].flavor)
+    charge: dict[FR, int] = {}
+    for pod_set in gang.pod_sets:
+        mine = given.get(pod_set.name, {})
+        for resource, amount in pod_set.requests.items():
+            if amount <= 0:
+                continue
+            flavor = mine.get(resource) or first.get(resource, DEFAULT_FLAVOR)
+            fr = (flavor, resource)
+            charge[fr] = charge.get(fr, 0) + amount * pod_set.count
+    return charge
+
+
+def recorded_flavors(
+    gang: Gang, groups: Sequence[ResourceGroup], given: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, str]]:
+    """The flavors an admitted gang holds, per pod set and resource (see `recorded`)."""
+    out: dict[str, dict[str, str]] = {}
+    covered = {r: g for g in groups for r in g.resources}
+    for pod_set in gang.pod_sets:
+        mine = given.get(pod_set.name, {})
+        chosen: dict[str, str] = {}
+        for resource, amount in pod_set.requests.items():
+            group = covered.get(resource)
+            if amount <= 0 or group is None or not group.flavors:
+                continue
+            chosen[resource] = mine.get(resource) or group.flavors[0].flavor
+        if chosen:
+            out[pod_set.name] = chosen
+    return out

@@ -315,8 +315,8 @@ def share(
     """Weighted dominant resource share of a node in its parent, like Kueue's fair sharing.
 
     For each resource: what the node uses above its subtree quota (with `extra` added), summed
-    over flavors, over what its parent holds of that resource (summed over flavors), times
-    1000; the maximum over resources, divided by the weight. `only`: count these FRs alone, so
+    over flavors, over the most its parent could hold of that resource (summed over flavors:
+    its subtree quota, plus what it may borrow from further up), times 1000; the maximum over resources, divided by the weight. `only`: count these FRs alone, so
     borrowing on one flavor does not weigh on a gang that asks for another. At the root, or not
     borrowing: 0. Borrowing with weight 0: infinite (ranks last).
     """
@@ -335,9 +335,9 @@ def share(
     if not above:
         return 0.0
     pools: dict[str, int] = {}
-    for (_, resource), amount in parent.subtree.items():
-        if resource in above:
-            pools[resource] = pools.get(resource, 0) + amount
+    for fr in parent.subtree.keys() | parent.usage.keys():
+        if fr[1] in above:
+            pools[fr[1]] = pools.get(fr[1], 0) + most(parent, fr)
     dominant = 0.0
     for resource, over in above.items():
         pool = pools.get(resource, 0)

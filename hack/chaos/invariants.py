@@ -27,7 +27,7 @@ JSONDict = dict[str, Any]
 class Check(enum.StrEnum):
     # Safety: never, not even for an instant.
     QUEUE_OVER_LIMIT = "queue over nominal + borrowing limit"
-    COHORT_OVER_QUOTA = "cohort over its queues' nominal quota"
+    COHORT_OVER_QUOTA = "cohort over its subtree's quota (+ its borrowing limit)"
     PARTLY_PLACED = "pods of a gang bound while others are held"
     ESCAPED = "a workload in a queue without kohort's gang fields"
     # Consistency: allowed while a write is under way, not longer than the grace period.
@@ -71,6 +71,7 @@ class Snapshot:
     statefulsets: Sequence[JSONDict] = ()
     pods: Sequence[JSONDict] = ()
     podgroups: Sequence[JSONDict] = ()
+    cohorts: Sequence[JSONDict] = ()
 
 
 def holds_quota(workload: Mapping[str, Any] | None) -> bool:
@@ -128,69 +129,132 @@ def usage_milli(workload: Mapping[str, Any]) -> dict[str, int]:
     return dict(total)
 
 
-@dataclass(frozen=True)
-class QueueLimits:
-    cohort: str | None
-    nominal: Mapping[str, int]
-    borrowing: Mapping[str, int | None]
+@dataclass
+class _Limits:
+    """One node of the quota tree (a ClusterQueue or a cohort), per (flavor, resource)."""
+
+    parent: str | None = None
+    nominal: dict[tuple[str, str], int] = field(default_factory=dict)
+    borrowing: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    lending: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    children: list[str] = field(default_factory=list)
+    # resource -> the first flavor listing it (for records that name no flavor).
+    first_flavor: dict[str, str] = field(default_factory=dict)
 
 
-def queue_limits(queue: Mapping[str, Any]) -> QueueLimits:
-    nominal: dict[str, int] = defaultdict(int)
-    borrowing: dict[str, int | None] = {}
-    for group in lookup(queue, ["spec", "resourceGroups"]) or []:
+def _limits(obj: Mapping[str, Any], parent: str | None) -> _Limits:
+    out = _Limits(parent)
+    for group in lookup(obj, ["spec", "resourceGroups"]) or []:
         for flavor in group.get("flavors") or []:
             for entry in flavor.get("resources") or []:
-                resource = str(entry["name"])
-                nominal[resource] += parse_quantity(str(entry["nominalQuota"]))
-                limit = entry.get("borrowingLimit")
-                if limit is None:
-                    borrowing[resource] = None
-                elif borrowing.get(resource, 0) is not None:
-                    borrowing[resource] = (borrowing.get(resource) or 0) + parse_quantity(
-                        str(limit)
-                    )
-    cohort = lookup(queue, ["spec", "cohort"])
-    return QueueLimits(str(cohort) if cohort else None, dict(nominal), borrowing)
+                fr = (str(flavor["name"]), str(entry["name"]))
+                out.first_flavor.setdefault(fr[1], fr[0])
+                out.nominal[fr] = parse_quantity(str(entry["nominalQuota"]))
+                for limits, key in (
+                    (out.borrowing, "borrowingLimit"),
+                    (out.lending, "lendingLimit"),
+                ):
+                    value = entry.get(key)
+                    limits[fr] = None if value is None else parse_quantity(str(value))
+    return out
+
+
+def quota_tree(snapshot: Snapshot) -> dict[str, _Limits]:
+    """The run's ClusterQueues and cohorts as a tree; a cohort named but not made has no quota
+    of its own. A cohort in a cycle of parents is cut from its parent (nothing in it admits)."""
+    nodes: dict[str, _Limits] = {}
+    for cohort in snapshot.cohorts:
+        parent = lookup(cohort, ["spec", "parent"])
+        nodes[f"cohort/{_name(cohort)}"] = _limits(cohort, f"cohort/{parent}" if parent else None)
+    for queue in snapshot.queues:
+        cohort_name = lookup(queue, ["spec", "cohort"])
+        parent = f"cohort/{cohort_name}" if cohort_name else None
+        nodes[f"queue/{_name(queue)}"] = _limits(queue, parent)
+    for name in list(nodes):
+        seen = [name]
+        current = nodes[name].parent
+        while current is not None:
+            if current in seen:
+                nodes[name].parent = None
+                break
+            seen.append(current)
+            nodes.setdefault(current, _Limits())
+            current = nodes[current].parent
+    for name, node in nodes.items():
+        if node.parent is not None:
+            nodes[node.parent].children.append(name)
+    return nodes
+
+
+def _subtree(nodes: Mapping[str, _Limits], name: str, fr: tuple[str, str]) -> int:
+    node = nodes[name]
+    return node.nominal.get(fr, 0) + sum(
+        _subtree(nodes, child, fr) - _guaranteed(nodes, child, fr) for child in node.children
+    )
+
+
+def _guaranteed(nodes: Mapping[str, _Limits], name: str, fr: tuple[str, str]) -> int:
+    lending = nodes[name].lending.get(fr)
+    return 0 if lending is None else max(0, _subtree(nodes, name, fr) - lending)
+
+
+def charged_milli(
+    workload: Mapping[str, Any], first_flavor: Mapping[str, str]
+) -> dict[tuple[str, str], int]:
+    """What an admitted Workload charges its queue per (flavor, resource): its admission record's
+    usage under the flavors it names (a resource with no flavor named: the queue's first flavor
+    for it), else each pod set's requests times its count."""
+    total: dict[tuple[str, str], int] = defaultdict(int)
+    assignments = lookup(workload, ["status", "admission", "podSetAssignments"]) or []
+    if any(a.get("resourceUsage") for a in assignments):
+        for a in assignments:
+            flavors = a.get("flavors") or {}
+            for resource, quantity in (a.get("resourceUsage") or {}).items():
+                flavor = flavors.get(resource) or first_flavor.get(resource, "")
+                total[(str(flavor), str(resource))] += parse_quantity(str(quantity))
+        return dict(total)
+    for resource, milli in usage_milli(workload).items():
+        total[(first_flavor.get(resource, ""), resource)] += milli
+    return dict(total)
 
 
 def _quota_problems(snapshot: Snapshot) -> Iterable[Problem]:
-    limits = {_name(q): queue_limits(q) for q in snapshot.queues}
-    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    """Every ClusterQueue, and every cohort at every level, within its subtree quota plus its
+    borrowing limit (the root within its subtree quota), counted here from the objects alone."""
+    nodes = quota_tree(snapshot)
+    usage: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for wl in snapshot.workloads:
-        queue = lookup(wl, ["status", "admission", "clusterQueue"])
-        if holds_quota(wl) and queue in limits:
-            for resource, milli in usage_milli(wl).items():
-                used[str(queue)][resource] += milli
-    cohorts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    cohort_nominal: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for name, limit in limits.items():
-        for resource, nominal in limit.nominal.items():
-            if limit.cohort:
-                cohort_nominal[limit.cohort][resource] += nominal
-        for resource, milli in used[name].items():
-            cap = limit.nominal.get(resource, 0)
-            borrow = limit.borrowing.get(resource, 0)
-            if limit.cohort is None:
-                borrow = 0
-            if borrow is not None and milli > cap + borrow:
-                yield Problem(
-                    Check.QUEUE_OVER_LIMIT,
-                    name,
-                    f"{resource} {milli / 1000:g} admitted > {cap / 1000:g} nominal"
-                    f" + {borrow / 1000:g} borrowing limit",
-                )
-            if limit.cohort:
-                cohorts[limit.cohort][resource] += milli
-    for cohort, resources in cohorts.items():
-        for resource, milli in resources.items():
-            if milli > cohort_nominal[cohort][resource]:
-                yield Problem(
-                    Check.COHORT_OVER_QUOTA,
-                    cohort,
-                    f"{resource} {milli / 1000:g} admitted >"
-                    f" {cohort_nominal[cohort][resource] / 1000:g} nominal in the cohort",
-                )
+        queue = f"queue/{lookup(wl, ['status', 'admission', 'clusterQueue'])}"
+        if holds_quota(wl) and queue in nodes:
+            for fr, milli in charged_milli(wl, nodes[queue].first_flavor).items():
+                usage[queue][fr] += milli
+
+    def used(name: str, fr: tuple[str, str]) -> int:
+        node = nodes[name]
+        if name.startswith("queue/"):
+            return usage[name].get(fr, 0)
+        return sum(
+            max(0, used(child, fr) - _guaranteed(nodes, child, fr)) for child in node.children
+        )
+
+    frs = {fr for per in usage.values() for fr in per}
+    for name in sorted(nodes):
+        node = nodes[name]
+        kind, _, short = name.partition("/")
+        for fr in sorted(frs):
+            amount = used(name, fr)
+            quota = _subtree(nodes, name, fr)
+            borrow = node.borrowing.get(fr) if node.parent is not None else 0
+            if borrow is None or amount <= quota + borrow:
+                continue
+            flavor, resource = fr
+            of = f" of flavor {flavor}" if flavor else ""
+            yield Problem(
+                Check.QUEUE_OVER_LIMIT if kind == "queue" else Check.COHORT_OVER_QUOTA,
+                short,
+                f"{resource}{of} {amount / 1000:g} admitted > {quota / 1000:g} quota"
+                f" + {borrow / 1000:g} borrowing limit",
+            )
 
 
 @dataclass

@@ -95,7 +95,9 @@ def test_a_queue_admitted_beyond_nominal_plus_borrowing_limit_is_a_violation_at_
     checker.observe(snapshot, at=0.0)
 
     assert [v.problem.check for v in checker.violations] == [Check.QUEUE_OVER_LIMIT]
-    assert "7 admitted > 4 nominal + 2 borrowing limit" in str(checker.violations[0])
+    assert "cpu of flavor default 7 admitted > 4 quota + 2 borrowing limit" in str(
+        checker.violations[0]
+    )
 
 
 def test_a_cohort_admitted_beyond_its_queues_nominal_quota_is_a_violation() -> None:
@@ -266,3 +268,67 @@ def test_a_queue_is_charged_what_the_admission_record_says() -> None:
         QUEUES, [charged], jobs=[job("a", suspended=False)], podgroups=[podgroup("job-a")]
     )
     assert checks(snapshot) == {Check.QUEUE_OVER_LIMIT}
+
+
+def nested_world(cohort_limit: str | None) -> Snapshot:
+    """org -> dept (with a borrowing limit, or none) -> a1, a2; b1 directly under org."""
+    dept: JSON = {"metadata": {"name": "dept"}, "spec": {"parent": "org"}}
+    if cohort_limit is not None:
+        dept["spec"]["resourceGroups"] = [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [
+                    {
+                        "name": "default",
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": "0", "borrowingLimit": cohort_limit}
+                        ],
+                    }
+                ],
+            }
+        ]
+    queues = [
+        cluster_queue("a1", {"cpu": "2"}, cohort="dept"),
+        cluster_queue("a2", {"cpu": "2"}, cohort="dept"),
+        cluster_queue("b1", {"cpu": "4"}, cohort="org"),
+    ]
+    # dept holds 4 of its own and takes 2 of b1's: 6 of the org's 8.
+    admitted = [
+        workload("job-a", "a1", 3, admitted=True),
+        workload("job-b", "a2", 3, admitted=True),
+    ]
+    return Snapshot(
+        queues,
+        admitted,
+        jobs=[job("a", suspended=False), job("b", suspended=False)],
+        podgroups=[podgroup("job-a"), podgroup("job-b")],
+        cohorts=[dept, {"metadata": {"name": "org"}, "spec": {}}],
+    )
+
+
+def test_a_cohort_taking_more_from_its_parent_than_its_borrowing_limit_is_a_violation() -> None:
+    assert checks(nested_world(None)) == set()
+    assert checks(nested_world("2")) == set()
+    problems_seen = list(problems(nested_world("1")))
+    assert [p.check for p in problems_seen] == [Check.COHORT_OVER_QUOTA]
+    assert problems_seen[0].subject == "dept"
+    assert "cpu of flavor default 6 admitted > 4 quota + 1 borrowing limit" in str(problems_seen[0])
+
+
+def test_a_queue_is_charged_on_the_flavor_its_record_names() -> None:
+    queue = cluster_queue("a1", {"cpu": "4"})
+    queue["spec"]["resourceGroups"][0]["flavors"].append(
+        {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": "2"}]}
+    )
+    on_spot = workload("job-a", "a1", 3, admitted=True)
+    on_spot["status"]["admission"]["podSetAssignments"] = [
+        {"name": "main", "count": 3, "resourceUsage": {"cpu": "3"}, "flavors": {"cpu": "spot"}}
+    ]
+    snapshot = Snapshot(
+        [queue], [on_spot], jobs=[job("a", suspended=False)], podgroups=[podgroup("job-a")]
+    )
+    # 3 CPUs fit the default flavor's 4, not spot's 2.
+    assert [str(p) for p in problems(snapshot)] == [
+        "queue over nominal + borrowing limit: a1: cpu of flavor spot 3 admitted > 2 quota"
+        " + 0 borrowing limit"
+    ]

@@ -59,7 +59,7 @@ from controller.api.common import format_time
 from controller.cluster.cache import Cache
 from controller.cluster.clients import ApiError, JSONDict
 from controller.cluster.memory import MemoryApi
-from controller.cluster.testing import cluster_queue, local_queue
+from controller.cluster.testing import cluster_queue, local_queue, resource_flavor
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
@@ -133,6 +133,7 @@ def kwok_node(name: str) -> JSONDict:
 def fill(api: MemoryApi, pending: int) -> int:
     """ClusterQueues, LocalQueues, Nodes and `pending` held Jobs; returns the number of nodes."""
     queues = COHORTS * QUEUES_PER_COHORT
+    api.put(kinds.RESOURCE_FLAVORS, resource_flavor("default"))  # the flavor the queues name
     for i in range(queues):
         cq = f"cq-{i:02d}"
         api.put(

@@ -52,6 +52,12 @@ class ControllerMetrics:
             ["cluster_queue"],
             registry=r,
         )
+        self.cohort_weighted_share = Gauge(
+            "kohort_cohort_weighted_share",
+            "Weighted dominant resource share of a Cohort in its parent (x1000)",
+            ["cohort"],
+            registry=r,
+        )
         self.reconcile_errors = Counter(
             "kohort_reconcile_errors_total",
             "Reconcile passes that failed, and writes the API server refused or did not answer",
@@ -77,3 +83,7 @@ class ControllerMetrics:
         self.admitted_active.labels(name).set(figures.admitted)
         share = figures.weighted_share
         self.weighted_share.labels(name).set(share if math.isfinite(share) else -1)
+
+    def report_cohort(self, name: str, share: int | None) -> None:
+        """A Cohort's share as its status shows it (-1: weight 0 while borrowing)."""
+        self.cohort_weighted_share.labels(name).set(share or 0)

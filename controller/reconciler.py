@@ -10,7 +10,7 @@ admission. One pass:
 2. decide: one cycle of the long-lived decision engine;
 3. apply: evictions first, then admissions (the quota reservation before the PodGroup before
    the release), then pending reasons; different gangs' writes go out concurrently;
-4. settle what those writes changed, then report: ClusterQueue status and metrics.
+4. settle what those writes changed, then report: ClusterQueue and Cohort status, metrics.
 """
 
 from __future__ import annotations
@@ -160,7 +160,9 @@ class Reconciler:
         return failed | await self._perform(state.reason_work(decisions.pending, now), stats)
 
     async def _report(self, now: float, stats: PassStats, failed: set[GangKey]) -> None:
-        """ClusterQueue status (when it changed) and the metrics of the queues looked at."""
+        """ClusterQueue and Cohort status (when it changed) and the metrics of the queues and
+        cohorts looked at (a Cohort whose write failed is written again next pass: its status
+        is compared with what it shows every pass)."""
         for key, queue in self.state.take_timeouts():
             if key not in failed:
                 stats.evicted += 1
@@ -169,6 +171,10 @@ class Reconciler:
         self.state.mark_queues_dirty(await self._perform({s.name: [s] for s in steps}, stats))
         for name in queues:
             self.metrics.report_queue(name, self.state.queue_figures(name))
+        cohort_steps, cohorts = self.state.cohort_steps(now)
+        await self._perform({s.name: [s] for s in cohort_steps}, stats)
+        for name, status in cohorts.items():
+            self.metrics.report_cohort(name, status.weighted_share)
 
     async def _perform(self, work: Mapping[K, Sequence[Step]], stats: PassStats) -> set[K]:
         """Each entry's steps in order, `concurrent_writes` entries at a time; the entries that

@@ -22,7 +22,7 @@ from controller import main as controller_main
 from controller.api import kinds, names
 from controller.api.quantity import parse_quantity
 from controller.cluster import clients
-from controller.cluster.testing import cluster_queue, gang_job, local_queue
+from controller.cluster.testing import cluster_queue, gang_job, local_queue, resource_flavor
 from controller.quota import Config as CoreConfig
 from controller.settings import Settings as ControllerSettings
 from controller.state.objects import PodGroupSettings
@@ -173,8 +173,17 @@ def unregister_webhook(rest: RestClient, name: str) -> None:
 
 
 def apply_queues(rest: RestClient, objects: Iterable[dict[str, Any]]) -> None:
-    """Create or update ClusterQueues and LocalQueues (server-side apply)."""
+    """Create or update ClusterQueues and LocalQueues (server-side apply). A ResourceFlavor a
+    ClusterQueue names is created first when it does not exist, standing for every node (the
+    controller releases no gang on a flavor it has no ResourceFlavor for)."""
     for obj in objects:
+        for group in obj["spec"].get("resourceGroups", []) if obj["kind"] == "ClusterQueue" else []:
+            for flavor in group.get("flavors", []):
+                rest.create(
+                    f"/apis/{names.API_VERSION}/resourceflavors",
+                    resource_flavor(flavor["name"]),
+                    exist_ok=True,
+                )
         plural = {"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}[obj["kind"]]
         meta = obj["metadata"]
         where = f"/namespaces/{meta['namespace']}" if meta.get("namespace") else ""

@@ -42,7 +42,13 @@ WORKLOADS: list[tuple[str, str, str]] = [
 PODS: list[tuple[str, str, str]] = [(kinds.PODS.group, kinds.PODS.version, kinds.PODS.plural)]
 QUOTA_RESOURCES = [
     k.plural
-    for k in (kinds.CLUSTER_QUEUES, kinds.LOCAL_QUEUES, kinds.RESOURCE_FLAVORS, kinds.WORKLOADS)
+    for k in (
+        kinds.CLUSTER_QUEUES,
+        kinds.COHORTS,
+        kinds.LOCAL_QUEUES,
+        kinds.RESOURCE_FLAVORS,
+        kinds.WORKLOADS,
+    )
 ]
 
 

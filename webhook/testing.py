@@ -16,6 +16,7 @@ _GROUP_VERSIONS = {
         kinds.LEADERWORKERSETS,
         kinds.PODS,
         kinds.CLUSTER_QUEUES,
+        kinds.COHORTS,
         kinds.LOCAL_QUEUES,
         kinds.RESOURCE_FLAVORS,
         kinds.WORKLOADS,

@@ -1,7 +1,7 @@
 """POST /validate: keep held gangs held, and reject malformed kohort.dev quota objects.
 
-1. kohort.dev objects (ClusterQueue, LocalQueue, ResourceFlavor, Workload) must validate
-   against the API models; the message names the offending field.
+1. kohort.dev objects (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload) must
+   validate against the API models; the message names the offending field.
 2. Requests from kohort's controller are allowed: releasing and evicting gangs is its job.
 3. A new managed workload must arrive held (the mutating webhook fails open, so this is where
    the hold is enforced).
@@ -22,7 +22,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, kinds, names
+from controller.api import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    kinds,
+    names,
+)
 from controller.api.common import Resource
 from controller.api.quantity import QuantityError, parse_quantity
 from controller.workloads.base import Denied, WorkloadAdapter, has_gate, queue_of, shown
@@ -33,7 +41,7 @@ from webhook import reviews
 from webhook.settings import Settings
 
 MODELS: Mapping[str, type[Resource]] = {
-    model.KIND.kind: model for model in (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
+    model.KIND.kind: model for model in (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload)
 }
 
 

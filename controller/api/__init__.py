@@ -8,7 +8,10 @@ from controller.api.quantity import QuantityError, format_quantity, parse_quanti
 from controller.api.queues import (
     ClusterQueue,
     ClusterQueueSpec,
+    Cohort,
+    CohortSpec,
     FairSharing,
+    FlavorFungibility,
     FlavorQuotas,
     LocalQueue,
     LocalQueueSpec,
@@ -23,8 +26,11 @@ from controller.api.workload import PodSet, Workload, WorkloadSpec, WorkloadStat
 __all__ = [
     "ClusterQueue",
     "ClusterQueueSpec",
+    "Cohort",
+    "CohortSpec",
     "Condition",
     "FairSharing",
+    "FlavorFungibility",
     "FlavorQuotas",
     "LocalQueue",
     "LocalQueueSpec",

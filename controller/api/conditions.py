@@ -27,7 +27,7 @@ class WorkloadCondition(enum.StrEnum):
 
 
 class QueueCondition(enum.StrEnum):
-    """Conditions of a ClusterQueue."""
+    """Conditions of a ClusterQueue and of a Cohort."""
 
     ACTIVE = "Active"
 
@@ -45,10 +45,16 @@ class Reason(enum.StrEnum):
     IN_CLUSTER_QUEUE = "InClusterQueue"
     IN_COHORT_RECLAMATION = "InCohortReclamation"
     STARTED = "Started"
+    # An admitted gang's flavor has no ResourceFlavor: its pods are not released.
+    FLAVOR_NOT_FOUND = "FlavorNotFound"
     FINISHED = "Finished"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     READY = "Ready"
+    # A ClusterQueue's or Cohort's tree has a cycle of Cohort parents: it admits nothing.
+    COHORT_CYCLE = "CohortCycle"
+    # A Cohort's parent is no Cohort object: an implicit cohort with no quota of its own.
+    PARENT_NOT_FOUND = "ParentNotFound"
 
 
 def find(conditions: Sequence[Condition], kind: str) -> Condition | None:

@@ -29,16 +29,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from controller.api import common
-from controller.api.conditions import WorkloadCondition
+from controller.api.conditions import QueueCondition, WorkloadCondition
 from controller.api.names import GROUP, VERSION
 from controller.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
-from controller.api.queues import ClusterQueue, LocalQueue, ResourceFlavor
+from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from controller.api.workload import Workload
 
 Schema = dict[str, Any]
-RESOURCES = (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
+RESOURCES = (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload)
 SHORT_NAMES = {
     "ClusterQueue": ["cq"],
+    "Cohort": ["coh"],
     "LocalQueue": ["lq"],
     "ResourceFlavor": ["rf"],
     "Workload": ["wl"],
@@ -46,15 +47,34 @@ SHORT_NAMES = {
 # What `kubectl get` shows for each kind: enough to see why work waits without -o yaml.
 _AGE: Schema = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 _USAGE = ".status.flavorsUsage[*].resources[*]"
+# The flavors in the order their resources follow in the usage columns.
+_FLAVORS: Schema = {"name": "Flavors", "type": "string", "jsonPath": ".status.flavorsUsage[*].name"}
 PRINTER_COLUMNS: dict[str, list[Schema]] = {
     "ClusterQueue": [
         {"name": "Cohort", "type": "string", "jsonPath": ".spec.cohort"},
         {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingWorkloads"},
         {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedWorkloads"},
+        _FLAVORS,
         {"name": "Resources", "type": "string", "jsonPath": f"{_USAGE}.name"},
         {"name": "Usage", "type": "string", "jsonPath": f"{_USAGE}.total"},
         {"name": "Borrowed", "type": "string", "jsonPath": f"{_USAGE}.borrowed"},
         {"name": "Share", "type": "integer", "jsonPath": ".status.weightedShare"},
+        _AGE,
+    ],
+    "Cohort": [
+        {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
+        {
+            "name": "Active",
+            "type": "string",
+            "jsonPath": f'.status.conditions[?(@.type=="{QueueCondition.ACTIVE}")].status',
+        },
+        {"name": "Weight", "type": "string", "jsonPath": ".spec.fairSharing.weight"},
+        {"name": "Share", "type": "integer", "jsonPath": ".status.weightedShare"},
+        _FLAVORS,
+        {"name": "Resources", "type": "string", "jsonPath": f"{_USAGE}.name"},
+        {"name": "Usage", "type": "string", "jsonPath": f"{_USAGE}.total"},
+        {"name": "Quota", "type": "string", "jsonPath": f"{_USAGE}.subtreeQuota"},
+        {"name": "Borrowed", "type": "string", "jsonPath": f"{_USAGE}.borrowed"},
         _AGE,
     ],
     "LocalQueue": [
@@ -74,6 +94,23 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         },
         {"name": "Reason", "type": "string", "jsonPath": ".status.pendingReason"},
         _AGE,
+    ],
+}
+# Rules on a whole object (they may read metadata.name), by kind.
+ROOT_RULES: dict[str, list[Schema]] = {
+    # A longer cycle of parents shows in the Cohorts' status: one object alone does not show it.
+    "Cohort": [
+        {
+            "rule": (
+                "!has(self.spec) || !has(self.spec.parent)"
+                " || self.spec.parent != self.metadata.name"
+            ),
+            "messageExpression": (
+                "'a Cohort cannot be its own parent (spec.parent names the Cohort itself, '"
+                " + self.metadata.name + '); name another Cohort or remove spec.parent'"
+            ),
+            "fieldPath": ".spec.parent",
+        }
     ],
 }
 _DROP = {"title", "$defs", "x-quantity"}
@@ -255,7 +292,7 @@ def model_schema(model: type[BaseModel]) -> Schema:
     return structural(raw, raw.get("$defs", {}))
 
 
-def crd(resource: type[ClusterQueue | LocalQueue | ResourceFlavor | Workload]) -> Schema:
+def crd(resource: type[ClusterQueue | Cohort | LocalQueue | ResourceFlavor | Workload]) -> Schema:
     """The CustomResourceDefinition of one kind, as a plain dict ready for YAML or the API."""
     spec_model = resource.model_fields["spec"].annotation
     assert isinstance(spec_model, type) and issubclass(spec_model, BaseModel)
@@ -274,6 +311,8 @@ def crd(resource: type[ClusterQueue | LocalQueue | ResourceFlavor | Workload]) -
     if resource.model_fields["spec"].is_required():
         root["required"] = ["spec"]
     kind = resource.KIND.kind
+    if kind in ROOT_RULES:
+        root["x-kubernetes-validations"] = copy.deepcopy(ROOT_RULES[kind])
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -55,6 +55,7 @@ SCHEDULING_PODGROUPS = Kind("scheduling.k8s.io", "v1beta1", "podgroups", "PodGro
 CLUSTER_QUEUES = Kind(GROUP, VERSION, "clusterqueues", "ClusterQueue", namespaced=False)
 LOCAL_QUEUES = Kind(GROUP, VERSION, "localqueues", "LocalQueue")
 RESOURCE_FLAVORS = Kind(GROUP, VERSION, "resourceflavors", "ResourceFlavor", namespaced=False)
+COHORTS = Kind(GROUP, VERSION, "cohorts", "Cohort", namespaced=False)
 WORKLOADS = Kind(GROUP, VERSION, "workloads", "Workload")
 CRDS = Kind(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

@@ -147,12 +147,22 @@ class JobSpec(View):
 
 class JobStatus(View):
     conditions: list[Condition] = []
+    # Set while the Job runs: its template's scheduling fields may change only while it is
+    # suspended and this is unset.
+    start_time: str | None = None
+
+
+class AnnotatedMeta(ObjectMeta):
+    """Metadata with annotations, for the kinds whose annotations kohort reads (few: pods'
+    annotations can be large)."""
+
+    annotations: dict[str, str] = {}
 
 
 class Job(View):
     KIND: ClassVar[Kind] = kinds.JOBS
 
-    metadata: ObjectMeta
+    metadata: AnnotatedMeta
     spec: JobSpec = msgspec.field(default_factory=JobSpec)
     status: JobStatus = msgspec.field(default_factory=JobStatus)
 

@@ -1,4 +1,4 @@
-"""ClusterQueue, LocalQueue and ResourceFlavor of kohort.dev/v1alpha1.
+"""ClusterQueue, Cohort, LocalQueue and ResourceFlavor of kohort.dev/v1alpha1.
 
 Rule: a model that validates is a queue the decision core can use as is; every rejection names
 the offending field path so the webhook can show it to the user unchanged.
@@ -6,11 +6,12 @@ the offending field path so the webhook can show it to the user unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, ClassVar, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.config import JsonDict
+from pydantic.json_schema import SkipJsonSchema
 
 from controller import defaults
 from controller.api import kinds
@@ -109,8 +110,35 @@ class ResourceGroup(Spec):
         return self
 
 
+def _unique_flavors_and_resources(groups: Sequence[ResourceGroup]) -> None:
+    """A flavor is listed once, and a resource is covered by one group only."""
+    flavor_names = [flavor.name for group in groups for flavor in group.flavors]
+    repeated = duplicates(flavor_names)
+    if repeated:
+        raise ValueError(f"resourceGroups: flavor(s) {', '.join(repeated)} listed more than once")
+    repeated = duplicates(r for group in groups for r in group.covered_resources)
+    if repeated:
+        raise ValueError(
+            f"resourceGroups: resource(s) {', '.join(repeated)} covered by more than one group"
+        )
+
+
 class FairSharing(Spec):
     weight: Quantity = "1"
+
+
+class FlavorFungibility(Spec):
+    """How the flavors of a resource group are tried for a gang, in their listed order.
+
+    `whenCanBorrow`: MayStopSearch takes the first flavor where the gang fits, borrowing if it
+    must; TryNextFlavor looks on for a flavor where it fits without borrowing first.
+    `whenCanPreempt`: TryNextFlavor looks on for a flavor where the gang fits without evicting
+    anyone and evicts only when none does; MayStopSearch evicts on the first flavor where
+    evicting makes it fit.
+    """
+
+    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] = "MayStopSearch"
+    when_can_preempt: Literal["TryNextFlavor", "MayStopSearch"] = "TryNextFlavor"
 
 
 class Preemption(Spec):
@@ -136,6 +164,7 @@ class ClusterQueueSpec(Spec):
         default_factory=list
     )
     fair_sharing: FairSharing = Field(default_factory=FairSharing)
+    flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
     preemption: Preemption = Field(default_factory=Preemption)
     queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO"] = "BestEffortFIFO"
     # Unset: every namespace. (Kueue differs: there an unset selector matches no namespace.)
@@ -149,12 +178,8 @@ class ClusterQueueSpec(Spec):
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> ClusterQueueSpec:
-        flavor_names: list[str] = []
-        resource_names: list[str] = []
         for g, group in enumerate(self.resource_groups):
-            resource_names.extend(group.covered_resources)
             for f, flavor in enumerate(group.flavors):
-                flavor_names.append(flavor.name)
                 for r, quota in enumerate(flavor.resources):
                     if quota.borrowing_limit is not None and self.cohort is None:
                         raise ValueError(
@@ -162,16 +187,7 @@ class ClusterQueueSpec(Spec):
                             " set but the queue has no cohort to borrow from; set spec.cohort or"
                             " remove borrowingLimit"
                         )
-        repeated = duplicates(flavor_names)
-        if repeated:
-            raise ValueError(
-                f"resourceGroups: flavor(s) {', '.join(repeated)} listed more than once"
-            )
-        repeated = duplicates(resource_names)
-        if repeated:
-            raise ValueError(
-                f"resourceGroups: resource(s) {', '.join(repeated)} covered by more than one group"
-            )
+        _unique_flavors_and_resources(self.resource_groups)
         return self
 
     def selects_namespace(self, labels: Mapping[str, str]) -> bool:
@@ -204,6 +220,91 @@ class ClusterQueue(Resource):
     kind: Literal["ClusterQueue"] = "ClusterQueue"
     spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
     status: ClusterQueueStatus | None = None
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+class CohortSpec(Spec):
+    """A node of the cohort tree: ClusterQueues (`spec.cohort`) and Cohorts (`spec.parent`)
+    below it share its quota and what they lend to it.
+
+    `parent`: the Cohort above (unset: a root). `resourceGroups`: quota the Cohort itself adds
+    to its tree, shaped as a ClusterQueue's; `borrowingLimit` caps what it takes from its parent
+    and `lendingLimit` what of its subtree's quota it gives to the parent, so both need a
+    parent. `fairSharing.weight`: its weight among its parent's members.
+    """
+
+    # Not nullable in the CRD (pydantic's None stays out of the schema): the API server prunes
+    # an explicit null, so the CRD's rule against a Cohort naming itself (crds.py) only ever
+    # sees a name.
+    parent: Annotated[ObjectName | SkipJsonSchema[None], Field(json_schema_extra=_no_default)] = (
+        None
+    )
+    resource_groups: Annotated[list[ResourceGroup], Field(max_length=16)] = Field(
+        default_factory=list
+    )
+    fair_sharing: FairSharing = Field(default_factory=FairSharing)
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> CohortSpec:
+        for g, group in enumerate(self.resource_groups):
+            for f, flavor in enumerate(group.flavors):
+                for r, quota in enumerate(flavor.resources):
+                    for name, value, towards in (
+                        ("borrowingLimit", quota.borrowing_limit, "borrow from"),
+                        ("lendingLimit", quota.lending_limit, "lend to"),
+                    ):
+                        if value is not None and self.parent is None:
+                            raise ValueError(
+                                f"resourceGroups[{g}].flavors[{f}].resources[{r}].{name} is set"
+                                f" but the cohort has no parent to {towards}; set spec.parent or"
+                                f" remove {name}"
+                            )
+        _unique_flavors_and_resources(self.resource_groups)
+        return self
+
+
+class CohortResourceUsage(Lenient):
+    """One resource of one flavor in a cohort's tree: what its ClusterQueues use (`total`), the
+    quota of its subtree (its own nominal quota plus what its members lend to it) and what it
+    takes from its parent above that quota (`borrowed`)."""
+
+    name: str
+    total: Quantity = "0"
+    borrowed: Quantity = "0"
+    subtree_quota: Quantity = "0"
+
+
+class CohortFlavorUsage(Lenient):
+    name: str
+    resources: list[CohortResourceUsage] = Field(default_factory=list)
+
+
+class CohortStatus(Lenient):
+    conditions: list[Condition] = Field(default_factory=list)
+    flavors_usage: list[CohortFlavorUsage] = Field(default_factory=list)
+    weighted_share: int | None = None
+
+
+class Cohort(Resource):
+    KIND: ClassVar[Kind] = kinds.COHORTS
+
+    kind: Literal["Cohort"] = "Cohort"
+    spec: CohortSpec = Field(default_factory=CohortSpec)
+    status: CohortStatus | None = None
+
+    @model_validator(mode="after")
+    def _not_its_own_parent(self) -> Cohort:
+        # A longer cycle of parents is reported in the Cohorts' status: one object alone does
+        # not show it.
+        if self.spec.parent is not None and self.spec.parent == self.metadata.name:
+            raise ValueError(
+                f"spec.parent: a Cohort cannot be its own parent (spec.parent names the Cohort"
+                f" itself, {self.metadata.name!r}); name another Cohort or remove spec.parent"
+            )
+        return self
 
 
 class LocalQueueSpec(Spec):

@@ -61,6 +61,9 @@ class NodeAssignment(Lenient):
 class PodSetAssignment(Lenient):
     name: str
     count: int
+    # The ResourceFlavor each resource of the pod set was admitted on: its pods run on that
+    # flavor's nodes, and the queue is charged on it (empty: the queue names no flavor).
+    flavors: dict[str, str] = Field(default_factory=dict)
     resource_usage: dict[str, Quantity] = Field(default_factory=dict)
     nodes: list[NodeAssignment] = Field(default_factory=list)
 

@@ -1,7 +1,8 @@
 """The informers the controller needs, each decoding its kind into a typed object.
 
 Rule: which kinds are watched follows from the workload registry (one informer per managed
-kind) plus the kinds every gang needs (pods, nodes, queues, Workloads, PodGroups).
+kind) plus the kinds every gang needs (pods, nodes, queues, cohorts, flavors, Workloads,
+PodGroups).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from controller.api import kinds, kube
 from controller.api.kinds import Kind
-from controller.api.queues import ClusterQueue, LocalQueue
+from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from controller.api.workload import Workload
 from controller.cluster.clients import Client, decoder
 from controller.cluster.informers import Informer
@@ -21,9 +22,15 @@ from controller.workloads.registry import ADAPTERS
 
 Listener = Callable[[Kind, Any, Any], None]
 
-# Kinds the cluster may not serve (their CRDs are optional).
+# Kinds the cluster may not serve (their CRDs are optional; Cohorts' CRD is newer than the
+# others, and a cluster whose CRDs are installed by another tool may lack it: no Cohort then).
 OPTIONAL = frozenset(
-    {kinds.LEADERWORKERSETS, kinds.COSCHEDULING_PODGROUPS, kinds.VOLCANO_PODGROUPS}
+    {
+        kinds.LEADERWORKERSETS,
+        kinds.COSCHEDULING_PODGROUPS,
+        kinds.VOLCANO_PODGROUPS,
+        kinds.COHORTS,
+    }
 )
 
 
@@ -34,6 +41,9 @@ def models(
     watched: dict[Kind, type[Any]] = {
         kinds.CLUSTER_QUEUES: ClusterQueue,
         kinds.LOCAL_QUEUES: LocalQueue,
+        # A cohort tree's shape and quota, and the nodes each flavor stands for.
+        kinds.COHORTS: Cohort,
+        kinds.RESOURCE_FLAVORS: ResourceFlavor,
         kinds.WORKLOADS: Workload,
         kinds.PODS: kube.Pod,
         kinds.NODES: kube.Node,

@@ -76,6 +76,63 @@ def cluster_queue(
     }
 
 
+def flavored_cluster_queue(
+    name: str, flavors: Mapping[str, Mapping[str, str]], *, cohort: str | None = None
+) -> JSONDict:
+    """A ClusterQueue of one resource group whose flavors (name -> resource -> nominal quota,
+    in order of preference) all cover the same resources."""
+    covered = sorted({r for quotas in flavors.values() for r in quotas})
+    spec: JSONDict = {
+        "resourceGroups": [
+            {
+                "coveredResources": covered,
+                "flavors": [
+                    {
+                        "name": flavor,
+                        "resources": [
+                            {"name": r, "nominalQuota": quotas.get(r, "0")} for r in covered
+                        ],
+                    }
+                    for flavor, quotas in flavors.items()
+                ],
+            }
+        ],
+        "preemption": {"evictAfterSeconds": 0, "minimumRuntimeSeconds": 0},
+    }
+    if cohort:
+        spec["cohort"] = cohort
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def resource_flavor(
+    name: str,
+    *,
+    node_labels: Mapping[str, str] | None = None,
+    node_taints: list[JSONDict] | None = None,
+    tolerations: list[JSONDict] | None = None,
+) -> JSONDict:
+    """A ResourceFlavor: its nodes' labels and taints, and the tolerations its pods get (none
+    of them: every node)."""
+    spec: JSONDict = {}
+    if node_labels:
+        spec["nodeLabels"] = dict(node_labels)
+    if node_taints:
+        spec["nodeTaints"] = node_taints
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def local_queue(namespace: str, name: str, cluster_queue_name: str) -> JSONDict:
     return {
         "apiVersion": names.API_VERSION,

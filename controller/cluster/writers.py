@@ -25,6 +25,7 @@ from controller.state.steps import (
     DeleteWorkload,
     RecordEvent,
     Step,
+    WriteCohortStatus,
     WriteQueueStatus,
     WriteWorkloadStatus,
 )
@@ -98,9 +99,21 @@ class Writers:
                     kinds.CLUSTER_QUEUES,
                     api.change(_raw, kinds.CLUSTER_QUEUES, name, patch, subresource="status"),
                 )
+            case WriteCohortStatus(name=name, status=status):
+                patch = {"status": as_patch(status)}
+                await self._write(
+                    kinds.COHORTS,
+                    api.change(_raw, kinds.COHORTS, name, patch, subresource="status"),
+                )
             case Patch(kind=kind, namespace=namespace, name=name, body=body, type=patch_type):
                 send = api.change(
-                    _raw, kind, name, body, namespace, content_type=_CONTENT_TYPES[patch_type]
+                    _raw,
+                    kind,
+                    name,
+                    body,
+                    namespace,
+                    content_type=_CONTENT_TYPES[patch_type],
+                    subresource=step.subresource or None,
                 )
                 try:
                     await self._write(kind, send)

@@ -279,7 +279,21 @@ class Admission:
         if self.placement:
             nodes = len({p.node for p in self.placement})
             where = f"; {sum(p.count for p in self.placement)} pods on {nodes} node(s)"
-        return f"admitted {why} ({lent}){where}"
+        return f"admitted {why} ({lent}){self._on_flavors()}{where}"
+
+    def _on_flavors(self) -> str:
+        """`on flavor x` when all is on one flavor, else each pod set's resources and flavors."""
+        named = {f for by_resource in self.flavors.values() for f in by_resource.values()}
+        if not named:
+            return ""
+        if len(named) == 1:
+            return f" on flavor {next(iter(named))}"
+        sets = "; ".join(
+            f"{pod_set}: " + ", ".join(f"{r} {f}" for r, f in sorted(self.flavors[pod_set].items()))
+            for pod_set in sorted(self.flavors)
+            if self.flavors[pod_set]
+        )
+        return f" on flavors ({sets})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -316,9 +316,10 @@ def share(
 
     For each resource: what the node uses above its subtree quota (with `extra` added), summed
     over flavors, over the most its parent could hold of that resource (summed over flavors:
-    its subtree quota, plus what it may borrow from further up), times 1000; the maximum over resources, divided by the weight. `only`: count these FRs alone, so
-    borrowing on one flavor does not weigh on a gang that asks for another. At the root, or not
-    borrowing: 0. Borrowing with weight 0: infinite (ranks last).
+    its subtree quota, plus what it may borrow from further up), times 1000; the maximum over
+    resources, divided by the weight. `only`: count these FRs alone, so borrowing on one flavor
+    does not weigh on a gang that asks for another. At the root, or not borrowing: 0. Borrowing
+    with weight 0: infinite (ranks last).
     """
     parent = node.parent
     if parent is None:

@@ -14,7 +14,7 @@ import logging
 import math
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from controller import quota
@@ -22,24 +22,34 @@ from controller.api import kinds, kube, names
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, parse_quantity
-from controller.api.queues import ClusterQueue
+from controller.api.queues import ClusterQueue, Cohort, CohortStatus
 from controller.quota import Pending, PendingCause
 from controller.quota.engine import Engine
 from controller.quota.outcomes import PERMANENT, Admission, Decisions, Eviction, EvictionCause
-from controller.quota.quota import share
+from controller.quota.quota import QuotaNode, share
+from controller.quota.snapshot import flavor_quotas
 from controller.settings import Settings
 from controller.state import objects
+from controller.state.cohorts import (
+    cohort_spec,
+    flavor_spec,
+    parent_cycle,
+    queue_spec,
+    tree_of,
+    trees_used,
+)
 from controller.state.gangs import GangIndex, GangKey, ManagedGang, id_of
-from controller.state.objects import EvictionRecord, PodGroupSettings, QueueFigures
+from controller.state.objects import CohortFigures, EvictionRecord, PodGroupSettings, QueueFigures
 from controller.state.steps import (
     CreateWorkload,
     DeletePodGroup,
     DeleteWorkload,
     Step,
+    WriteCohortStatus,
     WriteQueueStatus,
     WriteWorkloadStatus,
 )
-from controller.workloads.base import Delete, WorkloadAdapter
+from controller.workloads.base import Delete, PodSetFlavors, WorkloadAdapter
 from controller.workloads.pod import alike
 from controller.workloads.registry import ADAPTERS
 from controller.workloads.requests import pod_requests
@@ -60,6 +70,8 @@ class Member:
     admitted_at: float = 0.0
     placement: tuple[quota.PodPlacement, ...] = ()
     why: Pending | None = None
+    # Admitted: the flavor each resource of each pod set holds (pod set -> resource -> flavor).
+    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -68,46 +80,6 @@ class Reported:
 
     cause: PendingCause
     at: float
-
-
-def queue_spec(cq: ClusterQueue) -> quota.QueueSpec:
-    """A ClusterQueue as the core sees it: a resource's quota is the sum over its flavors."""
-    nominal: dict[str, int] = {}
-    borrowing: dict[str, int | None] = {}
-    lending: dict[str, int | None] = {}
-    for group in cq.spec.resource_groups:
-        for flavor in group.flavors:
-            for res in flavor.resources:
-                nominal[res.name] = nominal.get(res.name, 0) + parse_quantity(res.nominal_quota)
-                for limits, value in (
-                    (borrowing, res.borrowing_limit),
-                    (lending, res.lending_limit),
-                ):
-                    amount = None if value is None else parse_quantity(value)
-                    if res.name not in limits:
-                        limits[res.name] = amount
-                    else:
-                        before = limits[res.name]
-                        limits[res.name] = (
-                            None if before is None or amount is None else before + amount
-                        )
-    spec = cq.spec
-    return quota.QueueSpec(
-        name=cq.metadata.name,
-        quotas={
-            r: quota.Quota(
-                nominal=n, borrowing_limit=borrowing.get(r), lending_limit=lending.get(r)
-            )
-            for r, n in nominal.items()
-        },
-        cohort=spec.cohort or None,
-        weight=parse_quantity(spec.fair_sharing.weight) / 1000,
-        reclaim_within_cohort=spec.preemption.reclaim_within_cohort,
-        within_queue=spec.preemption.within_cluster_queue,
-        strategy=spec.queueing_strategy,
-        min_runtime=float(spec.preemption.minimum_runtime_seconds),
-        evict_after=float(spec.preemption.evict_after_seconds),
-    )
 
 
 def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
@@ -135,6 +107,11 @@ def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
         taints=tuple(taints),
         used=dict(used),
     )
+
+
+def _recorded(flavors: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    """An admission's flavors as its Workload records them (see ManagedGang.admitted_flavors)."""
+    return {pod_set: dict(chosen) for pod_set, chosen in flavors.items() if chosen}
 
 
 def _pod_usage(pod: kube.Pod) -> dict[str, int]:
@@ -165,6 +142,9 @@ class ClusterState:
         self.index = GangIndex()
         self.engine = Engine((), (), settings.core)
         self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.cohorts: dict[str, Cohort] = {}
+        # Each ResourceFlavor as the core sees it.
+        self.flavors: dict[str, quota.FlavorSpec] = {}
         self.local_queues: dict[tuple[str, str], str] = {}
         # Namespaces whose workloads this controller manages (None: all).
         self.namespaces: set[str] | None = set() if namespace_filter else None
@@ -182,11 +162,18 @@ class ClusterState:
         self._next_timer: dict[GangKey, float] = {}
         self._queues_changed = False
         self._nodes_changed = False
+        self._flavors_changed = False
         self._dirty_nodes: set[str] = set()
         self._dirty_queues: set[str] = set()
         self._relevant: set[str] = set()
+        self._relevant_cohorts: set[str] = set()
         self._specs: tuple[quota.QueueSpec, ...] = ()
+        self._cohort_specs: tuple[quota.CohortSpec, ...] = ()
+        self._flavor_specs: tuple[quota.FlavorSpec, ...] = ()
         self._timeouts: list[tuple[GangKey, str]] = []
+        # Admitted gangs not released because a flavor they were admitted on has no
+        # ResourceFlavor: looked at again when a ResourceFlavor appears.
+        self._unreleased: set[GangKey] = set()
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -227,6 +214,16 @@ class ClusterState:
                 self._queues_changed = True
             if (old and old.spec.namespace_selector) != (new and new.spec.namespace_selector):
                 self.index.dirty.update(g.key for g in self.index)  # rare: look at every gang
+        elif kind == kinds.COHORTS:
+            obj = new or old
+            if new is None:
+                self.cohorts.pop(obj.metadata.name, None)
+            else:
+                self.cohorts[obj.metadata.name] = new
+            if old is None or new is None or old.spec != new.spec:
+                self._queues_changed = True
+        elif kind == kinds.RESOURCE_FLAVORS:
+            self._flavor_changed(old, new)
         elif kind == kinds.LOCAL_QUEUES:
             self._local_queue_changed(old, new)
         elif kind == kinds.NODES:
@@ -257,6 +254,17 @@ class ClusterState:
             else:
                 self.namespaces.add(name)
             self._queues_changed = True
+
+    def _flavor_changed(self, old: Any, new: Any) -> None:
+        name = (new or old).metadata.name
+        before = self.flavors.pop(name, None)
+        after = flavor_spec(new) if new is not None else None
+        if after is not None:
+            self.flavors[name] = after
+        if before != after:
+            self._flavors_changed = True
+        if after is not None:
+            self.index.dirty.update(self._unreleased)  # they may be released now
 
     def _local_queue_changed(self, old: Any, new: Any) -> None:
         obj = new or old
@@ -298,6 +306,12 @@ class ClusterState:
         if self._queues_changed:
             self._queues_changed = False
             self._update_queues()
+        if self._flavors_changed:
+            self._flavors_changed = False
+            flavors = tuple(self.flavors[name] for name in sorted(self.flavors))
+            if flavors != self._flavor_specs:
+                self.engine.set_flavors(flavors)
+                self._flavor_specs = flavors
         if self._nodes_changed:
             self._nodes_changed = False
             self.engine.set_nodes(self._core_nodes())
@@ -327,25 +341,30 @@ class ClusterState:
 
     def _update_queues(self) -> None:
         relevant = set(self.cluster_queues)
+        cohorts = set(self.cohorts)
         if self.namespaces is not None:
-            # The queues our namespaces use, and every queue of their cohorts (lenders too).
+            # The queues our namespaces use, and the whole cohort trees they are in: every
+            # queue (lenders too) and every Cohort (their quota) of those trees.
             used = {cq for (ns, _), cq in self.local_queues.items() if self.ours(ns)}
-            cohorts = {
-                cq.spec.cohort
-                for name, cq in self.cluster_queues.items()
-                if name in used and cq.spec.cohort
-            }
+            parents = self._parents()
+            trees = trees_used(self.cluster_queues, used, parents)
             relevant = {
                 name
                 for name, cq in self.cluster_queues.items()
-                if name in used or cq.spec.cohort in cohorts
+                if name in used or (cq.spec.cohort and tree_of(cq.spec.cohort, parents) in trees)
             }
+            cohorts = {name for name in self.cohorts if tree_of(name, parents) in trees}
         specs = tuple(queue_spec(self.cluster_queues[n]) for n in sorted(relevant))
-        if specs != self._specs:
-            self.engine.set_queues(specs)
-            self._specs = specs
+        cohort_specs = tuple(cohort_spec(self.cohorts[n]) for n in sorted(cohorts))
+        if (specs, cohort_specs) != (self._specs, self._cohort_specs):
+            self.engine.set_queues(specs, cohort_specs)
+            self._specs, self._cohort_specs = specs, cohort_specs
             self._dirty_queues.update(relevant)
         self._relevant = relevant
+        self._relevant_cohorts = cohorts
+
+    def _parents(self) -> dict[str, str | None]:
+        return {name: c.spec.parent for name, c in self.cohorts.items()}
 
     def _core_nodes(self) -> list[quota.Node]:
         return [
@@ -369,6 +388,7 @@ class ClusterState:
         if gang is None or not self.ours(key[0]):
             self._set_member(key, None)
             self._reported.pop(key, None)
+            self._unreleased.discard(key)
             return []
         steps = self._bookkeeping(gang, now)
         if steps is not None:
@@ -427,6 +447,7 @@ class ClusterState:
         owner, pods = gang.owner, list(gang.pods.values())
         steps: list[Step] = []
         if not gang.reserved:
+            self._unreleased.discard(gang.key)
             return [*self._delete_podgroup(gang), *owner.adapter.hold(owner.obj, pods)]
         if resized is not None:
             log.info("evicting %s: %s", gang.id, resized)
@@ -443,9 +464,20 @@ class ClusterState:
             )
             self._timeouts.append((gang.key, timeout.queue))
             return self._evict(gang, Reason.PODS_READY_TIMEOUT, timeout.describe(), None, now)
-        steps += self._release(gang)
-        if not gang.pods_ready and gang.running_pods() >= gang.shape.min_member:
-            status = objects.pods_ready_status(gang, now)
+        assigned = gang.admitted_flavors()
+        missing = self._missing_flavors(assigned)
+        if missing:
+            return self._not_released(gang, missing)
+        steps += self._release(gang, assigned)
+        ready = not gang.pods_ready and gang.running_pods() >= gang.shape.min_member
+        if ready or gang.pending_reason():
+            # (a reason it was not released, from before its flavor existed, is over)
+            status = (
+                objects.pods_ready_status(gang, now)
+                if ready
+                else objects.released_status(gang, None)
+            )
+            status.pending_reason = None
             steps.append(WriteWorkloadStatus(gang.namespace, gang.name, status))
         return steps
 
@@ -472,7 +504,8 @@ class ClusterState:
             queue = gang.admitted_in() or local or ""
             core = self._core_gang(gang, queue)
             admitted_at = gang.admitted_at() or now
-            return Member("admitted", queue, core, admitted_at, gang.placement())
+            flavors = gang.admitted_flavors()
+            return Member("admitted", queue, core, admitted_at, gang.placement(), flavors=flavors)
         if local is None:
             why = Pending(PendingCause.NO_LOCAL_QUEUE, queue=gang.queue, namespace=gang.namespace)
             return Member("waiting", None, why=why)
@@ -543,7 +576,7 @@ class ClusterState:
             moved = (
                 new is not None
                 and new.state == "admitted"
-                and (new.queue, new.gang) == (old.queue, old.gang)
+                and (new.queue, new.gang, new.flavors) == (old.queue, old.gang, old.flavors)
             )
             if moved:
                 assert new is not None
@@ -562,7 +595,8 @@ class ClusterState:
         if new.state == "pending" and new.gang is not None:
             engine.add_pending(new.gang)
         elif new.state == "admitted" and new.gang is not None:
-            engine.add_admitted(quota.AdmittedGang(new.gang, new.admitted_at, new.placement))
+            admitted = quota.AdmittedGang(new.gang, new.admitted_at, new.placement, new.flavors)
+            engine.add_admitted(admitted)
             self._touch_nodes(key)
 
     def _touch_nodes(self, key: GangKey) -> None:
@@ -635,7 +669,11 @@ class ClusterState:
             key = self.key(admission.gang)
             old = self.members[key]
             self.members[key] = replace(
-                old, state="admitted", admitted_at=now, placement=admission.placement
+                old,
+                state="admitted",
+                admitted_at=now,
+                placement=admission.placement,
+                flavors=_recorded(admission.flavors),
             )
             self._touch_nodes(key)
         return decisions
@@ -666,9 +704,17 @@ class ClusterState:
         self._reported.pop(gang.key, None)
         status = objects.admitted_status(gang, admission, now)
         steps: list[Step] = [WriteWorkloadStatus(gang.namespace, gang.name, status)]
-        steps += self._release(gang)
+        missing = self._missing_flavors(admission.flavors)
+        if missing:
+            self._unreleased.add(gang.key)
+            status.pending_reason = objects.missing_flavors(missing)
+        else:
+            steps += self._release(gang, admission.flavors)
         message = f"Admitted by ClusterQueue {admission.queue}: {admission.describe()}"
         steps.append(objects.event(gang, Reason.ADMITTED, message))
+        if missing:
+            text = status.pending_reason or ""
+            steps.append(objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True))
         return steps
 
     def reason_steps(self, gang_id: str, why: Pending, now: float) -> list[Step]:
@@ -711,12 +757,41 @@ class ClusterState:
             objects.event(gang, reason, message, warning=True, on_workload=kept),
         ]
 
-    def _release(self, gang: ManagedGang) -> list[Step]:
-        """The gang's PodGroup if it has none yet, then its release through its adapter."""
+    def _release(self, gang: ManagedGang, assigned: Mapping[str, Mapping[str, str]]) -> list[Step]:
+        """The gang's PodGroup if it has none yet, then its release through its adapter, its
+        pods on the nodes of the flavors `assigned` to its pod sets (all of them known)."""
         assert gang.owner is not None
+        self._unreleased.discard(gang.key)
         podgroup = objects.podgroup_for(gang, self.podgroups) if gang.podgroup is None else None
         steps: list[Step] = [podgroup] if podgroup is not None else []
-        return steps + gang.owner.adapter.release(gang.owner.obj, list(gang.pods.values()))
+        flavors = {
+            pod_set: PodSetFlavors(
+                tuple(self.flavors[f] for f in dict.fromkeys(by_resource.values()))
+            )
+            for pod_set, by_resource in assigned.items()
+            if by_resource
+        }
+        pods = list(gang.pods.values())
+        return steps + gang.owner.adapter.release(gang.owner.obj, pods, flavors)
+
+    def _missing_flavors(self, assigned: Mapping[str, Mapping[str, str]]) -> list[str]:
+        """The flavors of an admission that have no ResourceFlavor (the nodes they stand for
+        are unknown)."""
+        named = {f for by_resource in assigned.values() for f in by_resource.values()}
+        return sorted(named - self.flavors.keys())
+
+    def _not_released(self, gang: ManagedGang, missing: list[str]) -> list[Step]:
+        """An admitted gang whose flavors are not all known is not released: its Workload says
+        so (and an Event, once)."""
+        self._unreleased.add(gang.key)
+        text = objects.missing_flavors(missing)
+        if text == gang.pending_reason():
+            return []
+        status = objects.released_status(gang, text)
+        return [
+            WriteWorkloadStatus(gang.namespace, gang.name, status),
+            objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True),
+        ]
 
     def _delete_podgroup(self, gang: ManagedGang) -> list[Step]:
         kind = self.podgroups.kind
@@ -731,7 +806,8 @@ class ClusterState:
         runtime = self.engine.queues.get(name)
         usage = dict(runtime.state.usage) if runtime else {}
         weighted = share(runtime.state) if runtime else 0.0
-        return QueueFigures(pending, admitted, usage, weighted, inadmissible)
+        broken = runtime.state.broken if runtime else None
+        return QueueFigures(pending, admitted, usage, weighted, inadmissible, broken)
 
     def queue_steps(self, now: float) -> tuple[list[WriteQueueStatus], list[str]]:
         """ClusterQueue statuses that changed, and the queues looked at."""
@@ -746,6 +822,50 @@ class ClusterState:
             if objects.queue_status_differs(cq.status, status):
                 steps.append(WriteQueueStatus(name, status))
         return steps, names_
+
+    # -- Cohorts ----------------------------------------------------------------------------------
+
+    def cohort_figures(
+        self, name: str, nodes: Mapping[str, QuotaNode] | None = None
+    ) -> CohortFigures:
+        """What a Cohort's status reports: its tree's usage and quota from the engine (nothing
+        when no ClusterQueue is below it), and what is wrong with its parents."""
+        if nodes is None:
+            nodes = {n.name: n for n in self.engine.cohort_nodes}
+        node = nodes.get(name)
+        parents = self._parents()
+        parent = parents.get(name)
+        missing = parent if parent is not None and parent not in self.cohorts else None
+        cycle = parent_cycle(name, parents)
+        if node is None:
+            cohort = self.cohorts.get(name)
+            own = cohort_spec(cohort).groups if cohort is not None else ()
+            subtree = {fr: q.nominal for fr, q in flavor_quotas(own).items()}
+            return CohortFigures({}, {}, subtree, 0.0, cycle, missing)
+        total: dict[tuple[str, str], int] = {}
+        for leaf in _queues_below(node):
+            for fr, amount in leaf.usage.items():
+                total[fr] = total.get(fr, 0) + amount
+        borrowed = {
+            fr: used - node.subtree.get(fr, 0)
+            for fr, used in node.usage.items()
+            if used > node.subtree.get(fr, 0)
+        }
+        return CohortFigures(total, borrowed, dict(node.subtree), share(node), cycle, missing)
+
+    def cohort_steps(self, now: float) -> tuple[list[WriteCohortStatus], dict[str, CohortStatus]]:
+        """The Cohort statuses that changed, and the status of every Cohort looked at (those of
+        our trees). Cheap enough to look at every pass: there are few Cohorts."""
+        nodes = {n.name: n for n in self.engine.cohort_nodes}
+        statuses: dict[str, CohortStatus] = {}
+        steps: list[WriteCohortStatus] = []
+        for name in sorted(self._relevant_cohorts & self.cohorts.keys()):
+            cohort = self.cohorts[name]
+            status = objects.cohort_status(cohort, self.cohort_figures(name, nodes), now)
+            statuses[name] = status
+            if objects.cohort_status_differs(cohort.status, status):
+                steps.append(WriteCohortStatus(name, status))
+        return steps, statuses
 
     def mark_dirty(self, keys: Iterable[GangKey]) -> None:
         """Look at these gangs again next pass (their writes failed): what they were to be
@@ -763,8 +883,8 @@ class ClusterState:
         self._counted.clear()
         self._figures.clear()
         self._reported.clear()
-        self._specs = ()
-        self._queues_changed = self._nodes_changed = True
+        self._specs, self._cohort_specs, self._flavor_specs = (), (), ()
+        self._queues_changed = self._nodes_changed = self._flavors_changed = True
         self.index.dirty.update(g.key for g in self.index)
         self._dirty_queues.update(self._relevant)
 
@@ -775,3 +895,10 @@ class ClusterState:
         """(gang, ClusterQueue) of the pods-ready evictions `sync` planned since the last call."""
         taken, self._timeouts = self._timeouts, []
         return taken
+
+
+def _queues_below(node: QuotaNode) -> list[QuotaNode]:
+    """The ClusterQueues of a cohort's subtree."""
+    if node.spec is not None:
+        return [node]
+    return [leaf for child in node.children for leaf in _queues_below(child)]

@@ -138,6 +138,14 @@ class ManagedGang:
         status = self.workload.status if self.workload else None
         return status.admission.cluster_queue if status and status.admission else None
 
+    def admitted_flavors(self) -> dict[str, dict[str, str]]:
+        """The flavor each resource of each pod set was admitted on, as the record says (pod
+        sets admitted on no named flavor left out)."""
+        status = self.workload.status if self.workload else None
+        if status is None or status.admission is None:
+            return {}
+        return {a.name: dict(a.flavors) for a in status.admission.pod_set_assignments if a.flavors}
+
     def admitted_at(self) -> float | None:
         status = self.workload.status if self.workload else None
         return parse_time(status.admission.admitted_at) if status and status.admission else None

@@ -6,7 +6,7 @@ outcomes' `describe()`, nowhere else.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.api import kube, names
@@ -28,7 +28,16 @@ from controller.api.kinds import (
     Kind,
 )
 from controller.api.quantity import format_quantity, parse_quantity
-from controller.api.queues import ClusterQueue, ClusterQueueStatus, FlavorUsage, ResourceUsage
+from controller.api.queues import (
+    ClusterQueue,
+    ClusterQueueStatus,
+    Cohort,
+    CohortFlavorUsage,
+    CohortResourceUsage,
+    CohortStatus,
+    FlavorUsage,
+    ResourceUsage,
+)
 from controller.api.workload import (
     AdmissionRecord,
     NodeAssignment,
@@ -158,6 +167,7 @@ def admitted_status(gang: ManagedGang, admission: Admission, now: float) -> Work
             PodSetAssignment(
                 name=name,
                 count=count,
+                flavors=dict(admission.flavors.get(name, {})),
                 resource_usage=usage,
                 nodes=[
                     NodeAssignment(node=p.node, count=p.count)
@@ -170,6 +180,24 @@ def admitted_status(gang: ManagedGang, admission: Admission, now: float) -> Work
         admitted_at=format_time(now),
     )
     status.pending_reason = None
+    return status
+
+
+def missing_flavors(missing: Sequence[str]) -> str:
+    """Why an admitted gang is not released: flavors it was admitted on have no ResourceFlavor."""
+    many = len(missing) > 1
+    return (
+        f"Admitted but not released: ResourceFlavor{'s' if many else ''} {', '.join(missing)}"
+        f" {'do' if many else 'does'} not exist, so its pods have no nodes to go to; they stay"
+        " held (the gang keeps its quota) until the ResourceFlavor is created again or the gang"
+        " is evicted"
+    )
+
+
+def released_status(gang: ManagedGang, reason: str | None) -> WorkloadStatus:
+    """An admitted gang's status with `reason` (None: none) as why it is not released yet."""
+    status = _status(gang)
+    status.pending_reason = reason
     return status
 
 
@@ -404,26 +432,40 @@ class QueueFigures:
     weighted_share: float = 0.0
     # Pending gangs whose Workload says why they wait.
     inadmissible: int = 0
+    # Why its cohort tree admits nothing (a cycle of parents), or None.
+    broken: str | None = None
+
+
+def _active(old: Sequence[Condition], ok: bool, reason: str, message: str, now: float) -> Condition:
+    """The Active condition; its lastTransitionTime moves only when its status does."""
+    [condition] = set_condition(
+        [c for c in old if c.type == QueueCondition.ACTIVE],
+        QueueCondition.ACTIVE,
+        ok,
+        reason,
+        message,
+        now,
+    )
+    return condition
+
+
+def _share(share: float) -> int:
+    return math.ceil(share) if math.isfinite(share) else -1
 
 
 def queue_status(cq: ClusterQueue, figures: QueueFigures, now: float) -> ClusterQueueStatus:
-    share = figures.weighted_share
-    active = find(cq.status.conditions, QueueCondition.ACTIVE) if cq.status else None
-    since = active.last_transition_time if active and active.last_transition_time else None
+    old = cq.status.conditions if cq.status else []
+    if figures.broken is None:
+        active = _active(old, True, Reason.READY, "Can admit new workloads", now)
+    else:
+        message = f"Admits nothing: {figures.broken}; a Cohort's spec.parent must break the cycle"
+        active = _active(old, False, Reason.COHORT_CYCLE, message, now)
     return ClusterQueueStatus(
         pending_workloads=figures.pending,
         admitted_workloads=figures.admitted,
-        weighted_share=math.ceil(share) if math.isfinite(share) else -1,
+        weighted_share=_share(figures.weighted_share),
         flavors_usage=flavors_usage(cq, figures.usage or {}),
-        conditions=[
-            Condition(
-                type=QueueCondition.ACTIVE,
-                status="True",
-                reason=Reason.READY,
-                message="Can admit new workloads",
-                last_transition_time=since or format_time(now),
-            )
-        ],
+        conditions=[active],
     )
 
 
@@ -458,7 +500,98 @@ def queue_status_differs(old: ClusterQueueStatus | None, new: ClusterQueueStatus
     return not same_conditions or any(getattr(old, f) != getattr(new, f) for f in fields)
 
 
-def as_patch(status: WorkloadStatus | ClusterQueueStatus) -> dict[str, object]:
+# -- Cohorts --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CohortFigures:
+    """What a Cohort's status reports, per (flavor, resource) where amounts are concerned."""
+
+    # What the ClusterQueues below it use.
+    total: Mapping[tuple[str, str], int]
+    # What its tree uses above its subtree quota, taken from its parent.
+    borrowed: Mapping[tuple[str, str], int]
+    # Its own nominal quota plus what its members lend to it.
+    subtree: Mapping[tuple[str, str], int]
+    weighted_share: float = 0.0
+    # The cycle of parents it is in or leads into (`a, b, a`; empty: none).
+    cycle: tuple[str, ...] = ()
+    # Its parent, when that names no Cohort object.
+    missing_parent: str | None = None
+
+
+def cohort_status(cohort: Cohort, figures: CohortFigures, now: float) -> CohortStatus:
+    old = cohort.status.conditions if cohort.status else []
+    name = cohort.metadata.name
+    if figures.cycle:
+        shown = " -> ".join(figures.cycle)
+        where = (
+            f"Cohort {name} is in a cycle of parents ({shown})"
+            if name in figures.cycle
+            else f"the parents of Cohort {name} lead into a cycle ({shown})"
+        )
+        message = (
+            f"Admits nothing: {where}; no ClusterQueue of this tree admits a workload until one"
+            " of these Cohorts' spec.parent breaks the cycle"
+        )
+        active = _active(old, False, Reason.COHORT_CYCLE, message, now)
+    elif figures.missing_parent is not None:
+        parent = figures.missing_parent
+        message = (
+            f"Can admit new workloads; its parent {parent} is no Cohort object, so {parent} is"
+            " an implicit cohort with no quota of its own (create Cohort"
+            f" {parent} to give it quota, or fix spec.parent)"
+        )
+        active = _active(old, True, Reason.PARENT_NOT_FOUND, message, now)
+    else:
+        active = _active(old, True, Reason.READY, "Can admit new workloads", now)
+    return CohortStatus(
+        conditions=[active],
+        flavors_usage=cohort_flavors_usage(cohort, figures),
+        weighted_share=_share(figures.weighted_share),
+    )
+
+
+def cohort_flavors_usage(cohort: Cohort, figures: CohortFigures) -> list[CohortFlavorUsage]:
+    """Per flavor and resource of the Cohort's tree: the flavors and resources it lists first,
+    in its order, then the others its tree has quota or usage of, by name."""
+    order: list[tuple[str, str]] = [
+        (flavor.name, quota.name)
+        for group in cohort.spec.resource_groups
+        for flavor in group.flavors
+        for quota in flavor.resources
+    ]
+    listed = set(order)
+    others = {*figures.total, *figures.borrowed, *figures.subtree} - listed
+    # The default flavor (""): resources no group covers, which no Cohort can name.
+    order += sorted(fr for fr in others if fr[0])
+    by_flavor: dict[str, list[CohortResourceUsage]] = {}
+    for flavor, resource in order:
+        by_flavor.setdefault(flavor, []).append(
+            CohortResourceUsage(
+                name=resource,
+                total=format_quantity(max(0, figures.total.get((flavor, resource), 0))),
+                borrowed=format_quantity(max(0, figures.borrowed.get((flavor, resource), 0))),
+                subtree_quota=format_quantity(max(0, figures.subtree.get((flavor, resource), 0))),
+            )
+        )
+    return [CohortFlavorUsage(name=f, resources=r) for f, r in by_flavor.items()]
+
+
+def cohort_status_differs(old: CohortStatus | None, new: CohortStatus) -> bool:
+    """Whether writing `new` changes what a user sees (conditions by type, status, reason and
+    message: they change only when the tree's shape does)."""
+    if old is None:
+        return True
+
+    def shown(status: CohortStatus) -> list[tuple[str, str, str, str]]:
+        return [(c.type, c.status, c.reason, c.message) for c in status.conditions]
+
+    fields = ("weighted_share", "flavors_usage")
+    return shown(old) != shown(new) or any(getattr(old, f) != getattr(new, f) for f in fields)
+
+
+def as_patch(status: WorkloadStatus | ClusterQueueStatus | CohortStatus) -> dict[str, object]:
     """A merge patch that makes the object's status `status`: members it no longer has are
     removed (explicit nulls), members inside are written whole."""
     body: dict[str, object] = status.model_dump(mode="json", by_alias=True, exclude_none=True)

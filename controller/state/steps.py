@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from controller.api import kube
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
-from controller.api.queues import ClusterQueueStatus
+from controller.api.queues import ClusterQueueStatus, CohortStatus
 from controller.api.workload import Workload, WorkloadStatus
 from controller.workloads.base import Delete, Patch
 
@@ -64,6 +64,12 @@ class WriteQueueStatus:
     status: ClusterQueueStatus
 
 
+@dataclass(frozen=True)
+class WriteCohortStatus:
+    name: str
+    status: CohortStatus
+
+
 Step = (
     CreateWorkload
     | WriteWorkloadStatus
@@ -72,6 +78,7 @@ Step = (
     | DeletePodGroup
     | RecordEvent
     | WriteQueueStatus
+    | WriteCohortStatus
     | Patch
     | Delete
 )

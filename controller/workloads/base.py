@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import logging
 import reprlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -20,9 +21,11 @@ import msgspec
 
 from controller.api import kube, names
 from controller.api.kinds import Kind
-from controller.quota.snapshot import PodSet, Toleration
-from controller.workloads.edits import Editor, JSONDict, Path, lookup
+from controller.quota.snapshot import FlavorSpec, PodSet, Toleration
+from controller.workloads.edits import Editor, JSONDict, Path, lookup, pointer
 from controller.workloads.requests import Requests, pod_requests
+
+log = logging.getLogger("kohort.workloads")
 
 # The scheduler a pod gets when its spec names none; treated as "not chosen by the user".
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -86,7 +89,8 @@ class PatchType(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Patch:
-    """Patch one object; `expected` is 404/409/422-tolerant (the object changed or is gone)."""
+    """Patch one object (its `subresource`, when set); `expected` is 404/409/422-tolerant (the
+    object changed or is gone)."""
 
     kind: Kind
     namespace: str
@@ -94,6 +98,7 @@ class Patch:
     body: Any
     type: PatchType = PatchType.MERGE
     expected: bool = False
+    subresource: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,69 @@ class Mutation:
 
 class Denied(Exception):
     """The object cannot be managed as sent; the message tells the user why."""
+
+
+def same_toleration(a: kube.Toleration, b: kube.Toleration) -> bool:
+    """Whether two tolerations are one (an unset operator is Equal)."""
+    return (a.key, a.operator or "Equal", a.value, a.effect, a.toleration_seconds) == (
+        b.key,
+        b.operator or "Equal",
+        b.value,
+        b.effect,
+        b.toleration_seconds,
+    )
+
+
+@dataclass(frozen=True)
+class PodSetFlavors:
+    """The ResourceFlavors a pod set was admitted on, as its pods get them when released: every
+    flavor's node labels merged into the pod's nodeSelector and its tolerations appended (one
+    the pod already has is not added twice)."""
+
+    flavors: tuple[FlavorSpec, ...]
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        selector: dict[str, str] = {}
+        for flavor in self.flavors:
+            selector.update(flavor.node_labels)
+        return selector
+
+    @property
+    def tolerations(self) -> tuple[kube.Toleration, ...]:
+        out: list[kube.Toleration] = []
+        for flavor in self.flavors:
+            for t in flavor.tolerations:
+                view = kube.Toleration(
+                    key=t.key, operator=t.operator, value=t.value, effect=t.effect
+                )
+                if not any(same_toleration(view, seen) for seen in out):
+                    out.append(view)
+        return tuple(out)
+
+    def selector_on(self, current: Mapping[str, str]) -> dict[str, str]:
+        """`current` with the flavors' node labels merged in."""
+        return {**current, **self.node_selector}
+
+    def tolerations_missing(self, current: Iterable[kube.Toleration]) -> list[kube.Toleration]:
+        """The flavors' tolerations `current` lacks, in order."""
+        have = list(current)
+        return [t for t in self.tolerations if not any(same_toleration(t, h) for h in have)]
+
+    def contradicted(self, current: Mapping[str, str]) -> list[str]:
+        """Node selector keys `current` sets to another value than a flavor's node labels."""
+        return sorted(k for k, v in self.node_selector.items() if current.get(k, v) != v)
+
+
+# Pod set name -> the flavors its pods get: what an adapter's `release` applies.
+Flavors = Mapping[str, PodSetFlavors]
+NO_FLAVORS: Flavors = MappingProxyType({})
+
+
+def toleration_json(toleration: kube.Toleration) -> JSONDict:
+    """A toleration as a pod spec holds it (unset members left out)."""
+    out: JSONDict = msgspec.to_builtins(toleration)
+    return out
 
 
 @runtime_checkable
@@ -184,8 +252,12 @@ class WorkloadAdapter(Protocol):
         """Which of the gang's pod sets a pod of it belongs to (None: the first)."""
         ...
 
-    def release(self, obj: Any, pods: Sequence[kube.Pod]) -> list[Write]:
-        """The writes that let an admitted gang's pods be scheduled; none when they may be."""
+    def release(
+        self, obj: Any, pods: Sequence[kube.Pod], flavors: Flavors = NO_FLAVORS
+    ) -> list[Write]:
+        """The writes that let an admitted gang's pods be scheduled, each pod on the nodes of
+        the flavors its pod set was admitted on (`flavors`; a pod set absent from it may go
+        anywhere its own spec allows); none when they may be scheduled already."""
         ...
 
     def hold(self, obj: Any, pods: Sequence[kube.Pod]) -> list[Write]:
@@ -427,8 +499,18 @@ def ordinal(pod: kube.Pod, prefix: str) -> int | None:
     return int(tail) if head == prefix and tail.isdigit() else None
 
 
+FlavorsOf = Callable[[kube.Pod], PodSetFlavors | None]
+
+
+def _no_flavor(pod: kube.Pod) -> PodSetFlavors | None:
+    return None
+
+
 def ungate_up_to(
-    size: int, pods: Sequence[kube.Pod], may_release: Callable[[kube.Pod], bool]
+    size: int,
+    pods: Sequence[kube.Pod],
+    may_release: Callable[[kube.Pod], bool],
+    flavors_of: FlavorsOf = _no_flavor,
 ) -> list[Write]:
     """Ungate gated live `pods` that `may_release` accepts, oldest first, so that at most `size`
     of the gang's live pods are ever released."""
@@ -437,12 +519,36 @@ def ungate_up_to(
         (p for p in pods if p.live() and is_gated(p) and may_release(p)),
         key=lambda p: (p.metadata.creation_timestamp or "", p.metadata.name),
     )
-    return ungate(gated[: max(0, size - running)])
+    return ungate(gated[: max(0, size - running)], flavors_of)
 
 
-def ungate(pods: Sequence[kube.Pod]) -> list[Write]:
-    """Remove the admission gate from every live gated pod (a JSON Patch each, guarded by the
-    pod's resourceVersion so that the gate's index is still right)."""
+def flavor_ops(pod: kube.Pod, flavors: PodSetFlavors) -> list[JSONDict]:
+    """JSON Patch operations that put a gated pod on its flavors' nodes: their labels added to
+    its nodeSelector and their tolerations to its tolerations (what Kubernetes lets change on a
+    pod that still has scheduling gates: additions only)."""
+    spec = pod.spec
+    ops: list[JSONDict] = []
+    added = {k: v for k, v in flavors.node_selector.items() if k not in spec.node_selector}
+    if added and not spec.node_selector:
+        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": added})
+    else:
+        ops += [
+            {"op": "add", "path": pointer(("spec", "nodeSelector", k)), "value": v}
+            for k, v in added.items()
+        ]
+    missing = [toleration_json(t) for t in flavors.tolerations_missing(spec.tolerations)]
+    if missing and not spec.tolerations:
+        ops.append({"op": "add", "path": "/spec/tolerations", "value": missing})
+    else:
+        ops += [{"op": "add", "path": "/spec/tolerations/-", "value": t} for t in missing]
+    return ops
+
+
+def ungate(pods: Sequence[kube.Pod], flavors_of: FlavorsOf = _no_flavor) -> list[Write]:
+    """Remove the admission gate from every live gated pod, first putting it on the nodes of its
+    flavors (`flavors_of`), in one JSON Patch each, guarded by the pod's resourceVersion so that
+    the gate's index is still right. A pod whose own nodeSelector contradicts its flavors'
+    node labels stays gated: no node could take it."""
     writes: list[Write] = []
     for pod in pods:
         if not pod.live():
@@ -455,6 +561,18 @@ def ungate(pods: Sequence[kube.Pod]) -> list[Write]:
         ]
         if not ops:
             continue
+        flavors = flavors_of(pod)
+        if flavors is not None:
+            contradicted = flavors.contradicted(pod.spec.node_selector)
+            if contradicted:
+                log.warning(
+                    "pod %s/%s stays gated: its nodeSelector sets %s otherwise than its flavors",
+                    pod.metadata.namespace,
+                    pod.metadata.name,
+                    ", ".join(contradicted),
+                )
+                continue
+            ops = flavor_ops(pod, flavors) + ops
         meta = pod.metadata
         if meta.resource_version:
             ops.insert(

@@ -13,8 +13,10 @@ from controller.api import kube, names
 from controller.api.kinds import Kind
 from controller.quota.snapshot import PodSet
 from controller.workloads.base import (
+    NO_FLAVORS,
     Denied,
     Finished,
+    Flavors,
     GangShape,
     Mutation,
     Write,
@@ -124,9 +126,12 @@ class LeaderWorkerSetAdapter:
             return None
         return "leader" if owner.name == labels.get(names.LWS_NAME_LABEL) else "worker"
 
-    def release(self, obj: kube.LeaderWorkerSet, pods: Sequence[kube.Pod]) -> list[Write]:
+    def release(
+        self, obj: kube.LeaderWorkerSet, pods: Sequence[kube.Pod], flavors: Flavors = NO_FLAVORS
+    ) -> list[Write]:
         """Ungate the group's pods that the LeaderWorkerSet's StatefulSets made, at most its
-        size of them: a pod that only carries its labels stays held."""
+        size of them, each put on the nodes of its pod set's flavors (leader or worker) in the
+        same write: a pod that only carries its labels stays held."""
         group = obj.spec.leader_worker_template
         size = group.size if group.size is not None else 1
         name = obj.metadata.name
@@ -135,7 +140,9 @@ class LeaderWorkerSetAdapter:
             for p in pods
             if p.metadata.labels.get(names.LWS_NAME_LABEL) == name and made_by(p, "StatefulSet")
         ]
-        return ungate_up_to(size, own, lambda p: True)
+        return ungate_up_to(
+            size, own, lambda p: True, lambda p: flavors.get(self.pod_set_of(p) or "leader")
+        )
 
     def hold(self, obj: kube.LeaderWorkerSet, pods: Sequence[kube.Pod]) -> list[Write]:
         return delete_ungated(pods)

@@ -18,10 +18,13 @@ from typing import Any, ClassVar
 
 from controller.api import kube, names
 from controller.api.kinds import Kind
+from controller.quota.flavor_assignment import flavored
 from controller.quota.snapshot import PodSet
 from controller.workloads.base import (
+    NO_FLAVORS,
     Denied,
     Finished,
+    Flavors,
     GangShape,
     Mutation,
     Write,
@@ -243,14 +246,26 @@ class PodAdapter:
     def pod_set_of(self, pod: kube.Pod) -> str | None:
         return None
 
-    def release(self, obj: kube.Pod, pods: Sequence[kube.Pod]) -> list[Write]:
-        """Ungate the gang's pods: at most its size, and only pods alike the one that gave the
-        gang its shape (a pod that joins a group later with other requests stays held)."""
+    def release(
+        self, obj: kube.Pod, pods: Sequence[kube.Pod], flavors: Flavors = NO_FLAVORS
+    ) -> list[Write]:
+        """Ungate the gang's pods, each put on its flavors' nodes in the same write: at most
+        its size, and only pods alike the one that gave the gang its shape (a pod that joins a
+        group later with other requests stays held). Pods already given their flavors are
+        alike those not yet given them."""
+        mine = flavors.get("main")
+        specs = mine.flavors if mine is not None else ()
+
+        def same(pod: kube.Pod) -> PodSet:
+            return flavored(alike(pod), specs)
+
         gangs = self.gangs(obj)
         if not gangs:
-            return ungate(pods)
-        expected = alike(obj)
-        return ungate_up_to(gangs[0].min_member, pods, lambda p: alike(p) == expected)
+            return ungate(pods, lambda p: mine)
+        expected = same(obj)
+        return ungate_up_to(
+            gangs[0].min_member, pods, lambda p: same(p) == expected, lambda p: mine
+        )
 
     def hold(self, obj: kube.Pod, pods: Sequence[kube.Pod]) -> list[Write]:
         # A scheduling gate cannot be put back on a pod: a bare pod is evicted by deleting it.

@@ -17,8 +17,10 @@ from typing import Any, ClassVar
 from controller.api import kube
 from controller.api.kinds import Kind
 from controller.workloads.base import (
+    NO_FLAVORS,
     Denied,
     Finished,
+    Flavors,
     GangShape,
     Mutation,
     Write,
@@ -132,9 +134,12 @@ class StatefulSetAdapter:
     def pod_set_of(self, pod: kube.Pod) -> str | None:
         return None
 
-    def release(self, obj: kube.StatefulSet, pods: Sequence[kube.Pod]) -> list[Write]:
-        """Ungate the set's own pods, ordinals below its replicas: a pod that only carries the
-        gang's label, or one of a scale-up not yet judged, stays held."""
+    def release(
+        self, obj: kube.StatefulSet, pods: Sequence[kube.Pod], flavors: Flavors = NO_FLAVORS
+    ) -> list[Write]:
+        """Ungate the set's own pods, ordinals below its replicas, each put on its flavors'
+        nodes in the same write: a pod that only carries the gang's label, or one of a scale-up
+        not yet judged, stays held."""
         replicas = obj.spec.replicas if obj.spec.replicas is not None else 1
         meta = obj.metadata
         own = [
@@ -144,7 +149,8 @@ class StatefulSetAdapter:
             and (n := ordinal(p, meta.name)) is not None
             and n < replicas
         ]
-        return ungate(own)
+        mine = flavors.get("main")
+        return ungate(own, lambda pod: mine)
 
     def hold(self, obj: kube.StatefulSet, pods: Sequence[kube.Pod]) -> list[Write]:
         return delete_ungated(pods)

@@ -12,7 +12,7 @@ from controller.api import kinds, names
 from controller.api.common import format_time
 from controller.cluster.cache import Cache
 from controller.cluster.memory import MemoryApi
-from controller.cluster.testing import cluster_queue, local_queue
+from controller.cluster.testing import cluster_queue, local_queue, resource_flavor
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
@@ -88,6 +88,8 @@ class World:
         adapters: Mapping[kinds.Kind, WorkloadAdapter] = ADAPTERS,
     ) -> None:
         self.api = MemoryApi(clock=lambda: NOW)
+        # The flavor `cluster_queue` names (objects given may replace both).
+        self.api.put(kinds.RESOURCE_FLAVORS, resource_flavor("default"))
         self.api.put(kinds.CLUSTER_QUEUES, cluster_queue("cq", {"cpu": cpu_quota}))
         self.api.put(kinds.LOCAL_QUEUES, local_queue("ns", "lq", "cq"))
         for kind, obj in objects:

@@ -37,7 +37,7 @@ def test_every_kohort_kind_has_a_crd_that_survives_uninstall() -> None:
     generator()
     crds = render().of_kind("CustomResourceDefinition")
     kinds = {crd["spec"]["names"]["kind"] for crd in crds}
-    assert kinds >= {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Workload"}
+    assert kinds >= {"ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Workload"}
     for crd in crds:
         assert crd["spec"]["group"] == "kohort.dev"
         assert crd["metadata"]["annotations"][KEEP] == "keep"

@@ -17,11 +17,17 @@ Permission = tuple[str, str, str]  # (apiGroup, resource, verb)
 
 READ = ("get", "list", "watch")
 CONTROLLER_NEEDS: set[Permission] = {
-    *(("kohort.dev", r, v) for r in ("clusterqueues", "localqueues") for v in READ),
+    *(
+        ("kohort.dev", r, v)
+        for r in ("clusterqueues", "cohorts", "localqueues", "resourceflavors")
+        for v in READ
+    ),
     ("kohort.dev", "clusterqueues/status", "patch"),
+    ("kohort.dev", "cohorts/status", "patch"),
     *(("kohort.dev", "workloads", v) for v in (*READ, "create", "patch", "delete")),
     ("kohort.dev", "workloads/status", "patch"),
     *(("batch", "jobs", v) for v in (*READ, "patch")),
+    ("batch", "jobs/status", "patch"),  # startTime cleared, so a template may change back
     *(("apps", "statefulsets", v) for v in READ),
     *(("leaderworkerset.x-k8s.io", "leaderworkersets", v) for v in READ),
     *(("", "pods", v) for v in (*READ, "patch", "delete")),

@@ -26,10 +26,12 @@ from controller.quota import (
     Config,
     Decisions,
     EvictionCause,
+    FlavorQuota,
     Node,
     PendingCause,
     QueueSpec,
     Quota,
+    ResourceGroup,
 )
 from controller.reconciler import Reconciler
 from controller.settings import Settings
@@ -66,13 +68,21 @@ def trace(seed: int = 3, jobs: int = 80) -> list[Job]:
 
 
 def queue(name: str, gpus: int) -> QueueSpec:
+    """A queue with one flavor, named as in its ClusterQueue (the controller keeps the name)."""
     quotas = {
         "nvidia.com/gpu": Quota(gpus * 1000),
         "cpu": Quota(gpus * CPU_PER_GPU),
         "memory": Quota(gpus * MEMORY_PER_GPU),
     }
+    group = ResourceGroup(tuple(quotas), (FlavorQuota("default", quotas),))
     return QueueSpec(
-        name, quotas, "research", reclaim_within_cohort="Any", min_runtime=300, evict_after=600
+        name,
+        {},
+        "research",
+        reclaim_within_cohort="Any",
+        min_runtime=300,
+        evict_after=600,
+        groups=(group,),
     )
 
 
@@ -151,6 +161,8 @@ class RecordingPolicy:
 
 
 def cluster_queue(spec: QueueSpec) -> JSON:
+    [group] = spec.groups
+    [flavor] = group.flavors
     return {
         "apiVersion": names.API_VERSION,
         "kind": "ClusterQueue",
@@ -164,13 +176,13 @@ def cluster_queue(spec: QueueSpec) -> JSON:
             },
             "resourceGroups": [
                 {
-                    "coveredResources": list(spec.quotas),
+                    "coveredResources": list(group.resources),
                     "flavors": [
                         {
-                            "name": "default",
+                            "name": flavor.flavor,
                             "resources": [
                                 {"name": r, "nominalQuota": format_quantity(q.nominal)}
-                                for r, q in spec.quotas.items()
+                                for r, q in flavor.quotas.items()
                             ],
                         }
                     ],

@@ -12,7 +12,7 @@ from controller.api import Workload, kinds, names
 from controller.api.kinds import Kind
 from controller.cluster.cache import models
 from controller.cluster.clients import decoder
-from controller.quota import Admission, PendingCause, PodPlacement
+from controller.quota import Admission, Fungibility, PendingCause, PodPlacement, Quota
 from controller.settings import Settings
 from controller.state.cluster import ClusterState, queue_spec
 from controller.state.objects import PodGroupSettings, admitted_status, podgroup_for, workload_for
@@ -166,18 +166,32 @@ def test_statefulset_pods_join_their_gang_by_the_pod_group_label() -> None:
     assert list(gang.pods) == ["serve-0"] and is_gated(gang.pods["serve-0"])
 
 
-def test_cluster_queue_quota_sums_flavors_and_keeps_cohort_weight_and_policy() -> None:
+def test_cluster_queue_quota_is_kept_per_flavor_with_cohort_weight_and_policy() -> None:
     cq = cluster_queue("team-a", {"nvidia.com/gpu": "8", "cpu": "16"}, cohort="research")
     cq["spec"]["resourceGroups"][0]["flavors"].append(
-        {"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}
+        {
+            "name": "spot",
+            "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "2"},
+                {"name": "cpu", "nominalQuota": "8", "lendingLimit": "1"},
+            ],
+        }
     )
     cq["spec"]["fairSharing"] = {"weight": "2"}
     cq["spec"]["preemption"] = {"reclaimWithinCohort": "Any"}
+    cq["spec"]["flavorFungibility"] = {"whenCanBorrow": "TryNextFlavor"}
 
     spec = queue_spec(typed(kinds.CLUSTER_QUEUES, cq))
 
-    assert spec.quotas["nvidia.com/gpu"].nominal == 12_000
-    assert spec.quotas["cpu"].nominal == 16_000
+    [group] = spec.groups
+    assert group.resources == ("nvidia.com/gpu", "cpu")
+    assert [f.flavor for f in group.flavors] == ["default", "spot"]
+    default, spot = group.flavors
+    assert default.quotas["nvidia.com/gpu"] == Quota(nominal=8_000)
+    assert spot.quotas["nvidia.com/gpu"] == Quota(nominal=4_000, borrowing_limit=2_000)
+    assert spot.quotas["cpu"] == Quota(nominal=8_000, lending_limit=1_000)
+    assert spec.quotas == {}
+    assert spec.fungibility == Fungibility("TryNextFlavor", "TryNextFlavor")
     assert spec.cohort == "research"
     assert spec.weight == 2.0
     assert spec.reclaim_within_cohort == "Any"

@@ -15,7 +15,9 @@ import msgspec
 from controller.api import kube
 from controller.api.kinds import Kind
 from controller.workloads.base import (
+    NO_FLAVORS,
     Finished,
+    Flavors,
     GangShape,
     Mutation,
     Patch,
@@ -83,7 +85,10 @@ class TrainingRunAdapter:
     def pod_set_of(self, pod: kube.Pod) -> str | None:
         return None
 
-    def release(self, obj: TrainingRun, pods: Sequence[kube.Pod]) -> list[Write]:
+    def release(
+        self, obj: TrainingRun, pods: Sequence[kube.Pod], flavors: Flavors = NO_FLAVORS
+    ) -> list[Write]:
+        # Its queues name no flavor with nodes of their own: `flavors` has nothing to add.
         return [self._pause(obj, False)] if obj.spec.paused else []
 
     def hold(self, obj: TrainingRun, pods: Sequence[kube.Pod]) -> list[Write]:

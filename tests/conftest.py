@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -86,6 +86,7 @@ def test_nodes(cluster: LocalCluster, namespace: str) -> Iterator[TestNodes]:
         memory: str = "256Gi",
         gpus: int = 0,
         taints: tuple[Taint, ...] = (),
+        labels: Mapping[str, str] | None = None,
     ) -> list[str]:
         pool = NodePool(
             f"{namespace[:30]}-{name}",
@@ -93,7 +94,7 @@ def test_nodes(cluster: LocalCluster, namespace: str) -> Iterator[TestNodes]:
             cpu=cpu,
             memory=memory,
             gpus=gpus,
-            labels={TEST_NODE_KEY: namespace},
+            labels={**(labels or {}), TEST_NODE_KEY: namespace},
             taints=(Taint(TEST_NODE_KEY, namespace), *taints),
         )
         names = cluster.add_nodes(pool)

@@ -152,8 +152,12 @@ class Engine:
         *,
         flavors: Iterable[FlavorSpec] = (),
         cohorts: Iterable[CohortSpec] = (),
+        require_flavors: bool = False,
     ) -> None:
+        """`require_flavors`: a flavor a queue names is taken only once its FlavorSpec is known
+        (the controller: a ClusterQueue may name a ResourceFlavor that does not exist)."""
         self.config = config or Config()
+        self._require_flavors = require_flavors
         self._flavors = {f.name: f for f in flavors}
         self._cohorts = tuple(cohorts)
         self._strategy = preemption.STRATEGIES[self.config.victims]
@@ -379,7 +383,9 @@ class Engine:
         if info.options is None:
             spec = queue.spec
             groups = spec.resource_groups() if spec is not None else ()
-            info.options = flavor_assignment.options(info.gang, groups, self._flavors, self.index)
+            info.options = flavor_assignment.options(
+                info.gang, groups, self._flavors, self.index, known_only=self._require_flavors
+            )
         return info.options
 
     def _charge(self, queue: QueueRuntime, info: GangInfo) -> dict[FR, int]:
@@ -521,7 +527,9 @@ class Engine:
             )
         opts = self._options(queue, info)
         if not opts:
-            return Pending(PendingCause.NO_FLAVOR, queue=queue.name)
+            absent = flavor_assignment.missing(queue.spec.resource_groups(), self._flavors)
+            detail = ", ".join(absent) if self._require_flavors and absent else None
+            return Pending(PendingCause.NO_FLAVOR, queue=queue.name, detail=detail)
         spec = queue.spec
         stop_at_borrow = spec is None or spec.fungibility.when_can_borrow == "MayStopSearch"
         stop_at_preempt = spec is not None and spec.fungibility.when_can_preempt == "MayStopSearch"

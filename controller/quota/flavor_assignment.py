@@ -61,6 +61,15 @@ def _compatible(pod_set: PodSet, flavor: FlavorSpec | None) -> bool:
     return tolerated(flavor.node_taints, (*pod_set.tolerations, *flavor.tolerations))
 
 
+def _unknown(flavor: str, flavors: Mapping[str, FlavorSpec]) -> bool:
+    return flavor != DEFAULT_FLAVOR and flavor not in flavors
+
+
+def missing(groups: Sequence[ResourceGroup], flavors: Mapping[str, FlavorSpec]) -> list[str]:
+    """The flavors the groups name that have no FlavorSpec, in order."""
+    return [f.flavor for g in groups for f in g.flavors if _unknown(f.flavor, flavors)]
+
+
 def flavored(pod_set: PodSet, flavors: Sequence[FlavorSpec | None]) -> PodSet:
     """The pod set as its pods will be released: flavors' labels and tolerations added."""
     selector = dict(pod_set.node_selector)
@@ -80,9 +89,12 @@ def options(
     groups: Sequence[ResourceGroup],
     flavors: Mapping[str, FlavorSpec],
     index: NodeIndex,
+    *,
+    known_only: bool = False,
 ) -> list[FlavorOption]:
     """The gang's flavor options in preference order (empty: some pod set can take no flavor
-    of a group it needs)."""
+    of a group it needs). `known_only`: a named flavor with no FlavorSpec is never taken (its
+    nodes are unknown)."""
     # Per (pod set, group): the flavors it may take, in the group's order.
     slots: list[tuple[int, ResourceGroup, list[str]]] = []
     for i, pod_set in enumerate(gang.pod_sets):
@@ -91,7 +103,10 @@ def options(
             if not asked & set(group.resources):
                 continue
             allowed = [
-                f.flavor for f in group.flavors if _compatible(pod_set, flavors.get(f.flavor))
+                f.flavor
+                for f in group.flavors
+                if _compatible(pod_set, flavors.get(f.flavor))
+                and not (known_only and _unknown(f.flavor, flavors))
             ]
             if not allowed:
                 return []

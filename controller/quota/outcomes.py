@@ -218,6 +218,12 @@ class Pending:
                 f"Inadmissible: {self.detail}; nothing in that cohort tree is admitted until"
                 " a Cohort's spec.parent breaks the cycle"
             )
+        if cause is PendingCause.NO_FLAVOR and self.detail:
+            return (
+                f"Inadmissible: no flavor of ClusterQueue {self.queue} suits a pod set, and"
+                f" ResourceFlavor(s) {self.detail} it names do not exist; create them, or"
+                " remove them from the queue"
+            )
         if cause is PendingCause.NO_FLAVOR:
             return (
                 f"Inadmissible: no flavor of ClusterQueue {self.queue} suits a pod set (the"

@@ -140,7 +140,7 @@ class ClusterState:
         self.adapters = adapters
         self.rng = rng or random.Random()
         self.index = GangIndex()
-        self.engine = Engine((), (), settings.core)
+        self.engine = Engine((), (), settings.core, require_flavors=True)
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.cohorts: dict[str, Cohort] = {}
         # Each ResourceFlavor as the core sees it.
@@ -878,7 +878,7 @@ class ClusterState:
         """Forget the engine and everything derived from the records, and build them again
         from the objects on the next sync: after a pass that did not end as planned, or when
         this replica (again) becomes the leader."""
-        self.engine = Engine((), (), self.settings.core)
+        self.engine = Engine((), (), self.settings.core, require_flavors=True)
         self.members.clear()
         self._counted.clear()
         self._figures.clear()

@@ -16,7 +16,7 @@ from controller import quota
 from controller.api import kinds, names
 from controller.cluster.cache import models
 from controller.cluster.clients import decoder
-from controller.cluster.testing import cluster_queue, local_queue
+from controller.cluster.testing import cluster_queue, local_queue, resource_flavor
 from controller.metrics import ControllerMetrics
 from controller.settings import Settings
 from controller.state.cluster import ClusterState
@@ -91,6 +91,8 @@ async def test_a_cluster_queue_with_two_flavors_keeps_separate_quota_per_flavor(
         started,
         World(
             (kinds.CLUSTER_QUEUES, cq),
+            (kinds.RESOURCE_FLAVORS, resource_flavor("on-demand")),
+            (kinds.RESOURCE_FLAVORS, resource_flavor("spot")),
             (kinds.JOBS, held_job("small", 2)),
             (kinds.JOBS, held_job("large", 3)),
         ),
@@ -115,6 +117,29 @@ async def test_a_cluster_queue_with_two_flavors_keeps_separate_quota_per_flavor(
     waiting = world.workload("job-late")
     assert waiting is not None
     assert waiting["status"]["pendingReason"].startswith("Waiting for quota")
+
+
+async def test_a_gang_of_a_queue_whose_only_flavor_does_not_exist_holds_no_quota_and_says_why(
+    started: list[World],
+) -> None:
+    cq = flavored_queue("cq", cpu_flavor("spot", "4"))
+    world = await start(started, World((kinds.CLUSTER_QUEUES, cq), (kinds.JOBS, held_job("j", 2))))
+
+    stats = await world.reconciler.reconcile_once()
+
+    assert stats.admitted == 0
+    assert world.suspended("j") is True
+    waiting = world.workload("job-j")
+    assert waiting is not None
+    assert "ResourceFlavor(s) spot it names do not exist" in waiting["status"]["pendingReason"]
+    assert usage(status_of(world, kinds.CLUSTER_QUEUES, "cq"))[("spot", "cpu")]["total"] == "0"
+
+    world.api.put(kinds.RESOURCE_FLAVORS, resource_flavor("spot"))
+    await world.api.settle()
+    stats = await world.reconciler.reconcile_once()
+
+    assert stats.admitted == 1
+    assert world.suspended("j") is False
 
 
 def state_with(*objects: tuple[kinds.Kind, JSON], namespace_filter: bool = False) -> ClusterState:

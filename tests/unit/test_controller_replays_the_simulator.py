@@ -20,6 +20,7 @@ from controller.api import kinds, names
 from controller.api.quantity import format_quantity
 from controller.cluster.cache import Cache
 from controller.cluster.memory import MemoryApi
+from controller.cluster.testing import resource_flavor
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.quota import (
@@ -244,6 +245,7 @@ class Controller:
             self.api.put(kinds.LOCAL_QUEUES, lq)
         for node in NODES:
             self.api.put(kinds.NODES, kube_node(node))
+        self.api.put(kinds.RESOURCE_FLAVORS, resource_flavor("default"))
         # No pods run here: the Workload's plan is where its pods are; requeue at once, as the
         # simulator resubmits an evicted job.
         settings = Settings(pods_ready_timeout=None, requeue_base=0.0, core=policy.engine.config)

@@ -279,10 +279,14 @@ async def start(
     metrics = ControllerMetrics()
     state = ClusterState(settings, podgroups, namespace_filter=bool(namespace_selector))
     cache = Cache(api, podgroup_kind=podgroups.kind, namespace_selector=namespace_selector)
-    writers = Writers(api, cache.informers, identity=identity)
+    elector: LeaderElector | None = None
+
+    def leading() -> bool:
+        return elector is None or elector.is_leader()
+
+    writers = Writers(api.fenced(leading), cache.informers, identity=identity)
     reconciler = Reconciler(state, writers, settings, metrics)
     cache.listen(reconciler.notify)
-    elector = None
     tasks: list[asyncio.Task[None]] = []
     if elector_args is not None:
         elector = LeaderElector(
@@ -299,8 +303,10 @@ async def start(
         api, cache, writers, reconciler, metrics, elector, tasks, stuck_after=stuck_after
     )
     if podgroups.backend is Backend.VOLCANO:
+        # Every replica, leading or not: the queue is cluster setup, not a decision.
+        setup = Writers(api, cache.informers, identity=identity)
         with contextlib.suppress(clients.ApiError, OSError):
-            await writers.ensure_volcano_queue(podgroups.volcano_queue)
+            await setup.ensure_volcano_queue(podgroups.volcano_queue)
     loop = reconciler.run(controller.is_leader, cache.synced)
     tasks.append(asyncio.create_task(loop, name="reconciler"))
     return controller

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
-from controller.cluster.clients import ApiError
+from controller.cluster.clients import ApiError, Fenced
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.quota import Decisions
@@ -191,6 +191,8 @@ class Reconciler:
                         raise LostLeadership()
                     try:
                         await self.writers.perform(step)
+                    except Fenced:
+                        raise LostLeadership() from None
                     except ApiError as err:
                         failed.add(name)
                         stats.failed += 1

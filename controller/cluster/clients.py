@@ -112,12 +112,21 @@ class ApiError(Exception):
             return ""
 
 
+class Fenced(Exception):
+    """A request refused before it was sent: its client's fence says this replica may not
+    write (it does not hold the Lease)."""
+
+
 class Client:
     """JSON requests over one kubernetes-asyncio ApiClient (connection pool, auth, TLS)."""
 
     def __init__(self, api: client.ApiClient, *, request_timeout: float = 30.0) -> None:
         self.api = api
         self.request_timeout = request_timeout
+
+    def fenced(self, allowed: Callable[[], bool]) -> Client:
+        """This client, with every request first asking `allowed` (see FencedClient)."""
+        return FencedClient(self, allowed)
 
     async def close(self) -> None:
         await self.api.close()
@@ -343,3 +352,34 @@ async def connect(
     if user_agent:
         api_client.user_agent = user_agent
     return Client(api_client, request_timeout=qps_timeout)
+
+
+class FencedClient(Client):
+    """A client whose every request asks `allowed` just before it is handed on to `inner`, and
+    is refused with Fenced when the answer is no. A leader writes through one: a replica paused
+    while leading asks again, when it resumes, right before each request leaves (not only at
+    the start of a pass or of a step)."""
+
+    def __init__(self, inner: Client, allowed: Callable[[], bool]) -> None:
+        # No ApiClient of its own: every request goes through `inner.fetch`.
+        self.request_timeout = getattr(inner, "request_timeout", 30.0)
+        self.inner = inner
+        self.allowed = allowed
+
+    async def close(self) -> None:
+        return None  # the connection pool is `inner`'s
+
+    async def fetch(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> bytes:
+        if not self.allowed():
+            raise Fenced(f"{method} {path}: this replica does not hold the Lease")
+        return await self.inner.fetch(
+            method, path, query=query, body=body, content_type=content_type
+        )

@@ -484,9 +484,10 @@ class Engine:
     def _queue_key(self, queue: QueueRuntime) -> QueueKey | None:
         """Queue order: heads waiting beyond `oldest_first_after` first, oldest first; then
         heads within their queue's nominal quota (on the flavors they would get: borrowing on
-        one flavor never delays a gang owed another); then the weighted shares after admitting
-        the head, compared at every level of the cohort tree from the top down; priority, age;
-        names break ties."""
+        one flavor never delays a gang owed another); then the weighted shares at every level
+        of the cohort tree from the top down (the cohorts' as they are, the queue's after
+        admitting the head: queues of one cohort tie above it and are compared on their own);
+        priority, age; names break ties."""
         info = queue.head()
         if info is None:
             return None
@@ -494,12 +495,28 @@ class Engine:
         limit = self.config.oldest_first_after
         if limit is not None and self._now - gang.created >= limit:
             return (0, 0, (gang.created,), -gang.priority, 0.0, gang.name, queue.name)
-        charges = [o.charge for o in self._options(queue, info)] or [self._charge(queue, info)]
         state = queue.state
-        borrows, shares = min(
-            (0 if within_nominal(state, c) else 1, path_shares(state, c)) for c in charges
-        )
+        charge = self._expected_charge(queue, info)
+        borrows = 0 if within_nominal(state, charge) else 1
+        shares = path_shares(state, charge)
         return (1, borrows, shares, -gang.priority, gang.created, gang.name, queue.name)
+
+    def _expected_charge(self, queue: QueueRuntime, info: GangInfo) -> dict[FR, int]:
+        """What the gang would charge on the option `_try` takes if quota allows one (nodes
+        aside): the first that fits, or under TryNextFlavor the first that fits within nominal
+        quota; else its preferred option's."""
+        opts = self._options(queue, info)
+        if not opts:
+            return self._charge(queue, info)
+        state = queue.state
+        try_next = queue.spec.fungibility.when_can_borrow == "TryNextFlavor"
+        fitting: dict[FR, int] | None = None
+        for opt in opts:
+            if quota_shortfall(state, opt.charge) is None:
+                if not try_next or within_nominal(state, opt.charge):
+                    return opt.charge
+                fitting = fitting or opt.charge
+        return fitting or opts[0].charge
 
     def _block(self, queue: QueueRuntime, info: GangInfo, reason: Pending) -> None:
         if queue.spec.strategy == "StrictFIFO":
@@ -520,24 +537,37 @@ class Engine:
         victims if that makes it fit); None if admitted, else why not."""
         if queue.state.broken is not None:
             return Pending(PendingCause.BROKEN_COHORT, detail=queue.state.broken)
-        hold = self._hold
-        if hold is not None and hold.info is not info and self._held_back(hold, queue, info):
-            return Pending(
-                PendingCause.HELD_FOR_STARVING, behind=hold.info.name, queue=hold.queue.name
-            )
         opts = self._options(queue, info)
         if not opts:
             absent = flavor_assignment.missing(queue.spec.resource_groups(), self._flavors)
             detail = ", ".join(absent) if self._require_flavors and absent else None
             return Pending(PendingCause.NO_FLAVOR, queue=queue.name, detail=detail)
         spec = queue.spec
-        stop_at_borrow = spec is None or spec.fungibility.when_can_borrow == "MayStopSearch"
-        stop_at_preempt = spec is not None and spec.fungibility.when_can_preempt == "MayStopSearch"
+        stop_at_borrow = spec.fungibility.when_can_borrow == "MayStopSearch"
+        stop_at_preempt = spec.fungibility.when_can_preempt == "MayStopSearch"
+        hold = self._hold
+        evict: list[bool] = []  # whether it may evict now, judged once, when first needed
+
+        def may_evict() -> bool:
+            if not evict:
+                evict.append(self._may_evict(queue, info, now))
+            return evict[0]
+
+        held: Pending | None = None
         permanent: Pending | None = None
-        # (how high the borrowing reaches, option, plan): the most local borrowing wins.
-        borrow: tuple[int, FlavorOption, Plan] | None = None
+        # (how high the borrowing reaches, option): the most local borrowing wins.
+        borrow: tuple[int, FlavorOption] | None = None
         preemptable: list[tuple[FlavorOption, Pending]] = []
         for opt in opts:
+            if (
+                hold is not None
+                and hold.info is not info
+                and self._held_back(hold, queue, info, opt)
+            ):
+                held = held or Pending(
+                    PendingCause.HELD_FOR_STARVING, behind=hold.info.name, queue=hold.queue.name
+                )
+                continue
             short = quota_shortfall(queue.state, opt.charge)
             if short is None:
                 plan, failure = self._place(opt.shapes)
@@ -545,10 +575,10 @@ class Engine:
                     if stop_at_borrow or within_nominal(queue.state, opt.charge):
                         self._admit(queue, info, opt, plan, now, log, evicted=0)
                         return None
-                    self.index.release((opt.shapes[ps][1].request, node, n) for ps, node, n in plan)
+                    self._unplace(opt, plan)
                     height = self._borrow_height(queue.state, opt.charge)
                     if borrow is None or height < borrow[0]:
-                        borrow = (height, opt, plan)
+                        borrow = (height, opt)
                     continue
                 never = self.index.never_fits(opt.shapes)
                 if never is not None:
@@ -567,24 +597,29 @@ class Engine:
                     continue
                 reason = Pending(PendingCause.QUOTA, quota=short)
             preemptable.append((opt, reason))
-            if stop_at_preempt and borrow is None:
-                break
+            # MayStopSearch: evict here if that makes it fit, rather than look further.
+            if (
+                stop_at_preempt
+                and borrow is None
+                and may_evict()
+                and self._preempt(queue, info, opt, now, log)
+            ):
+                return None
         if borrow is not None:
-            _, opt, _ = borrow
+            opt = borrow[1]
             plan, failure = self._place(opt.shapes)
             assert failure is None
             self._admit(queue, info, opt, plan, now, log, evicted=0)
             return None
         if not preemptable:
-            assert permanent is not None
-            return permanent
+            reason_left = held or permanent
+            assert reason_left is not None
+            return reason_left
         first, reason = preemptable[0]
-        evict_after = spec.evict_after if spec is not None else 0.0
-        if now - info.gang.created < evict_after:
-            if self._may_preempt(queue):
-                self._recheck_by(info.gang.created + evict_after)
+        if not may_evict():
             if (
                 self.config.drain
+                and now - info.gang.created < spec.evict_after
                 and self._reclaimer(queue, first.charge)
                 and reason.cause is PendingCause.NO_NODE_FITS
             ):
@@ -592,25 +627,44 @@ class Engine:
                 if nodes:
                     log.reservations[info.name] = nodes
             return reason
-        last = self._no_victims_at.get(info.name)
-        if last is not None and now - last < PREEMPTION_RETRY:
-            return reason
-        for opt, _ in preemptable:
-            victims = self._choose_victims(queue, info, opt, now)
-            if victims is None:
-                continue
-            self._no_victims_at.pop(info.name, None)
-            for victim in victims:
-                self._evict(victim, info, opt, queue, log)
-            plan, failure = self._place(opt.shapes)
-            if failure is not None or quota_shortfall(queue.state, opt.charge) is not None:
-                raise AssertionError(f"victims chosen for {info.name} do not make it fit")
-            self._admit(queue, info, opt, plan, now, log, evicted=len(victims))
-            return None
+        if not stop_at_preempt:
+            for opt, _ in preemptable:
+                if self._preempt(queue, info, opt, now, log):
+                    return None
         self._no_victims_at[info.name] = now
         if self.config.waste_budget is not None:  # it grows with the wait
             self._recheck_by(now + PREEMPTION_RETRY)
         return reason
+
+    def _may_evict(self, queue: QueueRuntime, info: GangInfo, now: float) -> bool:
+        """Whether `info` may look for victims now: it has waited its queue's evict_after (if
+        not, a recheck is set for then), and a fruitless search is not too recent."""
+        evict_after = queue.spec.evict_after
+        if now - info.gang.created < evict_after:
+            if self._may_preempt(queue):
+                self._recheck_by(info.gang.created + evict_after)
+            return False
+        last = self._no_victims_at.get(info.name)
+        return last is None or now - last >= PREEMPTION_RETRY
+
+    def _preempt(
+        self, queue: QueueRuntime, info: GangInfo, opt: FlavorOption, now: float, log: _Log
+    ) -> bool:
+        """Evict the victims that make `info` fit on `opt`, and admit it; False if none do."""
+        victims = self._choose_victims(queue, info, opt, now)
+        if victims is None:
+            return False
+        self._no_victims_at.pop(info.name, None)
+        for victim in victims:
+            self._evict(victim, info, opt, queue, log)
+        plan, failure = self._place(opt.shapes)
+        if failure is not None or quota_shortfall(queue.state, opt.charge) is not None:
+            raise AssertionError(f"victims chosen for {info.name} do not make it fit")
+        self._admit(queue, info, opt, plan, now, log, evicted=len(victims))
+        return True
+
+    def _unplace(self, opt: FlavorOption, plan: Plan) -> None:
+        self.index.release((opt.shapes[ps][1].request, node, n) for ps, node, n in plan)
 
     @staticmethod
     def _borrow_height(queue: QuotaNode, charge: Mapping[FR, int]) -> int:
@@ -806,8 +860,10 @@ class Engine:
             if nodes:
                 log.reservations[info.name] = nodes
 
-    def _held_back(self, hold: _QuotaHold, queue: QueueRuntime, info: GangInfo) -> bool:
-        """Whether admitting `info` would take quota the starvation guard holds.
+    def _held_back(
+        self, hold: _QuotaHold, queue: QueueRuntime, info: GangInfo, opt: FlavorOption
+    ) -> bool:
+        """Whether admitting `info` on `opt` would take quota the starvation guard holds.
 
         Gangs newer than the starving gang and of no higher priority are judged as if it were
         admitted already: those of its queue, and those of its cohort that would borrow. A gang
@@ -817,7 +873,7 @@ class Engine:
         starving = hold.info.gang
         if info.gang.created < starving.created or info.gang.priority > starving.priority:
             return False
-        charge = self._charge(queue, info)
+        charge = opt.charge
         if queue is not hold.queue:
             if hold.queue.state.parent is None or queue.state.parent is None:
                 return False

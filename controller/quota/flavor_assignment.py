@@ -6,9 +6,11 @@ the options (quota, placement, preemption) under the queue's fungibility.
 A pod set takes one flavor per resource group it asks resources of. The flavors a pod set may
 take are those its own node selector and tolerations allow (a flavor whose labels contradict
 the pod set's selector, or whose taints the pod set does not tolerate even with the flavor's
-tolerations, is skipped). A whole-gang option picks one flavor per (pod set, group); options go
-in the groups' flavor order, the first pod set's choice varying slowest. A resource no group
-covers is charged to the default flavor, so only a cohort that shares it can give it.
+tolerations, is skipped). A whole-gang option picks one flavor per (pod set, group), never two
+whose node labels contradict for one pod set. Options go in the groups' flavor order, the first
+pod set's choice varying slowest, at most MAX_OPTIONS of them (every "all on the k-th flavor"
+option always among them). A resource no group covers is charged to the default flavor, so
+only a cohort that shares it can give it.
 """
 
 from __future__ import annotations
@@ -59,6 +61,32 @@ def _compatible(pod_set: PodSet, flavor: FlavorSpec | None) -> bool:
         if wanted is not None and wanted != value:
             return False
     return tolerated(flavor.node_taints, (*pod_set.tolerations, *flavor.tolerations))
+
+
+def _choices(allowed: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """At most MAX_OPTIONS combinations, one flavor per slot, in preference order (the first
+    slot's choice varying slowest). Whatever the cap leaves out, the uniform ones stay: every
+    slot on its k-th flavor, for every k (so "all on the last flavor" is always judged)."""
+    if not allowed:
+        return [()]
+    uniform = {
+        tuple(names[min(k, len(names) - 1)] for names in allowed)
+        for k in range(max(len(names) for names in allowed))
+    }
+    room = max(0, MAX_OPTIONS - len(uniform))
+    picked = uniform | set(itertools.islice(itertools.product(*allowed), room))
+    rank = [{name: r for r, name in enumerate(names)} for names in allowed]
+    return sorted(picked, key=lambda c: tuple(rank[i][f] for i, f in enumerate(c)))
+
+
+def _contradict(chosen: Sequence[FlavorSpec | None]) -> bool:
+    """Whether flavors chosen together for one pod set ask a node label for two values."""
+    wanted: dict[str, str] = {}
+    for flavor in chosen:
+        for key, value in (flavor.node_labels if flavor else {}).items():
+            if wanted.setdefault(key, value) != value:
+                return True
+    return False
 
 
 def _unknown(flavor: str, flavors: Mapping[str, FlavorSpec]) -> bool:
@@ -113,7 +141,7 @@ def options(
             slots.append((i, group, allowed))
     out: list[FlavorOption] = []
     shape_cache: dict[tuple[int, tuple[str, ...]], PodShape] = {}
-    for choice in itertools.islice(itertools.product(*(s[2] for s in slots)), MAX_OPTIONS):
+    for choice in _choices([allowed for _, _, allowed in slots]):
         per_set: list[dict[str, str]] = [{} for _ in gang.pod_sets]
         chosen_flavors: list[list[str]] = [[] for _ in gang.pod_sets]
         for (i, group, _), flavor in zip(slots, choice, strict=True):
@@ -121,6 +149,8 @@ def options(
             for resource in group.resources:
                 if gang.pod_sets[i].requests.get(resource, 0) > 0:
                     per_set[i][resource] = flavor
+        if any(_contradict([flavors.get(f) for f in names]) for names in chosen_flavors):
+            continue
         charge: dict[FR, int] = {}
         shapes: Shapes = []
         for i, pod_set in enumerate(gang.pod_sets):

@@ -50,6 +50,8 @@ class QuotaNode:
     above: set[FR] = field(default_factory=set)
     # Why the tree this node is in admits nothing (a cycle), or None.
     broken: str | None = None
+    # `most` per FR, once computed (quotas never change in a built tree).
+    most_known: dict[FR, int] = field(default_factory=dict)
 
     def quota(self, fr: FR) -> Quota:
         found = self.quotas.get(fr)
@@ -227,20 +229,31 @@ def available(node: QuotaNode, fr: FR) -> int:
     if limit is not None:
         in_parent = max(0, used - floor)
         from_parent = min(from_parent, node.subtree.get(fr, 0) - floor + limit - in_parent)
-    return max(0, floor - used) + from_parent
+    if used < floor:
+        # Within its guaranteed part it owes its parent nothing: a parent over-committed (its
+        # quota shrank under running gangs) takes none of that part away.
+        return floor - used + max(0, from_parent)
+    return from_parent
 
 
 def most(node: QuotaNode, fr: FR) -> int:
-    """The most of `fr` the node could hold with nothing else running in its tree."""
+    """The most of `fr` the node could hold with nothing else running in its tree (it depends
+    on quotas alone: kept once computed)."""
+    known = node.most_known.get(fr)
+    if known is not None:
+        return known
     parent = node.parent
     if parent is None:
-        return node.subtree.get(fr, 0)
-    floor = guaranteed(node, fr)
-    from_parent = most(parent, fr)
-    limit = node.quota(fr).borrowing_limit
-    if limit is not None:
-        from_parent = min(from_parent, node.subtree.get(fr, 0) - floor + limit)
-    return floor + from_parent
+        found = node.subtree.get(fr, 0)
+    else:
+        floor = guaranteed(node, fr)
+        from_parent = most(parent, fr)
+        limit = node.quota(fr).borrowing_limit
+        if limit is not None:
+            from_parent = min(from_parent, node.subtree.get(fr, 0) - floor + limit)
+        found = floor + from_parent
+    node.most_known[fr] = found
+    return found
 
 
 def _scarce_first(fr: FR) -> tuple[bool, str, str]:
@@ -307,26 +320,19 @@ def borrowing_any(node: QuotaNode, frs: Iterable[FR]) -> bool:
     return any(fr in above for fr in frs)
 
 
-def share(
-    node: QuotaNode,
-    extra: Mapping[FR, int] | None = None,
-    only: Iterable[FR] | None = None,
-) -> float:
+def share(node: QuotaNode, extra: Mapping[FR, int] | None = None) -> float:
     """Weighted dominant resource share of a node in its parent, like Kueue's fair sharing.
 
     For each resource: what the node uses above its subtree quota (with `extra` added), summed
     over flavors, over the most its parent could hold of that resource (summed over flavors:
     its subtree quota, plus what it may borrow from further up), times 1000; the maximum over
-    resources, divided by the weight. `only`: count these FRs alone, so borrowing on one flavor
-    does not weigh on a gang that asks for another. At the root, or not borrowing: 0. Borrowing
-    with weight 0: infinite (ranks last).
+    resources, divided by the weight. At the root, or not borrowing: 0. Borrowing with
+    weight 0: infinite (ranks last).
     """
     parent = node.parent
     if parent is None:
         return 0.0
     frs: set[FR] = set(node.usage) | set(extra or ())
-    if only is not None:
-        frs &= set(only)
     above: dict[str, int] = {}
     for fr in frs:
         used = node.usage.get(fr, 0) + (extra.get(fr, 0) if extra else 0)
@@ -347,35 +353,12 @@ def share(
     return math.inf if node.weight <= 0 else dominant / node.weight
 
 
-def path_shares(
-    queue: QuotaNode, extra: Mapping[FR, int] | None = None, only: Iterable[FR] | None = None
-) -> tuple[float, ...]:
-    """The shares of the queue's ancestors below the root and of the queue itself, top down,
-    with `extra` added to each: fair order at every level compares these left to right."""
+def path_shares(queue: QuotaNode, extra: Mapping[FR, int] | None = None) -> tuple[float, ...]:
+    """The shares of the queue's ancestors below the root, as they are, and the queue's own
+    with `extra` added, top down. Fair order at every level compares these left to right: two
+    queues under one cohort tie on every level above it and are compared where they part."""
     nodes = queue.path()[:-1] if queue.parent is not None else [queue]
-    frs = None if only is None else tuple(only)
-    shares: list[float] = []
-    for node in reversed(nodes):
-        up = _usage_reaching(queue, node, extra) if extra else None
-        shares.append(share(node, up, frs))
-    return tuple(shares)
-
-
-def _usage_reaching(queue: QuotaNode, node: QuotaNode, extra: Mapping[FR, int]) -> dict[FR, int]:
-    """How much of `extra`, added at `queue`, would reach `node`'s usage."""
-    amounts = dict(extra)
-    current = queue
-    while current is not node and current.parent is not None:
-        moved: dict[FR, int] = {}
-        for fr, delta in amounts.items():
-            before = current.usage.get(fr, 0)
-            floor = guaranteed(current, fr)
-            up = max(0, before + delta - floor) - max(0, before - floor)
-            if up:
-                moved[fr] = up
-        amounts = moved
-        current = current.parent
-    return amounts
+    return tuple(share(node, extra if node is queue else None) for node in reversed(nodes))
 
 
 def default_charge(totals: Mapping[str, int]) -> dict[FR, int]:

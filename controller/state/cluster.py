@@ -466,9 +466,11 @@ class ClusterState:
             return self._evict(gang, Reason.PODS_READY_TIMEOUT, timeout.describe(), None, now)
         assigned = gang.admitted_flavors()
         missing = self._missing_flavors(assigned)
-        if missing:
+        if not missing:
+            steps += self._release(gang, assigned)
+        elif self._still_held(gang):
             return self._not_released(gang, missing)
-        steps += self._release(gang, assigned)
+        # (released before its flavor was deleted: the flavor's nodes matter no more)
         ready = not gang.pods_ready and gang.running_pods() >= gang.shape.min_member
         if ready or gang.pending_reason():
             # (a reason it was not released, from before its flavor existed, is over)
@@ -773,6 +775,14 @@ class ClusterState:
         }
         pods = list(gang.pods.values())
         return steps + gang.owner.adapter.release(gang.owner.obj, pods, flavors)
+
+    @staticmethod
+    def _still_held(gang: ManagedGang) -> bool:
+        """Whether some of the gang is still held (a suspended Job, gated pods)."""
+        if gang.owner is None:
+            return False
+        pods = list(gang.pods.values())
+        return bool(gang.owner.adapter.release(gang.owner.obj, pods, {}))
 
     def _missing_flavors(self, assigned: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The flavors of an admission that have no ResourceFlavor (the nodes they stand for

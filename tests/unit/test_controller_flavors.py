@@ -372,3 +372,26 @@ async def test_a_gang_whose_flavor_object_was_deleted_is_not_released(
     assert template(world, "train")["nodeSelector"] == {"gpu": "h100"}
     wl = world.workload("job-train")
     assert wl is not None and "pendingReason" not in wl["status"]
+
+
+async def test_a_running_gang_whose_flavor_was_deleted_keeps_running_and_is_not_reported_held(
+    started: list[World],
+) -> None:
+    # Released on h100 and running; the ResourceFlavor was deleted, then the controller started.
+    job = held_job("train", 2)
+    job["spec"]["suspend"] = False
+    world = await start(
+        started,
+        World(
+            (kinds.CLUSTER_QUEUES, flavored_cluster_queue("cq", {"h100": {"cpu": "4"}})),
+            (kinds.JOBS, job),
+            (kinds.WORKLOADS, reserved_on(job, "h100")),
+        ),
+    )
+
+    await passes(world)
+
+    assert world.suspended("train") is False
+    wl = world.workload("job-train")
+    assert wl is not None and "pendingReason" not in wl["status"]
+    assert not [e for e in world.api.all(kinds.EVENTS) if e["reason"] == "FlavorNotFound"]

@@ -21,7 +21,7 @@ from controller.quota import (
     decide,
 )
 from controller.quota.outcomes import EvictionCause
-from controller.quota.quota import available, build_tree
+from controller.quota.quota import add_usage, available, build_tree
 from controller.quota.snapshot import DEFAULT_FLAVOR
 from tests.unit.test_quota_builders import GPU, G, gang, node, queue, running
 
@@ -237,3 +237,30 @@ def test_a_parent_that_does_not_exist_is_a_cohort_with_no_quota_of_its_own() -> 
     assert dept is not None and dept.parent is not None
     assert dept.parent.name == "missing"
     assert dept.parent.subtree[(DEFAULT_FLAVOR, GPU)] == 8 * G
+
+
+def test_teams_of_one_department_are_compared_on_their_own_shares() -> None:
+    # team-a runs its own 4; team-b runs 8 (4 borrowed). One node of 4 is free: team-a's 4-GPU
+    # head (its share after it: 250) goes before team-b's 1-GPU head (312.5), whatever the
+    # department's share would be after each.
+    a0, b0, b1 = gang("a0", "team-a", 1, 4), gang("b0", "team-b", 1, 4), gang("b1", "team-b", 1, 4)
+    d = run(
+        [gang("a-head", "team-a", 1, 4, created=5), gang("b-head", "team-b", 1, 1, created=5)],
+        [running(a0, "n0"), running(b0, "n1"), running(b1, "n2")],
+    )
+    assert [a.gang for a in d.admissions] == ["a-head"]
+
+
+def test_a_queues_guaranteed_quota_survives_a_cohort_left_over_committed() -> None:
+    # a lends nothing; b's quota was cut from 4 to 2 while b runs 4: the cohort is over
+    # committed, but a's own 4 are still a's.
+    gpu = (DEFAULT_FLAVOR, GPU)
+    tree = build_tree(
+        [
+            QueueSpec("a", {GPU: Quota(4 * G, lending_limit=0)}, cohort="c"),
+            QueueSpec("b", {GPU: Quota(2 * G)}, cohort="c"),
+        ]
+    )
+    add_usage(tree["b"], {gpu: 4 * G}, +1)
+    assert available(tree["a"], gpu) == 4 * G
+    assert available(tree["b"], gpu) == -2 * G

@@ -14,6 +14,7 @@ from controller.quota import (
     Gang,
     Node,
     PendingCause,
+    PodSet,
     QueueSpec,
     Quota,
     ResourceGroup,
@@ -295,3 +296,92 @@ def test_a_queue_borrowing_one_flavor_still_reclaims_its_nominal_quota_on_anothe
         )
         assert [a.gang for a in d.admissions] == ["heavy-h"]
         assert [(e.gang, e.cause) for e in d.evictions] == [("light-h", EvictionCause.RECLAIMED)]
+
+
+def test_a_head_is_ordered_by_the_flavor_it_would_really_get() -> None:
+    # q1 owns 8 h100 but its first flavor is a100, where it would borrow (MayStopSearch takes
+    # that): it is ordered as a borrower, so q2's older gang, also borrowing a100, goes first.
+    queues = [
+        flavored_queue("lender", {"a100": 8}, cohort="c"),
+        flavored_queue("q1", {"a100": 0, "h100": 8}, cohort="c"),
+        flavored_queue("q2", {"a100": 0}, cohort="c"),
+    ]
+    pending = [gang("q2-old", "q2", 1, 8, created=0), gang("q1-new", "q1", 1, 8, created=50)]
+    d = run(queues, [a100_node("a1"), h100_node("h1")], pending)
+    assert flavor_of(d, "q2-old") == "a100"
+    assert flavor_of(d, "q1-new") == "h100"  # and q1 then gets its own h100
+
+
+def test_may_stop_search_tries_the_next_flavor_when_nobody_can_be_evicted_here() -> None:
+    queue = flavored_queue(
+        "q", {"a100": 8, "h100": 8}, reclaim="Never", when_can_preempt="MayStopSearch"
+    )
+    busy = on("a100", gang("busy", "q", 1, 8), "a1")
+    d = run([queue], NODES, [gang("new", "q", 1, 8, created=10)], [busy])
+    assert flavor_of(d, "new") == "h100"
+    assert d.evictions == ()
+
+
+def test_the_starvation_guard_holds_only_the_flavor_the_starving_gang_waits_for() -> None:
+    queue = flavored_queue("q", {"a100": 16, "h100": 16})
+    nodes = [a100_node("a1"), a100_node("a2", used=8), h100_node("h1")]
+    starving = gang("starving", "q", 2, 8, created=0)  # a100 quota, but a100 nodes are busy
+    newer = gang("newer", "q", 1, 8, created=50)
+    d = run([queue], nodes, [starving, newer], config=Config(starvation_after=10.0))
+    assert [a.gang for a in d.admissions] == ["newer"]
+    assert flavor_of(d, "newer") == "h100"
+    assert d.pending["starving"].held_nodes
+
+
+def test_every_all_on_one_flavor_option_is_judged_however_many_combinations_there_are() -> None:
+    names = [f"f{i}" for i in range(6)]
+    flavors = tuple(FlavorSpec(n, {TYPE: n}) for n in names)
+    queue = QueueSpec(
+        "q",
+        {},
+        groups=(ResourceGroup((GPU,), tuple(FlavorQuota(n, {GPU: Quota(8 * G)}) for n in names)),),
+    )
+    leader_worker = Gang(
+        "lws",
+        "q",
+        (PodSet(1, {GPU: G}, "leader"), PodSet(3, {GPU: G}, "worker")),
+    )
+    # 36 combinations; only f5's nodes exist.
+    d = decide(
+        Snapshot(
+            (queue,), (node("n5", 8, labels={TYPE: "f5"}),), (leader_worker,), flavors=flavors
+        ),
+        0.0,
+    )
+    (admission,) = d.admissions
+    assert admission.flavors == {"leader": {GPU: "f5"}, "worker": {GPU: "f5"}}
+
+
+def test_flavors_whose_labels_contradict_are_never_given_to_one_pod_set_together() -> None:
+    # GPUs come from a "zone-a" flavor, CPUs from a "zone-b" one first: a pod set needs both, so
+    # it takes the CPUs' second flavor, in zone a, where its GPUs are.
+    zone = "zone"
+    flavors = (
+        FlavorSpec("gpu-a", {zone: "a"}),
+        FlavorSpec("cpu-b", {zone: "b"}),
+        FlavorSpec("cpu-a", {zone: "a"}),
+    )
+    queue = QueueSpec(
+        "q",
+        {},
+        groups=(
+            ResourceGroup((GPU,), (FlavorQuota("gpu-a", {GPU: Quota(8 * G)}),)),
+            ResourceGroup(
+                ("cpu",),
+                (
+                    FlavorQuota("cpu-b", {"cpu": Quota(64 * G)}),
+                    FlavorQuota("cpu-a", {"cpu": Quota(64 * G)}),
+                ),
+            ),
+        ),
+    )
+    nodes = (node("a", 8, labels={zone: "a"}), node("b", 8, labels={zone: "b"}))
+    d = decide(Snapshot((queue,), nodes, (gang("g", "q", 1, 4),), flavors=flavors), 0.0)
+    (admission,) = d.admissions
+    assert admission.flavors == {"main": {GPU: "gpu-a", "cpu": "cpu-a"}}
+    assert {p.node for p in admission.placement} == {"a"}

@@ -132,6 +132,8 @@ class Toleration:
     operator: Literal["Exists", "Equal"] = "Equal"
     value: str = ""
     effect: str = ""
+    # Carried onto pods a flavor releases; matching ignores it.
+    seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:

@@ -92,6 +92,7 @@ def _toleration(toleration: Toleration) -> quota.Toleration:
         operator=toleration.operator,
         value=toleration.value,
         effect=toleration.effect,
+        seconds=toleration.toleration_seconds,
     )
 
 

@@ -157,7 +157,11 @@ class PodSetFlavors:
         for flavor in self.flavors:
             for t in flavor.tolerations:
                 view = kube.Toleration(
-                    key=t.key, operator=t.operator, value=t.value, effect=t.effect
+                    key=t.key,
+                    operator=t.operator,
+                    value=t.value,
+                    effect=t.effect,
+                    toleration_seconds=t.seconds,
                 )
                 if not any(same_toleration(view, seen) for seen in out):
                     out.append(view)

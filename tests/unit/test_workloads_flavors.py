@@ -146,3 +146,50 @@ def test_an_admission_names_its_flavors() -> None:
     assert one.describe().endswith("(within nominal quota) on flavor h100")
     assert two.describe().endswith("on flavors (main: cpu spot, nvidia.com/gpu h100)")
     assert "flavor" not in none.describe()
+
+
+def test_a_flavors_toleration_keeps_its_toleration_seconds_on_the_pod() -> None:
+    pod = gated("p0")
+    evictable = quota.FlavorSpec(
+        "spot",
+        tolerations=(quota.Toleration("reclaim", "Exists", "", "NoExecute", seconds=300),),
+    )
+
+    [release] = PodAdapter().release(pod, [pod], {"main": PodSetFlavors((evictable,))})
+
+    assert isinstance(release, Patch)
+    assert {
+        "op": "add",
+        "path": "/spec/tolerations",
+        "value": [
+            {
+                "key": "reclaim",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            }
+        ],
+    } in release.body
+
+
+def test_a_resource_flavors_toleration_seconds_reach_the_core() -> None:
+    from controller.api.queues import ResourceFlavor
+    from controller.state.cohorts import flavor_spec
+
+    flavor = ResourceFlavor.model_validate(
+        {
+            "metadata": {"name": "spot"},
+            "spec": {
+                "tolerations": [
+                    {
+                        "key": "reclaim",
+                        "operator": "Exists",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 300,
+                    }
+                ]
+            },
+        }
+    )
+    [toleration] = flavor_spec(flavor).tolerations
+    assert toleration.seconds == 300

@@ -260,6 +260,12 @@ def _scarce_first(fr: FR) -> tuple[bool, str, str]:
     return (fr[1] in ("cpu", "memory"), fr[1], fr[0])
 
 
+def _named(queue: QuotaNode, fr: FR) -> str:
+    """The flavor to name in a message about `fr`: only when the queue has several for it."""
+    flavors = {flavor for flavor, resource in queue.quotas if resource == fr[1]}
+    return fr[0] if len(flavors) > 1 else ""
+
+
 def quota_shortfall(queue: QuotaNode, request: Mapping[FR, int]) -> QuotaShortfall | None:
     """None if `request` fits the queue's quota now, else the first FR that is short.
 
@@ -277,7 +283,7 @@ def quota_shortfall(queue: QuotaNode, request: Mapping[FR, int]) -> QuotaShortfa
                 nominal=quota.nominal,
                 borrowing_limit=quota.borrowing_limit,
                 used=queue.usage.get(fr, 0),
-                flavor=fr[0],
+                flavor=_named(queue, fr),
             )
     return None
 
@@ -296,7 +302,7 @@ def quota_ceiling(queue: QuotaNode, request: Mapping[FR, int]) -> QuotaCeiling |
                 ceiling,
                 covered,
                 queue.parent is not None,
-                flavor=fr[0],
+                flavor=_named(queue, fr),
                 flavor_covered=fr in queue.quotas,
             )
     return None

@@ -1,6 +1,7 @@
 """One seeded fault run on the local control plane, and the table of many.
 
-A run makes its own namespace, nodes and two cohorts of two ClusterQueues, submits a burst of
+A run makes its own namespace, nodes and two cohorts of two ClusterQueues under one parent
+Cohort (the second may take at most 2 CPUs from it), submits a burst of
 gangs of every kind (Jobs, StatefulSets, plain pod groups) in random order, injects one fault at
 a random moment while admissions, evictions and releases are in flight, samples the cluster
 all the time through `invariants.Checker`, and waits until every gang has run to its end.
@@ -42,12 +43,40 @@ from hack.tables import format_table
 NODE_KEY = "kohort.dev/chaos-run"
 CPU_PER_QUEUE = 6
 NODES, CPU_PER_NODE = 6, 4  # as much CPU as the four queues' nominal quota
-QUEUES = ("a1", "a2", "b1", "b2")  # a1, a2 in cohort x; b1, b2 in cohort y
+QUEUES = ("a1", "a2", "b1", "b2")  # a1, a2 in cohort x; b1, b2 in cohort y; both in "org"
+# Cohort y may take at most this much CPU from org: a limit one level above the queues.
+Y_BORROWING_LIMIT = "2"
 BORROWERS = ("a2", "b2")
 SAMPLE_EVERY = 0.25
 # A write under way shows as a problem for an instant; through a fault it lasts as long as the
 # fault plus a takeover. Longer than this, it is a violation.
 GRACE_SECONDS = 30.0
+
+
+def _cohort(
+    name: str, *, parent: str | None = None, borrowing_limit: str | None = None
+) -> JSONDict:
+    spec: JSONDict = {"parent": parent} if parent else {}
+    if borrowing_limit is not None:
+        spec["resourceGroups"] = [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [
+                    {
+                        "name": "default",
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": "0", "borrowingLimit": borrowing_limit}
+                        ],
+                    }
+                ],
+            }
+        ]
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "Cohort",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 class Fault(enum.StrEnum):
@@ -139,6 +168,7 @@ class Run:
         self.rng = random.Random(seed)
         self.namespace = f"chaos-{seed}-{fault.value}"[:63]
         self.queues = [f"{self.namespace}-{q}" for q in QUEUES]
+        self.cohorts = [f"{self.namespace}-{c}" for c in ("org", "x", "y")]
         self.plans = plan_burst(self.rng, gangs, burst_seconds)
         self.fault_delay = self.rng.uniform(0.5, burst_seconds)
         self.deadline = deadline
@@ -171,6 +201,15 @@ class Run:
             taints=(Taint(NODE_KEY, self.namespace),),
         )
         self.nodes = await asyncio.to_thread(self.cluster.add_nodes, pool)
+        org, x, y = self.cohorts
+        for tree_node in (
+            _cohort(org),
+            _cohort(x, parent=org),
+            _cohort(y, parent=org, borrowing_limit=Y_BORROWING_LIMIT),
+        ):
+            await asyncio.to_thread(
+                rest.create, f"/apis/{names.API_VERSION}/cohorts", tree_node, exist_ok=True
+            )
         objects: list[JSONDict] = []
         for queue, cohort in zip(self.queues, ("x", "x", "y", "y"), strict=True):
             objects.append(
@@ -199,6 +238,9 @@ class Run:
         for queue in self.queues:
             with contextlib.suppress(ApiError):
                 await api.delete(kinds.CLUSTER_QUEUES, queue)
+        for cohort in reversed(self.cohorts):
+            with contextlib.suppress(ApiError):
+                await api.delete(kinds.COHORTS, cohort)
         await asyncio.to_thread(self.cluster.remove_nodes, self.nodes)
         with contextlib.suppress(ApiError):
             await api.delete(kinds.NAMESPACES, ns)
@@ -353,7 +395,8 @@ class Run:
         podgroups, _ = await api.list(kinds.VOLCANO_PODGROUPS, ns)
         workloads, _ = await api.list(kinds.WORKLOADS, ns)
         queues = [await api.get(kinds.CLUSTER_QUEUES, q) for q in self.queues]
-        return Snapshot(queues, workloads, jobs, statefulsets, pods, podgroups)
+        cohorts = [await api.get(kinds.COHORTS, c) for c in self.cohorts]
+        return Snapshot(queues, workloads, jobs, statefulsets, pods, podgroups, cohorts)
 
     async def _finish_statefulsets(self, snapshot: Snapshot, at: float) -> None:
         """A StatefulSet's user deletes it once its pods have all run for its runtime."""

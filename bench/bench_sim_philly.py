@@ -1,7 +1,7 @@
 """Scheduling quality on the Philly trace: every policy, 4x and 8x compressed, both node lists.
 
     .venv/bin/python bench/bench_sim_philly.py [--jobs 2] [--out .kohort/bench] [--only-report]
-        [--report DIR]
+        [--report DIR] [--modes single,flavors] [-- ARGS OF kohort simulate philly]
 
 Runs `kohort simulate philly --json` once per (compression, node list, policy) in parallel
 subprocesses, keeps each JSON under --out, then prints one table per setting and the headline
@@ -11,6 +11,9 @@ ratios of issues 4 and 7:
 - wasted GPU-hours of kohort against the naive reclaim baseline (target <= 1/10), and p95 wait;
 then the targets of issue 18, met or missed, for every setting in one table.
 A full run takes tens of minutes on two cores; --only-report re-prints from saved JSON.
+--modes: `single` (default) is one pool of GPUs; `flavors` runs `kohort simulate philly
+--flavors` (GPU types as flavors, its JSON named ...-flavors-<policy>.json); with both, a table
+per setting sets each policy's figures of the two side by side.
 --report DIR also writes the plots of `kohort simulate --report` for each setting into
 DIR/philly-<compression>x-<nodes>/ (drawn from the JSON's compact plot data).
 """
@@ -18,6 +21,7 @@ DIR/philly-<compression>x-<nodes>/ (drawn from the JSON's compact plot data).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import shlex
@@ -34,17 +38,23 @@ from controller.simulate.main import COLUMN_NOTE
 from controller.simulate.policies import POLICIES
 
 SETTINGS = [(c, n) for c in (4.0, 8.0) for n in ("homogeneous", "mixed")]
+MODES = ("single", "flavors")
 
 
-def out_file(out: Path, compression: float, nodes: str, policy: str) -> Path:
-    return out / f"philly-{compression:g}x-{nodes}-{policy}.json"
+def out_file(out: Path, compression: float, nodes: str, policy: str, mode: str = "single") -> Path:
+    flavors = "-flavors" if mode == "flavors" else ""
+    return out / f"philly-{compression:g}x-{nodes}{flavors}-{policy}.json"
 
 
-def run_one(out: Path, compression: float, nodes: str, policy: str, extra: list[str]) -> str:
-    target = out_file(out, compression, nodes, policy)
+def run_one(
+    out: Path, compression: float, nodes: str, policy: str, extra: list[str], mode: str = "single"
+) -> str:
+    target = out_file(out, compression, nodes, policy, mode)
+    flavors = ["--flavors"] if mode == "flavors" else []
     cmd = [
         sys.executable, "-m", "controller.simulate.main", "--json", "--quiet", "philly",
-        "--compression", f"{compression:g}", "--nodes", nodes, "--policies", policy, *extra,
+        "--compression", f"{compression:g}", "--nodes", nodes, "--policies", policy, *flavors,
+        *extra,
     ]  # fmt: skip
     started = time.perf_counter()
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -54,29 +64,43 @@ def run_one(out: Path, compression: float, nodes: str, policy: str, extra: list[
     return f"done {target.name} in {time.perf_counter() - started:.0f}s"
 
 
-def load(out: Path, compression: float, nodes: str) -> dict[str, dict[str, Any]]:
+def load(
+    out: Path, compression: float, nodes: str, mode: str = "single"
+) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     for policy in POLICIES:
-        path = out_file(out, compression, nodes, policy)
+        path = out_file(out, compression, nodes, policy, mode)
         if path.exists():
             results[policy] = json.loads(path.read_text())["results"][0]
     return results
+
+
+def setup_of(out: Path, compression: float, nodes: str, mode: str) -> dict[str, Any]:
+    """The setup of the first saved run of a setting and mode."""
+    for policy in POLICIES:
+        path = out_file(out, compression, nodes, policy, mode)
+        if path.exists():
+            setup: dict[str, Any] = json.loads(path.read_text())["setup"]
+            return setup
+    return {}
 
 
 def write_reports(out: Path, directory: Path) -> None:
     """One report per setting, from the saved JSON of its policies."""
     from controller.simulate.report import result_from_json, write_report
 
-    for compression, nodes in SETTINGS:
-        paths = [out_file(out, compression, nodes, p) for p in POLICIES]
+    for (compression, nodes), mode in itertools.product(SETTINGS, MODES):
+        paths = [out_file(out, compression, nodes, p, mode) for p in POLICIES]
         runs = [json.loads(p.read_text()) for p in paths if p.exists()]
         if not runs:
             continue
+        flavors = "-flavors" if mode == "flavors" else ""
         index = write_report(
-            directory / f"philly-{compression:g}x-{nodes}",
+            directory / f"philly-{compression:g}x-{nodes}{flavors}",
             [result_from_json(run["results"][0]) for run in runs],
             runs[0]["setup"],
-            title=f"Philly {compression:g}x, {nodes} nodes",
+            title=f"Philly {compression:g}x, {nodes} nodes"
+            + (", GPU types as flavors" if flavors else ""),
             command=f"python {shlex.join(sys.argv)}  # one run per policy",
         )
         print(f"report: {index}", file=sys.stderr)
@@ -98,12 +122,12 @@ BASELINES = ("kube-default", "gang-fifo", "gang-fifo-binpack", "gang-fifo-no-enq
 def targets(out: Path) -> None:
     """Issue 18's targets for default kohort, one row per target and setting."""
     rows: list[tuple[str, str, str, str, bool | None]] = []  # met None: reported only
-    for compression, nodes in SETTINGS:
-        results = load(out, compression, nodes)
+    for (compression, nodes), mode in itertools.product(SETTINGS, MODES):
+        results = load(out, compression, nodes, mode)
         k = results.get("kohort")
         if k is None:
             continue
-        setting = f"{compression:g}x {nodes}"
+        setting = f"{compression:g}x {nodes}" + (" flavors" if mode == "flavors" else "")
 
         def add(target: str, ours: str, bound: str, met: bool, setting: str = setting) -> None:
             rows.append((setting, target, ours, bound, met))
@@ -134,34 +158,42 @@ def targets(out: Path) -> None:
         }
         if fair:
             best = max(fair, key=lambda p: fair[p])
-            ours = _number(k["fair_ratio_p5"])
+            ours_p5 = _number(k["fair_ratio_p5"])
             add(
                 "fair p5 >= best baseline's",
-                f"{ours:.3f}",
+                f"{ours_p5:.3f}",
                 f"{fair[best]:.3f} {best}",
-                ours >= fair[best],
+                ours_p5 >= fair[best],
             )
         jain = f"{k['jain_mean']:.3f}"
         rows.append((setting, "Jain's index (weighted), reported", jain, "", None))
     if not rows:
         return
     print("\n== targets of default kohort ==")
-    print(f"{'setting':<16}{'target':<38}{'kohort':>10}  {'bound':<28}met")
+    print(f"{'setting':<24}{'target':<38}{'kohort':>10}  {'bound':<28}met")
     for setting, target, ours, bound, met in rows:
         verdict = "" if met is None else "yes" if met else "NO"
-        print(f"{setting:<16}{target:<38}{ours:>10}  {bound:<28}{verdict}")
+        print(f"{setting:<24}{target:<38}{ours:>10}  {bound:<28}{verdict}")
     judged = [met for *_, met in rows if met is not None]
     print(f"{sum(judged)} of {len(judged)} targets met")
 
 
 def report(out: Path) -> None:
-    for compression, nodes in SETTINGS:
-        results = load(out, compression, nodes)
+    for (compression, nodes), mode in itertools.product(SETTINGS, MODES):
+        results = load(out, compression, nodes, mode)
         if not results:
             continue
-        print(f"\n== Philly Oct-Nov 2017, {compression:g}x compressed, {nodes} nodes ==")
+        setup = setup_of(out, compression, nodes, mode)
+        kind = "GPU types as flavors" if mode == "flavors" else "one GPU pool"
         print(
-            f"{'policy':<22}{'alloc%':>7}{'p95 wait h':>11}{'GPU p95 h':>10}{'mean wait h':>12}"
+            f"\n== {setup.get('trace', 'philly')} ({setup.get('jobs', '?')} jobs),"
+            f" {compression:g}x compressed, {nodes} nodes, {kind} =="
+        )
+        if mode == "flavors":
+            print(f"  GPU types (flavor order): {setup.get('gpu_types')}")
+        print(
+            f"{'policy':<22}{'alloc%':>7}{'p50 wait h':>11}{'p95 wait h':>11}"
+            f"{'GPU p95 h':>10}{'mean wait h':>12}"
             f"{'jain':>7}"
             f"{'fair p5':>8}{'partial':>8}{'idle GPU-h':>11}{'free GPU-h*':>12}"
             f"{'evict':>7}{'ev/recl':>8}"
@@ -169,7 +201,8 @@ def report(out: Path) -> None:
         )
         for policy, r in results.items():
             print(
-                f"{policy:<22}{100 * r['gpu_allocation_mean']:>7.1f}{hours(r['wait_p95']):>11.2f}"
+                f"{policy:<22}{100 * r['gpu_allocation_mean']:>7.1f}"
+                f"{hours(r.get('wait_p50')):>11.2f}{hours(r['wait_p95']):>11.2f}"
                 f"{hours(r.get('wait_p95_by_gpu')):>10.2f}"
                 f"{hours(r['wait_mean']):>12.2f}{r['jain_mean']:>7.3f}"
                 f"{_number(r['fair_ratio_p5']):>8.3f}{r['partial_jobs']:>8d}"
@@ -183,6 +216,32 @@ def report(out: Path) -> None:
         for ours in ("kohort", "kohort-spread"):
             if ours in results:
                 headline(ours, results)
+
+
+def compare_modes(out: Path) -> None:
+    """Per setting run in both modes: each policy's figures with one GPU pool and with GPU
+    types as flavors, side by side."""
+    for compression, nodes in SETTINGS:
+        single, flavors = (load(out, compression, nodes, m) for m in MODES)
+        both = [p for p in POLICIES if p in single and p in flavors]
+        if not both:
+            continue
+        print(
+            f"\n== {compression:g}x {nodes}: one GPU pool / GPU types as flavors (wait in hours) =="
+        )
+        columns = ("alloc%", "wait p50", "wait p95", "wait mean", "partial", "unfinished")
+        print(f"{'policy':<22}" + "".join(f"{c:>20}" for c in columns))
+        for policy in both:
+            a, b = single[policy], flavors[policy]
+            cells = [
+                f"{100 * a['gpu_allocation_mean']:.1f} / {100 * b['gpu_allocation_mean']:.1f}",
+                f"{hours(a.get('wait_p50')):.2f} / {hours(b.get('wait_p50')):.2f}",
+                f"{hours(a['wait_p95']):.2f} / {hours(b['wait_p95']):.2f}",
+                f"{hours(a['wait_mean']):.2f} / {hours(b['wait_mean']):.2f}",
+                f"{a['partial_jobs']} / {b['partial_jobs']}",
+                f"{a['censored']} / {b['censored']}",
+            ]
+            print(f"{policy:<22}" + "".join(f"{c:>20}" for c in cells))
 
 
 def by_size(results: dict[str, dict[str, Any]]) -> None:
@@ -245,21 +304,29 @@ def main() -> None:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--compressions", default="4,8")
     parser.add_argument("--nodes", default="homogeneous,mixed")
+    parser.add_argument("--modes", default="single", help="comma list of single, flavors")
     parser.add_argument("extra", nargs="*", help="passed to `kohort simulate philly`")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    modes = [m for m in args.modes.split(",") if m]
+    if any(m not in MODES for m in modes):
+        parser.error(f"--modes: of {', '.join(MODES)}")
     if not args.only_report:
         runs = [
-            (float(c), n, p)
+            (float(c), n, p, m)
             for c in args.compressions.split(",")
             for n in args.nodes.split(",")
+            for m in modes
             for p in args.policies.split(",")
         ]
         with ThreadPoolExecutor(args.jobs) as pool:
-            futures = [pool.submit(run_one, args.out, c, n, p, args.extra) for c, n, p in runs]
+            futures = [
+                pool.submit(run_one, args.out, c, n, p, args.extra, m) for c, n, p, m in runs
+            ]
             for future in futures:
                 print(future.result(), file=sys.stderr, flush=True)
     report(args.out)
+    compare_modes(args.out)
     targets(args.out)
     if args.report is not None:
         write_reports(args.out, args.report)

@@ -88,6 +88,7 @@ class Result:
     gpu_allocation_mean: float
     gpu_allocation_series: list[tuple[float, float]]
     wait_mean: float
+    wait_p50: float
     wait_p95: float
     wait_p99: float
     # The wait that 95% of the requested GPUs waited at most (each job weighs its GPUs).
@@ -360,6 +361,7 @@ def _summarise(
         gpu_allocation_mean=areas[0] / (length * total_gpus),
         gpu_allocation_series=series,
         wait_mean=mean(all_waits),
+        wait_p50=percentile(all_waits, 50),
         wait_p95=percentile(all_waits, 95),
         wait_p99=percentile(all_waits, 99),
         wait_p95_by_gpu=weighted_percentile(all_waits, gpus, 95),

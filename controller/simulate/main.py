@@ -3,7 +3,9 @@
 kohort simulate philly --compression 8 --nodes homogeneous      # table
 kohort simulate philly --compression 8 --nodes mixed --json     # JSON
 kohort simulate philly --policies gang-fifo,kohort --report DIR  # + plots and DIR/report.md
+kohort simulate philly --nodes mixed --flavors                   # GPU types as flavors
 kohort simulate openb --seeds 42-51                              # FGD allocation protocol
+kohort simulate openb --seeds 42-51 --flavors                    # GPU models as flavors
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from controller import defaults
-from controller.quota import Config
+from controller.quota import Config, FlavorSpec
+from controller.simulate.flavors import GpuTypes
 from controller.simulate.loop import QueueShares, Result, simulate
 from controller.simulate.openb import OPENB_POLICIES, run_openb
 from controller.simulate.policies import POLICIES, make_policy
@@ -33,6 +36,22 @@ from controller.simulate.traces import (
     philly_nodes,
     philly_queues,
 )
+
+
+def _add_flavor_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--flavors",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="model GPU types: typed nodes, one flavor per type, each queue's GPU quota split"
+        " by type, jobs naming a model kept to it (default: one pool of GPUs)",
+    )
+    parser.add_argument(
+        "--flavor-order",
+        default="",
+        help="with --flavors: GPU types to try first, comma list; the rest follow, most GPUs"
+        " first (default: all of them most GPUs first)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,12 +122,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="also write plots comparing the policies and DIR/report.md showing them",
     )
+    _add_flavor_arguments(philly)
     openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")
     openb.add_argument("--seeds", default="42-51", help="seed range A-B or comma list")
     openb.add_argument("--tune", type=float, default=1.3, help="arrivals up to this x GPU capacity")
     openb.add_argument(
         "--policies", default=",".join(OPENB_POLICIES), help=f"of {', '.join(OPENB_POLICIES)}"
     )
+    openb.add_argument(
+        "--variant",
+        default="default",
+        help="pod list openb_pod_list_VARIANT.csv (gpuspec* variants name GPU models)",
+    )
+    _add_flavor_arguments(openb)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,18 +156,23 @@ def _run_openb(args: argparse.Namespace) -> int:
         seeds=_seeds(args.seeds),
         tune=args.tune,
         policies=[p for p in args.policies.split(",") if p],
+        variant=args.variant,
+        flavors=args.flavors,
+        flavor_order=_order(args.flavor_order),
     )
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"openb: {report['protocol']}; {report['nodes']} nodes, {report['gpus']} GPUs;")
     print(f"{report['fractional_pods_rounded_up']} fractional-GPU pods rounded up to 1 GPU")
-    print(f"{'policy':<24}{'alloc% @100%':>14}{'alloc% @130%':>14}")
+    print(f"pods {report['variant']}, {report['pods_naming_a_model']} naming a GPU model;")
+    print(f"GPU types: {report['gpu_types']}")
+    print(f"{'policy':<24}{'alloc% @100%':>14}{'alloc% @130%':>14}{'dropped':>9}")
     ours: dict[str, dict[str, float]] = report["ours"]  # type: ignore[assignment]
     for name, row in ours.items():
         print(
             f"{'ours ' + name:<24}{row['alloc_at_100_median']:>14.2f}"
-            f"{row['alloc_at_130_median']:>14.2f}"
+            f"{row['alloc_at_130_median']:>14.2f}{row['dropped_median']:>9.0f}"
         )
     paper: dict[str, dict[int, float]] = report["published_median"]  # type: ignore[assignment]
     for name, marks in paper.items():
@@ -164,17 +195,30 @@ def policy_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _order(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
 def _run_philly(args: argparse.Namespace) -> int:
     trace = load_philly(args.traces, start=args.start, end=args.end, compression=args.compression)
     jobs = trace.jobs[: args.limit] if args.limit else trace.jobs
-    nodes = philly_nodes(args.traces, mixed=args.nodes == "mixed")
+    nodes = philly_nodes(args.traces, mixed=args.nodes == "mixed", typed=args.flavors)
     total_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes) // GPU_UNIT
     queues = philly_queues(trace.vc_nodes, total_gpus, weight_by_size=args.weights == "size")
     weights = {q.name: q.quotas["nvidia.com/gpu"].nominal / GPU_UNIT for q in queues}
+    flavors: tuple[FlavorSpec, ...] = ()
+    types: GpuTypes | None = None
+    if args.flavors:
+        # Philly's jobs name no GPU model: every job may take either type.
+        types = GpuTypes.of(nodes, order=_order(args.flavor_order))
+        nodes = types.label(nodes)
+        queues = tuple(types.split(q) for q in queues)
+        flavors = types.flavors()
+    mode = "flavors" if args.flavors else "one GPU pool"
     progress = None if args.quiet else sys.stderr
     results: list[Result] = []
     for name in [p for p in args.policies.split(",") if p]:
-        policy = make_policy(name, queues, nodes, **policy_options(args))
+        policy = make_policy(name, queues, nodes, flavors=flavors, **policy_options(args))
         results.append(
             simulate(
                 jobs,
@@ -182,7 +226,7 @@ def _run_philly(args: argparse.Namespace) -> int:
                 total_gpus=total_gpus,
                 weights=weights,
                 progress=progress,
-                label=f"philly {args.compression:g}x {args.nodes} ",
+                label=f"philly {args.compression:g}x {args.nodes} {mode} ",
             )
         )
     setup = {
@@ -190,6 +234,7 @@ def _run_philly(args: argparse.Namespace) -> int:
         "jobs": len(jobs),
         "compression": args.compression,
         "nodes": f"{args.nodes}: {len(nodes)} nodes, {total_gpus} GPUs",
+        "gpu_types": types.describe() if types is not None else "one pool",
         "per_gpu": f"{CPU_PER_GPU / 1000:g} CPU, {MEMORY_PER_GPU // 1000 // 2**30} GiB",
         "queues": {q.name: weights[q.name] for q in queues},
         "weights": args.weights,
@@ -208,7 +253,8 @@ def _run_philly(args: argparse.Namespace) -> int:
             args.report,
             results,
             setup,
-            title=f"Philly {args.compression:g}x, {args.nodes} nodes",
+            title=f"Philly {args.compression:g}x, {args.nodes} nodes"
+            + (", GPU types as flavors" if args.flavors else ""),
             command=_command_line(),
         )
         if not args.quiet:
@@ -258,9 +304,11 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
         f"{setup['trace']}, {setup['jobs']} jobs, {setup['compression']:g}x compressed,"
         f" {setup['nodes']}; per GPU {setup['per_gpu']}"
     )
+    print(f"GPU types: {setup['gpu_types']}")
     columns: list[tuple[str, str, Callable[[Result], object]]] = [
         ("policy", "{:<22}", lambda r: r.policy),
         ("alloc%", "{:>7.1f}", lambda r: 100 * r.gpu_allocation_mean),
+        ("wait p50 h", "{:>11.2f}", lambda r: r.wait_p50 / 3600),
         ("wait p95 h", "{:>11.2f}", lambda r: r.wait_p95 / 3600),
         ("by GPU p95 h", "{:>13.2f}", lambda r: r.wait_p95_by_gpu / 3600),
         ("wait mean h", "{:>12.2f}", lambda r: r.wait_mean / 3600),

@@ -7,6 +7,13 @@ We record the % of GPUs allocated at each 1% of arrived GPU requests.
 
 Changed: a pod asking for a fraction of a GPU is rounded up to one whole GPU (kohort does not
 share GPUs), so "arrived" counts whole GPUs. The published numbers count GPU fractions.
+
+With `flavors`, GPU types are modelled (flavors.py): nodes carry their model, a pod whose
+gpu_spec names models runs only on those, and the one queue's GPU quota (twice the cluster's
+capacity, so it never binds) is split into one flavor per model. kohort and first-fit then
+pick a flavor before a node, in flavor order; kube-default, a model of the kube-scheduler,
+knows no flavors and only obeys the pods' node selectors. Without it, as before: one pool of
+GPUs, models ignored.
 """
 
 from __future__ import annotations
@@ -14,12 +21,13 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from controller.quota import Config, Engine, Gang, Node, PodSet, QueueSpec, Quota
+from controller.quota import Config, Engine, FlavorSpec, Gang, Node, PodSet, QueueSpec, Quota
 from controller.quota.placement import Packing
 from controller.quota.snapshot import GPU
+from controller.simulate.flavors import GpuTypes
 from controller.simulate.traces import (
     DEFAULT_TRACES,
     GPU_UNIT,
@@ -35,6 +43,8 @@ OPENB_POLICIES: dict[str, Packing] = {
     "kube-default": "spread",
     "first-fit": "first-fit",
 }
+# Those that count quota per flavor when GPU types are modelled (not the kube-scheduler's).
+OPENB_FLAVORED = frozenset({"kohort", "first-fit"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,27 +64,33 @@ def arrivals(pods: Sequence[OpenbPod], total_gpus: int, tune: float, seed: int) 
     k = 0
     while requested < tune * total_gpus:
         pick = rng.choice(pods)
-        out.append(
-            OpenbPod(f"{pick.name}-copy{k}", pick.cpu, pick.memory, pick.gpus, pick.fractional)
-        )
+        out.append(replace(pick, name=f"{pick.name}-copy{k}"))
         requested += pick.gpus
         k += 1
     return out
 
 
 def run_curve(
-    nodes: Sequence[Node], pods: Sequence[OpenbPod], policy: str, tune: float, seed: int
+    nodes: Sequence[Node],
+    pods: Sequence[OpenbPod],
+    policy: str,
+    tune: float,
+    seed: int,
+    types: GpuTypes | None = None,
 ) -> Curve:
+    """One seed of one policy. `types`: GPU types are modelled (nodes labelled by
+    `types.label`); pods keep to their models, and OPENB_FLAVORED policies get flavors."""
     total_gpus = sum(n.allocatable.get(GPU, 0) for n in nodes) // GPU_UNIT
     capacity: dict[str, int] = {}
     for node in nodes:
         for r, v in node.allocatable.items():
             capacity[r] = capacity.get(r, 0) + v
-    engine = Engine(
-        [QueueSpec("all", {r: Quota(v * 2) for r, v in capacity.items()})],
-        nodes,
-        Config(packing=OPENB_POLICIES[policy]),
-    )
+    queue = QueueSpec("all", {r: Quota(v * 2) for r, v in capacity.items()})
+    flavors: tuple[FlavorSpec, ...] = ()
+    if types is not None and policy in OPENB_FLAVORED:
+        queue, flavors = types.split(queue), types.flavors()
+    engine = Engine([queue], nodes, Config(packing=OPENB_POLICIES[policy]), flavors=flavors)
+    selectors: dict[tuple[str, ...], dict[str, str]] = {}
     allocated = 0
     requested = 0
     dropped = 0
@@ -84,7 +100,13 @@ def run_curve(
         requests = {"cpu": pod.cpu, "memory": pod.memory}
         if pod.gpus:
             requests[GPU] = pod.gpus * GPU_UNIT
-        engine.add_pending(Gang(pod.name, "all", (PodSet(1, requests),), 0, float(k)))
+        selector: dict[str, str] = {}
+        if types is not None and pod.models:
+            if pod.models not in selectors:
+                selectors[pod.models] = types.selector(pod.models)
+            selector = selectors[pod.models]
+        pod_set = PodSet(1, requests, node_selector=selector)
+        engine.add_pending(Gang(pod.name, "all", (pod_set,), 0, float(k)))
         if engine.cycle(float(k)).admissions:
             allocated += pod.gpus
         else:
@@ -125,12 +147,19 @@ def run_openb(
     tune: float = 1.3,
     policies: Sequence[str] = tuple(OPENB_POLICIES),
     variant: str = "default",
+    flavors: bool = False,
+    flavor_order: Sequence[str] = (),
 ) -> dict[str, object]:
-    nodes = load_openb_nodes(root)
+    """The FGD protocol per policy over `seeds`; `flavors`: with GPU types (see the module)."""
+    nodes = load_openb_nodes(root, typed=flavors)
     pods = load_openb_pods(root, variant=variant)
+    types = None
+    if flavors:
+        types = GpuTypes.of(nodes, order=flavor_order, accepted={p.models for p in pods})
+        nodes = types.label(nodes)
     results: dict[str, dict[str, object]] = {}
     for policy in policies:
-        curves = [run_curve(nodes, pods, policy, tune, seed) for seed in seeds]
+        curves = [run_curve(nodes, pods, policy, tune, seed, types) for seed in seeds]
         results[policy] = {
             "alloc_at_100_median": statistics.median(c.allocated[100] for c in curves),
             "alloc_at_130_median": statistics.median(c.allocated[-1] for c in curves),
@@ -140,6 +169,9 @@ def run_openb(
     return {
         "protocol": "FGD, whole-GPU pods (fractions rounded up), seeds "
         f"{seeds[0]}-{seeds[-1]}, tune {tune}",
+        "variant": variant,
+        "gpu_types": types.describe() if types is not None else "one pool (models ignored)",
+        "pods_naming_a_model": sum(1 for p in pods if p.models),
         "nodes": len(nodes),
         "gpus": sum(n.allocatable.get(GPU, 0) for n in nodes) // GPU_UNIT,
         "fractional_pods_rounded_up": sum(1 for p in pods if p.fractional),

@@ -20,6 +20,13 @@ which jobs started (every pod bound) and which were evicted.
   oldest first, and places it whole if it fits, so no gang holds anything before it is placed.
 - `kube-default`: no gangs, no queues: pods bound one by one in arrival order, spreading; the
   pods of jobs submitted at the same instant interleave.
+
+With GPU types as flavors (`flavors` of make_policy, see flavors.py), the policies with queues
+and quotas (quota-drf, naive-reclaim, kohort, kohort-spread) count each queue's GPUs per type,
+and quota-drf's binder binds a job's pods only to the nodes of the flavors it was admitted on.
+The others have no such quotas: kube-default has no queues, and the gang-fifo variants check the
+cluster's capacity as one pool, as Volcano does. Every policy binds a pod only where its own
+node selector (the GPU model a job names) allows.
 """
 
 from __future__ import annotations
@@ -27,12 +34,13 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from controller import defaults
-from controller.quota import Config, Engine, Gang, Node, QueueSpec, Quota
+from controller.quota import Config, Engine, FlavorSpec, Gang, Node, PodSet, QueueSpec, Quota
+from controller.quota.flavor_assignment import flavored
 from controller.quota.placement import NodeIndex, Packing, PodShape
 from controller.quota.snapshot import GPU
 from controller.quota.state import GangInfo, gang_info
@@ -60,8 +68,33 @@ class Policy(Protocol):
         ...
 
 
-def _gang(job: Job, queue: str | None = None) -> Gang:
-    return Gang(job.name, queue or job.queue, job.pod_sets(), job.priority, job.submit)
+def _gang(job: Job, queue: str | None = None, pod_sets: Sequence[PodSet] | None = None) -> Gang:
+    sets = tuple(pod_sets) if pod_sets is not None else job.pod_sets()
+    return Gang(job.name, queue or job.queue, sets, job.priority, job.submit)
+
+
+def released(
+    job: Job, given: Mapping[str, Mapping[str, str]], flavors: Mapping[str, FlavorSpec]
+) -> tuple[PodSet, ...] | None:
+    """The pod sets of `job` as released on the flavors it was admitted on (pod set ->
+    resource -> flavor): each with its flavors' node labels added. None when it got none."""
+    if not given:
+        return None
+    return tuple(
+        flavored(
+            pod_set, [flavors.get(f) for f in sorted(set(given.get(pod_set.name, {}).values()))]
+        )
+        for pod_set in job.pod_sets()
+    )
+
+
+def _pod_set_key(pod_set: PodSet) -> tuple[object, ...]:
+    return (
+        pod_set.count,
+        tuple(sorted(pod_set.requests.items())),
+        tuple(sorted(pod_set.node_selector.items())),
+        pod_set.tolerations,
+    )
 
 
 def _whole_cluster_queue(nodes: Sequence[Node]) -> QueueSpec:
@@ -84,12 +117,14 @@ class EnginePolicy:
         config: Config,
         *,
         single_queue: bool = False,
+        flavors: Sequence[FlavorSpec] = (),
     ) -> None:
         self.name = name
         self.single_queue = single_queue
         if single_queue:
             queues = (_whole_cluster_queue(nodes),)
-        self.engine = Engine(queues, nodes, config)
+        self.flavors = {f.name: f for f in flavors}
+        self.engine = Engine(queues, nodes, config, flavors=flavors)
 
     def submit(self, job: Job, now: float) -> None:
         self.engine.add_pending(_gang(job, "all" if self.single_queue else None))
@@ -153,10 +188,11 @@ class PodBinder:
         self.partial_seen = 0
         self.held = 0  # GPUs bound to jobs that have not started
 
-    def add(self, job: Job, now: float) -> None:
-        """Queue the pods of `job`, created at `now`."""
+    def add(self, job: Job, now: float, pod_sets: Sequence[PodSet] | None = None) -> None:
+        """Queue the pods of `job`, created at `now` (as `pod_sets` if given: its pod sets as
+        released on their flavors)."""
         self.adds += 1
-        shapes = self._shapes(job)
+        shapes = self._shapes(job, pod_sets)
         rank = 0
         for group, ((shape, _), (pods, _)) in enumerate(zip(shapes, job.groups, strict=True)):
             waiting = self.waiting.setdefault((shape.request, shape.selector), [])
@@ -165,15 +201,26 @@ class PodBinder:
                 rank += 1
         self.jobs[job.name] = _BoundJob(job, self.adds, shapes, rank)
 
-    def _shapes(self, job: Job) -> list[tuple[PodShape, int]]:
+    def _shapes(
+        self, job: Job, pod_sets: Sequence[PodSet] | None = None
+    ) -> list[tuple[PodShape, int]]:
         """Per pod group of `job`: its pods' shape and GPUs per pod (the same for every job of
-        the same groups and per-pod requests)."""
-        key = (job.groups, job.cpu_per_pod, job.memory_per_pod)
+        the same groups, per-pod requests and node selectors)."""
+        if pod_sets is None:
+            key: tuple[object, ...] = (
+                job.groups,
+                job.cpu_per_pod,
+                job.memory_per_pod,
+                job.node_selector,
+            )
+        else:
+            key = tuple(_pod_set_key(ps) for ps in pod_sets)
         shapes = self.shape_cache.get(key)
         if shapes is None:
+            sets = job.pod_sets() if pod_sets is None else pod_sets
             shapes = [
                 (self.index.shape(pod_set), per_pod)
-                for pod_set, (_, per_pod) in zip(job.pod_sets(), job.groups, strict=True)
+                for pod_set, (_, per_pod) in zip(sets, job.groups, strict=True)
             ]
             self.shape_cache[key] = shapes
         return shapes
@@ -252,9 +299,10 @@ class GangBinder:
         self.held = 0
         self.partial_seen = 0
 
-    def add(self, job: Job, now: float) -> None:
-        """Enqueue `job`'s gang; allocate orders gangs by priority, then submit time."""
-        self.gangs[job.name] = gang_info(_gang(job), self.index)
+    def add(self, job: Job, now: float, pod_sets: Sequence[PodSet] | None = None) -> None:
+        """Enqueue `job`'s gang (its pods as `pod_sets` if given); allocate orders gangs by
+        priority, then submit time."""
+        self.gangs[job.name] = gang_info(_gang(job, pod_sets=pod_sets), self.index)
         bisect.insort(self.waiting, (-job.priority, job.submit, job.name))
         self.changed = True
 
@@ -324,8 +372,9 @@ class Binder(Protocol):
     held: int  # GPUs bound to jobs that have not started
     partial_seen: int  # jobs that were ever partly bound
 
-    def add(self, job: Job, now: float) -> None:
-        """Take `job`, admitted at `now`, to be bound."""
+    def add(self, job: Job, now: float, pod_sets: Sequence[PodSet] | None = None) -> None:
+        """Take `job`, admitted at `now`, to be bound (as `pod_sets`: its pod sets as released
+        on the flavors it was admitted on; None: as the job has them)."""
         ...
 
     def remove(self, name: str) -> None: ...
@@ -353,9 +402,10 @@ class AdmitThenBindPolicy(EnginePolicy):
         binder: Binder,
         *,
         single_queue: bool = False,
+        flavors: Sequence[FlavorSpec] = (),
     ) -> None:
         config = Config(placement=False, victims="classic")
-        super().__init__(name, queues, nodes, config, single_queue=single_queue)
+        super().__init__(name, queues, nodes, config, single_queue=single_queue, flavors=flavors)
         self.binder = binder
         self.jobs: dict[str, Job] = {}
 
@@ -373,7 +423,8 @@ class AdmitThenBindPolicy(EnginePolicy):
         for name in evicted:
             self.binder.remove(name)
         for a in decisions.admissions:
-            self.binder.add(self.jobs[a.gang], now)
+            job = self.jobs[a.gang]
+            self.binder.add(job, now, released(job, a.flavors, self.flavors))
         per_preemptor = Counter(e.preemptor for e in decisions.evictions)
         return Step(self.binder.bind(), evicted, sorted(per_preemptor.values()))
 
@@ -412,10 +463,13 @@ def make_policy(
     waste_budget: float | None = defaults.WASTE_BUDGET,
     oldest_first_after: float | None = None,
     packing: Packing = "best-fit",
+    flavors: Sequence[FlavorSpec] = (),
 ) -> Policy:
     """Build one of POLICIES over the same queues and nodes. The `kohort` policy's defaults are
     the controller's (controller/defaults.py); its queues get `min_runtime` and `evict_after`
-    as a ClusterQueue's spec.preemption would give them."""
+    as a ClusterQueue's spec.preemption would give them. `flavors`: the ResourceFlavors the
+    queues' resource groups name (GPU types, flavors.py); the gang-fifo variants and
+    kube-default ignore them (they have no per-flavor quota)."""
 
     def gang_fifo(node_order: Packing) -> Policy:
         binder = GangBinder(nodes, node_order)
@@ -439,11 +493,13 @@ def make_policy(
         "gang-fifo": lambda: gang_fifo("spread"),
         "gang-fifo-binpack": lambda: gang_fifo("best-fit"),
         "gang-fifo-no-enqueue": gang_fifo_no_enqueue,
-        "quota-drf": lambda: AdmitThenBindPolicy(name, queues, nodes, PodBinder(nodes)),
-        "naive-reclaim": lambda: EnginePolicy(
-            name, queues, nodes, Config(packing=packing, victims="naive")
+        "quota-drf": lambda: AdmitThenBindPolicy(
+            name, queues, nodes, PodBinder(nodes), flavors=flavors
         ),
-        "kohort": lambda: EnginePolicy(name, patient, nodes, kohort),
+        "naive-reclaim": lambda: EnginePolicy(
+            name, queues, nodes, Config(packing=packing, victims="naive"), flavors=flavors
+        ),
+        "kohort": lambda: EnginePolicy(name, patient, nodes, kohort, flavors=flavors),
         "kohort-spread": lambda: EnginePolicy(
             name,
             patient,
@@ -455,6 +511,7 @@ def make_policy(
                 drain=False,
                 oldest_first_after=None,
             ),
+            flavors=flavors,
         ),
     }
     return factories[name]()

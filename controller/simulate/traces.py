@@ -25,6 +25,12 @@ DEFAULT_TRACES = Path(
 CPU_PER_GPU = 4_000  # milli-CPU
 MEMORY_PER_GPU = 32 * 2**30 * 1000  # milli-bytes (32 GiB)
 GPU_UNIT = 1000  # milli-GPU per GPU
+# The label a node of a known GPU type carries (flavors.py): only when GPU types are modelled.
+GPU_TYPE_LABEL = "kohort.dev/gpu-type"
+# Philly's machines by GPUs per machine: cluster_machine_list gives each machine's GPU memory
+# (2-GPU machines 12 GB per GPU, 8-GPU machines 24 GB), the only GPU type the trace tells; the
+# homogeneous node list's 8-GPU nodes are of the 8-GPU machines' type.
+PHILLY_TYPE_OF_8_GPU_NODES = "24GB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,8 @@ class Job:
     memory_per_pod: int = 0  # milli-bytes; 0 = proportional to GPUs
     priority: int = 0
     more_groups: tuple[tuple[int, int], ...] = ()
+    # Every pod's node selector: the GPU model(s) the job must run on (flavors.py), if any.
+    node_selector: tuple[tuple[str, str], ...] = ()
 
     @property
     def groups(self) -> tuple[tuple[int, int], ...]:
@@ -69,7 +77,7 @@ class Job:
         requests = {"cpu": cpu, "memory": memory}
         if gpus_per_pod:
             requests[GPU] = gpus_per_pod * GPU_UNIT
-        return PodSet(pods, requests, name)
+        return PodSet(pods, requests, name, dict(self.node_selector))
 
 
 def gang_shape(gpus: int) -> tuple[tuple[int, int], ...]:
@@ -83,10 +91,13 @@ def gang_shape(gpus: int) -> tuple[tuple[int, int], ...]:
     return ((rest, per_pod + 1), (pods - rest, per_pod))
 
 
-def gpu_node(name: str, gpus: int) -> Node:
+def gpu_node(name: str, gpus: int, gpu_type: str = "") -> Node:
+    """A node of `gpus` GPUs with CPU and memory in proportion, labelled with `gpu_type` if
+    one is given."""
     return Node(
         name,
         {GPU: gpus * GPU_UNIT, "cpu": gpus * CPU_PER_GPU, "memory": gpus * MEMORY_PER_GPU},
+        {GPU_TYPE_LABEL: gpu_type} if gpu_type else {},
     )
 
 
@@ -138,18 +149,25 @@ def load_philly(
     return PhillyTrace(tuple(jobs), vc_nodes)
 
 
-def philly_nodes(root: Path = DEFAULT_TRACES, *, mixed: bool) -> tuple[Node, ...]:
-    """352 homogeneous 8-GPU nodes (the VCs' total), or the real 2/8-GPU machine list."""
+def philly_nodes(
+    root: Path = DEFAULT_TRACES, *, mixed: bool, typed: bool = False
+) -> tuple[Node, ...]:
+    """352 homogeneous 8-GPU nodes (the VCs' total), or the real 2/8-GPU machine list.
+
+    `typed`: label each node with its GPU type, the machine list's GPU memory ("12GB" on the
+    2-GPU machines, "24GB" on the 8-GPU ones; the homogeneous nodes "24GB")."""
     if not mixed:
         with (root / "philly" / "philly_vc.csv").open() as f:
             total = sum(int(row["node num"]) for row in csv.DictReader(f))
-        return tuple(gpu_node(f"node-{i:04d}", 8) for i in range(total))
+        kind = PHILLY_TYPE_OF_8_GPU_NODES if typed else ""
+        return tuple(gpu_node(f"node-{i:04d}", 8, kind) for i in range(total))
     nodes = []
     with (root / "philly" / "cluster_machine_list").open() as f:
         for row in csv.reader(f):
             if not row or row[0].startswith("machineId"):
                 continue
-            nodes.append(gpu_node(row[0].strip(), int(row[1])))
+            kind = row[2].strip().replace(" ", "") if typed and len(row) > 2 else ""
+            nodes.append(gpu_node(row[0].strip(), int(row[1]), kind))
     return tuple(nodes)
 
 
@@ -197,13 +215,17 @@ class OpenbPod:
     memory: int  # milli-bytes
     gpus: int  # whole GPUs after rounding fractions up
     fractional: bool
+    # The GPU models it may run on (gpu_spec, split at "|"; empty: any). Only GPU pods have one.
+    models: tuple[str, ...] = ()
 
 
-def load_openb_nodes(root: Path = DEFAULT_TRACES) -> tuple[Node, ...]:
+def load_openb_nodes(root: Path = DEFAULT_TRACES, *, typed: bool = False) -> tuple[Node, ...]:
+    """The GPU nodes; `typed`: each labelled with its GPU model (the `model` column)."""
     nodes = []
     with (root / "openb" / "openb_node_list_gpu_node.csv").open() as f:
         for row in csv.DictReader(f):
             mib = int(row["memory_mib"])
+            model = (row.get("model") or "").strip()
             nodes.append(
                 Node(
                     row["sn"],
@@ -212,13 +234,17 @@ def load_openb_nodes(root: Path = DEFAULT_TRACES) -> tuple[Node, ...]:
                         "memory": mib * 2**20 * 1000,
                         GPU: int(row["gpu"]) * GPU_UNIT,
                     },
+                    {GPU_TYPE_LABEL: model} if typed and model else {},
                 )
             )
     return tuple(nodes)
 
 
 def load_openb_pods(root: Path = DEFAULT_TRACES, *, variant: str = "default") -> list[OpenbPod]:
-    """Pods in trace order (creation time, then name); a fraction of a GPU rounds up to one."""
+    """Pods in trace order (creation time, then name); a fraction of a GPU rounds up to one.
+
+    A GPU pod's `models` are those its gpu_spec names (none in the default and multigpu50
+    variants; the upstream gpuspec* variants name them for some pods)."""
     path = root / "openb" / f"openb_pod_list_{variant}.csv"
     pods: list[tuple[int, OpenbPod]] = []
     with path.open() as f:
@@ -226,6 +252,8 @@ def load_openb_pods(root: Path = DEFAULT_TRACES, *, variant: str = "default") ->
             num, milli = int(row["num_gpu"]), int(row["gpu_milli"])
             whole = num if milli >= 1000 or num == 0 else math.ceil(num * milli / 1000)
             created = int(row.get("creation_time") or k)
+            spec = (row.get("gpu_spec") or "").split("|") if num else []
+            models = tuple(sorted({m.strip() for m in spec if m.strip()}))
             pods.append(
                 (
                     created,
@@ -235,6 +263,7 @@ def load_openb_pods(root: Path = DEFAULT_TRACES, *, variant: str = "default") ->
                         int(row["memory_mib"]) * 2**20 * 1000,
                         whole,
                         0 < milli < 1000 and num > 0,
+                        models,
                     ),
                 )
             )

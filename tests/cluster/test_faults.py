@@ -1,7 +1,8 @@
 """One seeded fault run of every kind on a control plane of its own (faults restart its
 apiserver and etcd): kohort's webhook and controller replicas run as processes, a burst of Jobs,
-StatefulSets and plain pod groups across two cohorts under one parent Cohort is in flight when the fault strikes, and
-`hack.chaos.invariants` is checked on every sample. `bench/chaos.py` runs the long version.
+StatefulSets and plain pod groups across two cohorts under one parent Cohort is in flight when
+the fault strikes, and `hack.chaos.invariants` is checked on every sample. `bench/chaos.py` runs
+the long version.
 """
 
 from __future__ import annotations

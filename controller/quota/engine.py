@@ -39,14 +39,15 @@ from controller.quota.quota import (
     QuotaNode,
     add_usage,
     available,
+    borrow_height,
     borrowing,
     borrowing_any,
     build_tree,
-    guaranteed,
     path_shares,
     quota_ceiling,
     quota_shortfall,
     share,
+    tree_nodes,
     within_nominal,
 )
 from controller.quota.snapshot import (
@@ -226,11 +227,7 @@ class Engine:
     @property
     def cohort_nodes(self) -> list[QuotaNode]:
         """Every cohort above the queues, each once."""
-        seen: dict[int, QuotaNode] = {}
-        for queue in self.queues.values():
-            for node in queue.state.ancestors():
-                seen.setdefault(id(node), node)
-        return sorted(seen.values(), key=lambda n: n.name)
+        return tree_nodes(q.state for q in self.queues.values())
 
     def set_nodes(self, nodes: Iterable[Node]) -> None:
         """Nodes were added, removed or changed: rebuild the node index, keeping every gang."""
@@ -576,7 +573,7 @@ class Engine:
                         self._admit(queue, info, opt, plan, now, log, evicted=0)
                         return None
                     self._unplace(opt, plan)
-                    height = self._borrow_height(queue.state, opt.charge)
+                    height = borrow_height(queue.state, opt.charge)
                     if borrow is None or height < borrow[0]:
                         borrow = (height, opt)
                     continue
@@ -665,29 +662,6 @@ class Engine:
 
     def _unplace(self, opt: FlavorOption, plan: Plan) -> None:
         self.index.release((opt.shapes[ps][1].request, node, n) for ps, node, n in plan)
-
-    @staticmethod
-    def _borrow_height(queue: QuotaNode, charge: Mapping[FR, int]) -> int:
-        """How many levels above the queue the charge makes a node use more than its subtree
-        quota (0: only the queue itself goes beyond its quota)."""
-        height = 0
-        level = 0
-        amounts = dict(charge)
-        node: QuotaNode | None = queue
-        while node is not None and amounts:
-            moved: dict[FR, int] = {}
-            for fr, delta in amounts.items():
-                before = node.usage.get(fr, 0)
-                if before + delta > node.subtree.get(fr, 0):
-                    height = level
-                floor = guaranteed(node, fr)
-                up = max(0, before + delta - floor) - max(0, before - floor)
-                if up:
-                    moved[fr] = up
-            amounts = moved
-            node = node.parent
-            level += 1
-        return height
 
     def _place(self, shapes: Shapes) -> tuple[Plan, PlaceFailure | None]:
         if not self.config.placement:

@@ -207,9 +207,37 @@ def _add(node: QuotaNode, fr: FR, delta: int) -> None:
         parent = node.parent
         if parent is None:
             return
-        floor = guaranteed(node, fr)
-        delta = max(0, after - floor) - max(0, before - floor)
+        delta = _passed_up(node, fr, before, after)
         node = parent
+
+
+def _passed_up(node: QuotaNode, fr: FR, before: int, after: int) -> int:
+    """How the parent's usage moves when the node's goes from `before` to `after`: only what
+    is above the node's guaranteed part reaches it."""
+    floor = guaranteed(node, fr)
+    return max(0, after - floor) - max(0, before - floor)
+
+
+def borrow_height(queue: QuotaNode, charge: Mapping[FR, int]) -> int:
+    """How many levels above the queue adding `charge` makes a node use more than its subtree
+    quota (0: only the queue itself goes beyond its quota). Nothing is changed."""
+    height = 0
+    level = 0
+    amounts = dict(charge)
+    node: QuotaNode | None = queue
+    while node is not None and amounts:
+        moved: dict[FR, int] = {}
+        for fr, delta in amounts.items():
+            before = node.usage.get(fr, 0)
+            if before + delta > node.subtree.get(fr, 0):
+                height = level
+            up = _passed_up(node, fr, before, before + delta)
+            if up:
+                moved[fr] = up
+        amounts = moved
+        node = node.parent
+        level += 1
+    return height
 
 
 def available(node: QuotaNode, fr: FR) -> int:

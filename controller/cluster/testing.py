@@ -77,10 +77,15 @@ def cluster_queue(
 
 
 def flavored_cluster_queue(
-    name: str, flavors: Mapping[str, Mapping[str, str]], *, cohort: str | None = None
+    name: str,
+    flavors: Mapping[str, Mapping[str, str]],
+    *,
+    cohort: str | None = None,
+    reclaim: str | None = None,
 ) -> JSONDict:
     """A ClusterQueue of one resource group whose flavors (name -> resource -> nominal quota,
-    in order of preference) all cover the same resources."""
+    in order of preference) all cover the same resources; its gangs may evict and be evicted
+    at once."""
     covered = sorted({r for quotas in flavors.values() for r in quotas})
     spec: JSONDict = {
         "resourceGroups": [
@@ -101,9 +106,40 @@ def flavored_cluster_queue(
     }
     if cohort:
         spec["cohort"] = cohort
+    if reclaim:
+        spec["preemption"]["reclaimWithinCohort"] = reclaim
     return {
         "apiVersion": names.API_VERSION,
         "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def cohort(
+    name: str,
+    *,
+    parent: str | None = None,
+    borrowing_limits: Mapping[str, str] | None = None,
+    flavor: str = "default",
+) -> JSONDict:
+    """A Cohort under `parent` with no quota of its own, taking at most `borrowing_limits`
+    (resource -> quantity, on `flavor`) from its parent."""
+    spec: JSONDict = {"parent": parent} if parent else {}
+    if borrowing_limits:
+        resources = [
+            {"name": r, "nominalQuota": "0", "borrowingLimit": limit}
+            for r, limit in borrowing_limits.items()
+        ]
+        spec["resourceGroups"] = [
+            {
+                "coveredResources": list(borrowing_limits),
+                "flavors": [{"name": flavor, "resources": resources}],
+            }
+        ]
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "Cohort",
         "metadata": {"name": name},
         "spec": spec,
     }

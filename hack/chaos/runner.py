@@ -28,6 +28,7 @@ from controller.cluster import clients
 from controller.cluster.clients import ApiError, Client, JSONDict
 from controller.cluster.testing import (
     cluster_queue,
+    cohort,
     gang_job,
     gang_statefulset,
     local_queue,
@@ -51,32 +52,6 @@ SAMPLE_EVERY = 0.25
 # A write under way shows as a problem for an instant; through a fault it lasts as long as the
 # fault plus a takeover. Longer than this, it is a violation.
 GRACE_SECONDS = 30.0
-
-
-def _cohort(
-    name: str, *, parent: str | None = None, borrowing_limit: str | None = None
-) -> JSONDict:
-    spec: JSONDict = {"parent": parent} if parent else {}
-    if borrowing_limit is not None:
-        spec["resourceGroups"] = [
-            {
-                "coveredResources": ["cpu"],
-                "flavors": [
-                    {
-                        "name": "default",
-                        "resources": [
-                            {"name": "cpu", "nominalQuota": "0", "borrowingLimit": borrowing_limit}
-                        ],
-                    }
-                ],
-            }
-        ]
-    return {
-        "apiVersion": names.API_VERSION,
-        "kind": "Cohort",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
 
 
 class Fault(enum.StrEnum):
@@ -203,20 +178,20 @@ class Run:
         self.nodes = await asyncio.to_thread(self.cluster.add_nodes, pool)
         org, x, y = self.cohorts
         for tree_node in (
-            _cohort(org),
-            _cohort(x, parent=org),
-            _cohort(y, parent=org, borrowing_limit=Y_BORROWING_LIMIT),
+            cohort(org),
+            cohort(x, parent=org),
+            cohort(y, parent=org, borrowing_limits={"cpu": Y_BORROWING_LIMIT}),
         ):
             await asyncio.to_thread(
                 rest.create, f"/apis/{names.API_VERSION}/cohorts", tree_node, exist_ok=True
             )
         objects: list[JSONDict] = []
-        for queue, cohort in zip(self.queues, ("x", "x", "y", "y"), strict=True):
+        for queue, member_of in zip(self.queues, ("x", "x", "y", "y"), strict=True):
             objects.append(
                 cluster_queue(
                     queue,
                     {"cpu": str(CPU_PER_QUEUE)},
-                    cohort=f"{self.namespace}-{cohort}",
+                    cohort=f"{self.namespace}-{member_of}",
                     borrowing_limits={"cpu": str(CPU_PER_QUEUE)},
                     reclaim="Any",
                 )
@@ -238,9 +213,9 @@ class Run:
         for queue in self.queues:
             with contextlib.suppress(ApiError):
                 await api.delete(kinds.CLUSTER_QUEUES, queue)
-        for cohort in reversed(self.cohorts):
+        for name in reversed(self.cohorts):
             with contextlib.suppress(ApiError):
-                await api.delete(kinds.COHORTS, cohort)
+                await api.delete(kinds.COHORTS, name)
         await asyncio.to_thread(self.cluster.remove_nodes, self.nodes)
         with contextlib.suppress(ApiError):
             await api.delete(kinds.NAMESPACES, ns)

@@ -18,11 +18,14 @@ from controller.cluster.clients import Client
 from controller.cluster.testing import (
     GPU,
     Probe,
+    cohort,
     condition,
+    flavored_cluster_queue,
     gang_job,
     gang_statefulset,
     local_queue,
     reserved,
+    resource_flavor,
 )
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster, Taint
@@ -35,18 +38,18 @@ GPU_TYPE = "kohort.dev/gpu-type"
 
 
 def flavor(name: str, gpu_type: str, *, tainted: bool = False) -> dict[str, Any]:
-    spec: dict[str, Any] = {"nodeLabels": {GPU_TYPE: gpu_type}}
-    if tainted:
-        spec["nodeTaints"] = [{"key": GPU_TYPE, "value": gpu_type, "effect": "NoSchedule"}]
-        spec["tolerations"] = [
+    """A ResourceFlavor for the nodes labelled `gpu_type`; tainted: its nodes repel pods that
+    were not given its toleration."""
+    if not tainted:
+        return resource_flavor(name, node_labels={GPU_TYPE: gpu_type})
+    return resource_flavor(
+        name,
+        node_labels={GPU_TYPE: gpu_type},
+        node_taints=[{"key": GPU_TYPE, "value": gpu_type, "effect": "NoSchedule"}],
+        tolerations=[
             {"key": GPU_TYPE, "operator": "Equal", "value": gpu_type, "effect": "NoSchedule"}
-        ]
-    return {
-        "apiVersion": names.API_VERSION,
-        "kind": "ResourceFlavor",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+        ],
+    )
 
 
 def queue(
@@ -54,46 +57,11 @@ def queue(
     gpus_by_flavor: dict[str, int],
     *,
     cohort: str | None = None,
-    reclaim: str = "Never",
+    reclaim: str | None = None,
 ) -> dict[str, Any]:
-    """A ClusterQueue with GPU and CPU quota on each flavor, in the order given; gangs may
-    evict and be evicted at once (the scenarios last seconds)."""
-    flavors = [
-        {
-            "name": name_,
-            "resources": [
-                {"name": GPU, "nominalQuota": str(n)},
-                {"name": "cpu", "nominalQuota": str(4 * n)},
-            ],
-        }
-        for name_, n in gpus_by_flavor.items()
-    ]
-    spec: dict[str, Any] = {
-        "resourceGroups": [{"coveredResources": [GPU, "cpu"], "flavors": flavors}],
-        "preemption": {
-            "reclaimWithinCohort": reclaim,
-            "evictAfterSeconds": 0,
-            "minimumRuntimeSeconds": 0,
-        },
-    }
-    if cohort:
-        spec["cohort"] = cohort
-    return {
-        "apiVersion": names.API_VERSION,
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def cohort(name: str, parent: str | None = None) -> dict[str, Any]:
-    spec = {"parent": parent} if parent else {}
-    return {
-        "apiVersion": names.API_VERSION,
-        "kind": "Cohort",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    """A ClusterQueue with GPU and CPU (4 per GPU) quota on each flavor, in the order given."""
+    quotas = {f: {GPU: str(n), "cpu": str(4 * n)} for f, n in gpus_by_flavor.items()}
+    return flavored_cluster_queue(name, quotas, cohort=cohort, reclaim=reclaim)
 
 
 def gpu_job(namespace: str, name: str, queue_name: str, pods: int, gpus: int) -> dict[str, Any]:
@@ -244,17 +212,10 @@ async def test_a_team_borrows_from_its_sibling_first_and_each_lender_reclaims_it
     stack.enroll(namespace)
     test_nodes("gpu", 3, gpus=4)
     org, dept1, dept2 = (f"{namespace}-{n}" for n in ("org", "dept1", "dept2"))
-    for obj in (cohort(org), cohort(dept1, org), cohort(dept2, org)):
+    for obj in (cohort(org), cohort(dept1, parent=org), cohort(dept2, parent=org)):
         cluster.rest.create(f"/apis/{names.API_VERSION}/cohorts", obj)
     flavor_name = f"{namespace}-gpu"
-    cluster.rest.create(
-        f"/apis/{names.API_VERSION}/resourceflavors",
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": flavor_name},
-        },
-    )
+    cluster.rest.create(f"/apis/{names.API_VERSION}/resourceflavors", resource_flavor(flavor_name))
     apply_queues(
         cluster.rest,
         [

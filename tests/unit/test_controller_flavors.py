@@ -11,14 +11,14 @@ from typing import Any
 
 import msgspec
 
-from controller.api import kinds, kube, names
+from controller.api import kinds, kube
 from controller.api.common import format_time
 from controller.cluster.testing import condition, flavored_cluster_queue, resource_flavor
 from controller.workloads.base import Mutation, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.statefulset import StatefulSetAdapter
 from controller.workloads.testing import make_statefulset
-from tests.unit.controller_world import NOW, World, held_job, start
+from tests.unit.controller_world import NOW, World, held_job, start, workload
 
 JSON = dict[str, Any]
 
@@ -49,44 +49,17 @@ def template(world: World, name: str) -> JSON:
 def reserved_on(job: JSON, flavor: str, *, queue: str = "cq") -> JSON:
     """The Workload of `job`, admitted on `flavor` for cpu (the record a controller wrote)."""
     pods = job["spec"]["parallelism"]
-    return {
-        "apiVersion": names.API_VERSION,
-        "kind": "Workload",
-        "metadata": {
-            "namespace": "ns",
-            "name": f"job-{job['metadata']['name']}",
-            "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE},
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"]}
-            ],
-        },
-        "spec": {
-            "queueName": "lq",
-            "podSets": [{"name": "main", "count": pods, "requests": {"cpu": "1"}}],
-        },
-        "status": {
-            "conditions": [
-                {
-                    "type": "QuotaReserved",
-                    "status": "True",
-                    "reason": "QuotaReserved",
-                    "message": "ok",
-                }
-            ],
-            "admission": {
-                "clusterQueue": queue,
-                "podSetAssignments": [
-                    {
-                        "name": "main",
-                        "count": pods,
-                        "flavors": {"cpu": flavor},
-                        "resourceUsage": {"cpu": str(pods)},
-                    }
-                ],
-                "admittedAt": format_time(NOW - 60),
-            },
-        },
-    }
+    record = workload(job, reserved=True)
+    record["status"]["admission"]["clusterQueue"] = queue
+    record["status"]["admission"]["podSetAssignments"] = [
+        {
+            "name": "main",
+            "count": pods,
+            "flavors": {"cpu": flavor},
+            "resourceUsage": {"cpu": str(pods)},
+        }
+    ]
+    return record
 
 
 async def passes(world: World, n: int = 2) -> None:

@@ -155,22 +155,29 @@ def test_admitted_gangs_always_fit_the_nodes(s: Scenario) -> None:
         assert used.get(n.name, 0) <= n.allocatable[GPU]
 
 
-@SETTINGS
-@given(scenarios(), st.randoms(use_true_random=False))
-def test_decisions_do_not_depend_on_input_order(s: Scenario, rnd: random.Random) -> None:
-    snap = s.snapshot
+def shuffled(snap: Snapshot, rnd: random.Random) -> Snapshot:
+    """The same snapshot with every list in another order."""
 
-    def shuffled(items: tuple[object, ...]) -> tuple[object, ...]:
+    def mixed(items: tuple[object, ...]) -> tuple[object, ...]:
         copy = list(items)
         rnd.shuffle(copy)
         return tuple(copy)
 
-    other = Snapshot(
-        shuffled(snap.queues),  # type: ignore[arg-type]
-        shuffled(snap.nodes),  # type: ignore[arg-type]
-        shuffled(snap.pending),  # type: ignore[arg-type]
-        shuffled(snap.admitted),  # type: ignore[arg-type]
+    return Snapshot(
+        mixed(snap.queues),  # type: ignore[arg-type]
+        mixed(snap.nodes),  # type: ignore[arg-type]
+        mixed(snap.pending),  # type: ignore[arg-type]
+        mixed(snap.admitted),  # type: ignore[arg-type]
+        flavors=mixed(snap.flavors),  # type: ignore[arg-type]
+        cohorts=mixed(snap.cohorts),  # type: ignore[arg-type]
     )
+
+
+@SETTINGS
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_decisions_do_not_depend_on_input_order(s: Scenario, rnd: random.Random) -> None:
+    snap = s.snapshot
+    other = shuffled(snap, rnd)
     assert decide(other, s.now, s.config) == decide(snap, s.now, s.config)
     assert decide(snap, s.now, s.config) == decide(snap, s.now, s.config)
 

@@ -32,6 +32,7 @@ from controller.quota import (
 from controller.quota.outcomes import EvictionCause
 from controller.quota.snapshot import FR
 from tests.unit.test_quota_builders import GPU, G, gang, node
+from tests.unit.test_quota_properties import shuffled
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TYPE = "gpu-type"
@@ -266,20 +267,7 @@ def test_every_pod_runs_on_a_node_of_its_flavor(s: Scenario) -> None:
 @given(scenarios(), st.randoms(use_true_random=False))
 def test_decisions_do_not_depend_on_input_order(s: Scenario, rnd: random.Random) -> None:
     snap = s.snapshot
-
-    def shuffled(items: tuple[object, ...]) -> tuple[object, ...]:
-        copy = list(items)
-        rnd.shuffle(copy)
-        return tuple(copy)
-
-    other = Snapshot(
-        shuffled(snap.queues),  # type: ignore[arg-type]
-        shuffled(snap.nodes),  # type: ignore[arg-type]
-        shuffled(snap.pending),  # type: ignore[arg-type]
-        shuffled(snap.admitted),  # type: ignore[arg-type]
-        flavors=shuffled(snap.flavors),  # type: ignore[arg-type]
-        cohorts=shuffled(snap.cohorts),  # type: ignore[arg-type]
-    )
+    other = shuffled(snap, rnd)
     assert decide(other, s.now, s.config) == decide(snap, s.now, s.config)
 
 

@@ -3,7 +3,7 @@
 # proxy, into a versioned cache outside git. Skips binaries that are already built.
 #
 #   hack/build-testenv.sh [component ...]     components: k8s k8s-gang etcd kwok volcano helm
-#                                               (default: all)
+#                                               lws jobset kuberay training-operator (default: all)
 #   hack/build-testenv.sh --print-dir          prints the bin dir for the current pins and exits
 #
 # Each component is built once per version into ${KOHORT_TESTENV_CACHE:-~/.cache/kohort/testenv}/
@@ -204,6 +204,50 @@ build_helm() {
   log "helm $HELM_VERSION: done in $((SECONDS - t0))s"
 }
 
+# build_module_command NAME VERSION MODULE PACKAGE BINARY: one command of a third-party module,
+# resolved with that module's own go.mod (its requirements and version pins) in a wrapper module.
+build_module_command() {
+  local name=$1 version=$2 module=$3 package=$4 bin=$5
+  local dir="$cache_root/$name-$version"
+  if built "$dir" "$bin"; then log "$name $version: already built"; return; fi
+  local w="$cache_root/work/$name" t0=$SECONDS
+  log "$name $version: building $package"
+  new_wrapper "$w"
+  (
+    cd "$w"
+    local mod local_paths
+    mod=$(gomod_of "$module@$version")
+    local_paths=$(copy_replaces "$mod" unused)
+    if [[ -n $local_paths ]]; then
+      echo "unexpected local replace in $module go.mod: $local_paths" >&2
+      exit 1
+    fi
+    go get "$module@$version" >/dev/null
+    go build -trimpath -ldflags "-s -w" -o "$w/out/$bin" "$package"
+  )
+  install_from "$w/out" "$dir" "$bin"
+  log "$name $version: done in $((SECONDS - t0))s"
+}
+
+build_lws() {
+  build_module_command lws "$LWS_VERSION" sigs.k8s.io/lws sigs.k8s.io/lws/cmd lws-manager
+}
+
+build_jobset() {
+  build_module_command jobset "$JOBSET_VERSION" sigs.k8s.io/jobset sigs.k8s.io/jobset jobset-manager
+}
+
+build_kuberay() {
+  build_module_command kuberay "$KUBERAY_VERSION" github.com/ray-project/kuberay/ray-operator \
+    github.com/ray-project/kuberay/ray-operator kuberay-operator
+}
+
+build_training_operator() {
+  build_module_command training-operator "$TRAINING_OPERATOR_VERSION" \
+    github.com/kubeflow/training-operator \
+    github.com/kubeflow/training-operator/cmd/training-operator.v1 training-operator
+}
+
 # install_from SRC DIR BINARY...: moves freshly built binaries into their cache dir, then links.
 install_from() {
   local src=$1 dir=$2 b
@@ -214,11 +258,12 @@ install_from() {
 }
 
 components=("$@")
-((${#components[@]})) || components=(etcd kwok k8s k8s-gang volcano helm)
+((${#components[@]})) || components=(etcd kwok k8s k8s-gang volcano helm lws jobset kuberay training-operator)
 for c in "${components[@]}"; do
   case $c in
-    k8s|k8s-gang|etcd|kwok|volcano|helm) "build_${c//-/_}" ;;
-    *) echo "unknown component: $c (k8s k8s-gang etcd kwok volcano helm)" >&2; exit 2 ;;
+    k8s|k8s-gang|etcd|kwok|volcano|helm|lws|jobset|kuberay|training-operator) "build_${c//-/_}" ;;
+    *) echo "unknown component: $c (k8s k8s-gang etcd kwok volcano helm lws jobset kuberay training-operator)" >&2
+       exit 2 ;;
   esac
 done
 log "all requested binaries are in $bin_dir"

@@ -34,7 +34,7 @@ from certs.authority import (
     public_key_to_pem,
 )
 from controller.api import kinds
-from hack import processes, testenv
+from hack import processes, testenv, workload_controllers
 from hack.processes import ManagedProcess
 from hack.rest import ApiError, RestClient
 
@@ -156,6 +156,9 @@ class ClusterOptions:
     gang_api: GangApi | None = None
     # True: children get SIGTERM if this process dies (tests). False: they outlive it (dev up).
     tie_to_parent: bool = True
+    # Workload controllers started with the cluster (hack/workload_controllers.py names them:
+    # "lws-manager", "jobset-manager", "kuberay-operator", "training-operator").
+    workload_controllers: tuple[str, ...] = ()
     # kube-apiserver writes an audit log (logs/audit.log) of every write these users make, with
     # its user agent: the fault runner reads it to prove that a replica which lost its Lease
     # wrote nothing. Empty: no audit log.
@@ -209,6 +212,8 @@ class LocalCluster:
             self._start_kwok()
             if self.options.scheduler in ("volcano", "both"):
                 self._start_volcano()
+            for name in self.options.workload_controllers:
+                self.start_workload_controller(name)
             self.add_nodes(*self.options.node_pools)
         except BaseException:
             self.stop()
@@ -543,13 +548,7 @@ class LocalCluster:
         self._spawn("kwok", argv, env={"HOME": str(home)})
 
     def _start_volcano(self) -> None:
-        for path in testenv.volcano_crd_files():
-            crd = yaml.safe_load(path.read_text())
-            name = crd["metadata"]["name"]
-            self.rest.apply(kinds.CRDS.path(name=name), crd)
-        for path in testenv.volcano_crd_files():
-            name = yaml.safe_load(path.read_text())["metadata"]["name"]
-            self.wait_crd_established(name)
+        self.apply_crds(testenv.volcano_crd_files())
         conf = self.work_dir / "volcano-scheduler.conf"
         conf.write_text(VOLCANO_SCHEDULER_CONF)
         scheduler = self._spawn(
@@ -581,6 +580,59 @@ class LocalCluster:
             START_TIMEOUT,
             [scheduler, controllers],
         )
+
+    def start_workload_controller(self, name: str) -> ManagedProcess:
+        """Install a workload controller's CRDs, start it, and register its webhooks once it
+        serves; a controller already running is left as it is."""
+        for proc in self.procs:
+            if proc.name == name:
+                return proc
+        (controller,) = workload_controllers.named([name])
+        self.apply_crds(controller.crd_files())
+        for namespace in controller.namespaces:
+            self.rest.create(
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                exist_ok=True,
+            )
+        work = self.work_dir / name
+        cert_dir = work / "certs"
+        cert_dir.mkdir(parents=True, exist_ok=True)
+        self.ca.issue_server(["localhost"], ["127.0.0.1"]).write(
+            cert_dir / "tls.crt", cert_dir / "tls.key"
+        )
+        ports = workload_controllers.Ports(
+            webhook=free_port(),
+            health=free_port(),
+            cert_dir=cert_dir,
+            work_dir=work,
+            kubeconfig=self.kubeconfig,
+        )
+        env = {"KUBECONFIG": str(self.kubeconfig), **dict(controller.env)}
+        proc = self._spawn(name, controller.argv(controller, ports), env=env)
+        processes.wait_until(
+            f"{name} ready",
+            lambda: _http_ok(f"http://127.0.0.1:{ports.health}/readyz"),
+            START_TIMEOUT,
+            [proc],
+        )
+        ca_bundle = base64.b64encode(self.ca_pem).decode()
+        url = f"https://127.0.0.1:{ports.webhook}"
+        for config in controller.webhook_configurations(url, ca_bundle):
+            plural = workload_controllers.WEBHOOK_KINDS[config["kind"]]
+            path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{config['metadata']['name']}"
+            self.rest.apply(path, config)
+        return proc
+
+    def apply_crds(self, files: Sequence[Path]) -> None:
+        """Server-side apply each CRD file, then wait until all are Established."""
+        names = []
+        for path in files:
+            crd = yaml.safe_load(path.read_text())
+            names.append(crd["metadata"]["name"])
+            self.rest.apply(kinds.CRDS.path(name=names[-1]), crd)
+        for name in names:
+            self.wait_crd_established(name)
 
     def wait_crd_established(self, name: str, timeout: float = 60.0) -> None:
         def established() -> bool:

@@ -256,6 +256,34 @@ def gang_statefulset(
     }
 
 
+def gang_leader_worker_set(
+    name: str,
+    *,
+    queue: str,
+    replicas: int,
+    size: int,
+    requests: Mapping[str, str],
+    leader_requests: Mapping[str, str] | None = None,
+    isolation: Mapping[str, Any] | None = None,
+) -> JSONDict:
+    """A LeaderWorkerSet of `replicas` groups of `size` pods (a leader and size-1 workers), each
+    group one gang, in LocalQueue `queue`."""
+    templates = {}
+    for key, amounts in (
+        ("workerTemplate", requests),
+        ("leaderTemplate", leader_requests or requests),
+    ):
+        template = pod_template(amounts, isolation=isolation)
+        template["spec"]["restartPolicy"] = "Always"
+        templates[key] = template
+    return {
+        "apiVersion": kinds.LEADERWORKERSETS.api_version,
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "labels": {names.QUEUE_LABEL: queue}},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, **templates}},
+    }
+
+
 class Probe:
     """What a user sees, read through `api` (an admin client)."""
 

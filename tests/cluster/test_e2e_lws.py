@@ -1,118 +1,61 @@
-"""A LeaderWorkerSet group as one gang (issue 5, scenario 9).
-
-The LWS controller is not built here: the test installs the LeaderWorkerSet CRD from the LWS Go
-module and then plays the LWS controller's part for one group as LWS does it: a leader
-StatefulSet named after the LeaderWorkerSet and a worker StatefulSet named after the leader pod,
-made from the (kohort-mutated) templates with the labels LWS puts on their pods (name,
-group-index, group-key; worker-index 0 on the leader). The StatefulSet controller creates the
-pods; kohort releases only pods a StatefulSet made.
-"""
+"""LeaderWorkerSets with the real LWS controller (sigs.k8s.io/lws, built by hack/build-testenv.sh)
+and its own webhooks: each group is one gang, admitted, bound, scaled, rolled and reclaimed
+whole."""
 
 from __future__ import annotations
 
-import copy
-import hashlib
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
-import yaml
 
-from controller.api import kinds, names
-from controller.cluster import clients
-from controller.cluster.testing import Probe, cluster_queue, local_queue, pod_template, reserved
-from hack import testenv
+from controller.api import kinds
+from controller.cluster.clients import Client
+from controller.cluster.testing import (
+    Probe,
+    cluster_queue,
+    condition,
+    gang_leader_worker_set,
+    local_queue,
+    pending_reason,
+    reserved,
+)
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
 from tests.conftest import TestNodes
-from tests.support import eventually, pod_isolation
+from tests.support import eventually, holds_for, pod_isolation
 
 pytestmark = pytest.mark.volcano
 
-
-LWS_MODULE = ("sigs.k8s.io/lws", "v0.7.0")
-LWS = "leaderworkerset.sigs.k8s.io"
+LWS_REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 
 
 @pytest.fixture(scope="module")
-def lws_crd(cluster: LocalCluster) -> None:
-    module = testenv.go_module_dir(*LWS_MODULE)
-    path = module / "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
-    crd = yaml.safe_load(path.read_text())
-    name = crd["metadata"]["name"]
-    cluster.rest.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd)
-    cluster.wait_crd_established(name)
+def lws_controller(cluster: LocalCluster) -> None:
+    cluster.start_workload_controller("lws-manager")
 
 
-def leader_worker_set(namespace: str, name: str, size: int) -> dict[str, Any]:
-    isolation = pod_isolation(namespace)
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": name, "labels": {names.QUEUE_LABEL: "serving"}},
-        "spec": {
-            "replicas": 1,
-            "leaderWorkerTemplate": {
-                "size": size,
-                "leaderTemplate": pod_template({"cpu": "2"}, isolation=isolation),
-                "workerTemplate": pod_template({"cpu": "4"}, isolation=isolation),
-            },
-        },
-    }
+async def _bound_per_group(team: Probe, groups: Sequence[str]) -> dict[str, int]:
+    return {g: len(await team.bound(g)) for g in groups}
 
 
-def group_statefulsets(lws: dict[str, Any], group: int) -> list[dict[str, Any]]:
-    """The leader and worker StatefulSets of one group, as the LWS controller makes them from
-    the stored templates."""
-    name = lws["metadata"]["name"]
-    spec = lws["spec"]["leaderWorkerTemplate"]
-    size = spec["size"]
-    group_key = hashlib.sha1(f"{lws['metadata']['uid']}/{group}".encode()).hexdigest()
-    leader = f"{name}-{group}"
-    sets = []
-    for set_name, key, replicas in (
-        (name, "leaderTemplate", 1),
-        (leader, "workerTemplate", size - 1),
-    ):
-        template = copy.deepcopy(spec[key])
-        meta = template.setdefault("metadata", {})
-        labels = {
-            f"{LWS}/name": name,
-            f"{LWS}/group-index": str(group),
-            f"{LWS}/group-key": group_key,
-        }
-        if key == "leaderTemplate":
-            labels[f"{LWS}/worker-index"] = "0"
-        meta.setdefault("labels", {}).update(labels)
-        annotations = meta.setdefault("annotations", {})
-        annotations[f"{LWS}/size"] = str(size)
-        if key == "workerTemplate":
-            annotations[f"{LWS}/leader-name"] = leader
-        template["spec"]["restartPolicy"] = "Always"
-        selector = {f"{LWS}/name": name, f"{LWS}/group-key": group_key, "set": set_name}
-        meta["labels"]["set"] = set_name
-        sets.append(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "metadata": {"name": set_name},
-                "spec": {
-                    "replicas": replicas,
-                    "serviceName": name,
-                    "podManagementPolicy": "Parallel",
-                    "selector": {"matchLabels": selector},
-                    "template": template,
-                },
-            }
-        )
-    return sets
+async def _whole_or_nothing(team: Probe, groups: Sequence[str], size: int) -> dict[str, int]:
+    """Bound pods per group; fails at once when a group is partly bound with its pods all
+    made (a partial start)."""
+    counts = {}
+    for group in groups:
+        bound = len(await team.bound(group))
+        made = len(await team.pods(group))
+        assert bound in (0, size) or made < size, f"group {group}: {bound} of {made} bound"
+        counts[group] = bound
+    return counts
 
 
-async def test_a_leader_worker_group_is_admitted_and_placed_as_one_gang(
+async def test_each_group_of_a_leader_worker_set_is_admitted_whole_and_a_second_set_that_does_not_fit_holds_nothing_until_scaled_down(  # noqa: E501
     stack: KohortStack,
-    lws_crd: None,
+    lws_controller: None,
     cluster: LocalCluster,
     namespace: str,
-    admin: clients.Client,
+    admin: Client,
     test_nodes: TestNodes,
     drained: None,
 ) -> None:
@@ -123,30 +66,206 @@ async def test_a_leader_worker_group_is_admitted_and_placed_as_one_gang(
         cluster.rest, [cluster_queue(cq, {"cpu": "16"}), local_queue(namespace, "serving", cq)]
     )
     team = Probe(admin, namespace)
-    stored = await team.create(kinds.LEADERWORKERSETS, leader_worker_set(namespace, "llm", 4))
-    gang = "lws-llm-0"
-    await eventually(
-        lambda: team.workload(gang),
-        lambda wl: wl is not None,
-        within=60,
-        what="a Workload for the group, from the LeaderWorkerSet alone",
+    isolation = pod_isolation(namespace)
+    llm = gang_leader_worker_set(
+        "llm", queue="serving", replicas=2, size=3, requests={"cpu": "2"}, isolation=isolation
     )
-
-    for statefulset in group_statefulsets(stored, 0):
-        await team.create(kinds.STATEFULSETS, statefulset)
-
+    await team.create(kinds.LEADERWORKERSETS, llm)
+    groups = ["lws-llm-0", "lws-llm-1"]
     await eventually(
-        lambda: team.bound(gang),
-        lambda b: len(b) == 4,
+        lambda: _bound_per_group(team, groups),
+        lambda bound: bound == {"lws-llm-0": 3, "lws-llm-1": 3},
         within=90,
-        what="leader and three workers bound together",
+        what="both groups of llm bound, leader and two workers each",
     )
-    workload = await team.workload(gang)
-    assert reserved(workload)
-    assert workload is not None
-    pod_sets = {ps["name"]: ps["count"] for ps in workload["spec"]["podSets"]}
-    assert pod_sets == {"leader": 1, "worker": 3}
-    pg = await team.podgroup(gang)
-    assert pg is not None
-    assert pg["spec"]["minMember"] == 4
-    assert pg["spec"]["minResources"]["cpu"] == "14"
+    for group in groups:
+        workload = await team.workload(group)
+        assert reserved(workload), workload
+        assert workload is not None
+        assert {ps["name"]: ps["count"] for ps in workload["spec"]["podSets"]} == {
+            "leader": 1,
+            "worker": 2,
+        }
+        podgroup = await team.podgroup(group)
+        assert podgroup is not None and podgroup["spec"]["minMember"] == 3
+
+    # 12 of 16 CPUs are taken: a group of three 2-CPU pods does not fit the quota.
+    big = gang_leader_worker_set(
+        "big", queue="serving", replicas=1, size=3, requests={"cpu": "2"}, isolation=isolation
+    )
+    await team.create(kinds.LEADERWORKERSETS, big)
+    waiting = await eventually(
+        lambda: team.workload("lws-big-0"),
+        lambda wl: "quota" in pending_reason(wl).lower(),
+        within=60,
+        what="big's group waiting for quota, with the reason on its Workload",
+    )
+    assert not reserved(waiting)
+    await eventually(
+        lambda: team.pods("lws-big-0"),
+        lambda pods: len(pods) == 3,
+        within=60,
+        what="the LWS controller making all three pods of big's group",
+    )
+    await holds_for(
+        lambda: team.bound("lws-big-0"),
+        lambda bound: bound == [],
+        duration=5,
+        what="no pod of big's group bound while it waits",
+    )
+
+    # Scaling llm down to one group frees its quota: big's group runs, whole.
+    await admin.patch(kinds.LEADERWORKERSETS, "llm", {"spec": {"replicas": 1}}, namespace)
+    await eventually(
+        lambda: _bound_per_group(team, ["lws-llm-0", "lws-llm-1", "lws-big-0"]),
+        lambda bound: bound == {"lws-llm-0": 3, "lws-llm-1": 0, "lws-big-0": 3},
+        within=90,
+        what="llm's second group gone and big's group bound in its place",
+    )
+    # Scaling back up: the new group waits for quota and holds nothing.
+    await admin.patch(kinds.LEADERWORKERSETS, "llm", {"spec": {"replicas": 2}}, namespace)
+    await eventually(
+        lambda: team.workload("lws-llm-1"),
+        lambda wl: wl is not None and not reserved(wl) and pending_reason(wl) != "",
+        within=60,
+        what="llm's second group back, waiting",
+    )
+    await holds_for(
+        lambda: team.bound("lws-llm-1"),
+        lambda bound: bound == [],
+        duration=5,
+        what="the scaled-up group holds no node while it waits",
+    )
+
+
+async def test_a_rolling_update_of_a_leader_worker_set_brings_every_group_back_whole(
+    stack: KohortStack,
+    lws_controller: None,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> None:
+    stack.enroll(namespace)
+    test_nodes("worker", 2, cpu="8")
+    cq = f"{namespace}-cq"
+    apply_queues(
+        cluster.rest, [cluster_queue(cq, {"cpu": "16"}), local_queue(namespace, "serving", cq)]
+    )
+    team = Probe(admin, namespace)
+    lws = gang_leader_worker_set(
+        "rolling",
+        queue="serving",
+        replicas=2,
+        size=2,
+        requests={"cpu": "2"},
+        isolation=pod_isolation(namespace),
+    )
+    await team.create(kinds.LEADERWORKERSETS, lws)
+    groups = ["lws-rolling-0", "lws-rolling-1"]
+    await eventually(
+        lambda: _bound_per_group(team, groups),
+        lambda bound: bound == {g: 2 for g in groups},
+        within=90,
+        what="both groups bound",
+    )
+    before = {p["metadata"]["labels"][LWS_REVISION_LABEL] for p in await team.pods()}
+    assert len(before) == 1
+
+    # A new worker template: LWS replaces the groups one by one.
+    patch = {
+        "spec": {
+            "leaderWorkerTemplate": {
+                "workerTemplate": {"metadata": {"annotations": {"example.com/rev": "2"}}}
+            }
+        }
+    }
+    await admin.patch(kinds.LEADERWORKERSETS, "rolling", patch, namespace)
+
+    async def revisions() -> tuple[set[str], dict[str, int]]:
+        pods = await team.pods()
+        counts = await _whole_or_nothing(team, groups, 2)
+        return {p["metadata"]["labels"][LWS_REVISION_LABEL] for p in pods}, counts
+
+    final = await eventually(
+        revisions,
+        lambda seen: len(seen[0]) == 1 and seen[0] != before and seen[1] == {g: 2 for g in groups},
+        within=180,
+        interval=1.0,
+        what="every pod at the new revision, both groups bound whole",
+    )
+    assert final[0].isdisjoint(before)
+    for group in groups:
+        assert reserved(await team.workload(group))
+
+
+async def test_a_borrowed_group_is_evicted_whole_for_its_lender_and_comes_back(
+    stack: KohortStack,
+    lws_controller: None,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> None:
+    stack.enroll(namespace)
+    test_nodes("worker", 2, cpu="8")
+    cohort = f"{namespace}-org"
+    apply_queues(
+        cluster.rest,
+        [
+            cluster_queue(f"{namespace}-a", {"cpu": "8"}, cohort=cohort),
+            cluster_queue(f"{namespace}-b", {"cpu": "8"}, cohort=cohort, reclaim="Any"),
+            local_queue(namespace, "team-a", f"{namespace}-a"),
+            local_queue(namespace, "team-b", f"{namespace}-b"),
+        ],
+    )
+    team = Probe(admin, namespace)
+    isolation = pod_isolation(namespace)
+    # team-a: two groups of four 2-CPU pods, the second on team-b's idle quota.
+    await team.create(
+        kinds.LEADERWORKERSETS,
+        gang_leader_worker_set(
+            "a", queue="team-a", replicas=2, size=4, requests={"cpu": "2"}, isolation=isolation
+        ),
+    )
+    a_groups = ["lws-a-0", "lws-a-1"]
+    await eventually(
+        lambda: _bound_per_group(team, a_groups),
+        lambda bound: bound == {g: 4 for g in a_groups},
+        within=90,
+        what="both of team-a's groups bound, one on borrowed quota",
+    )
+    await team.create(
+        kinds.LEADERWORKERSETS,
+        gang_leader_worker_set(
+            "b", queue="team-b", replicas=1, size=4, requests={"cpu": "2"}, isolation=isolation
+        ),
+    )
+    await eventually(
+        lambda: _whole_or_nothing(team, [*a_groups, "lws-b-0"], 4),
+        lambda bound: bound["lws-b-0"] == 4 and sorted(bound[g] for g in a_groups) == [0, 4],
+        within=120,
+        what="one of team-a's groups evicted whole and team-b's group bound",
+    )
+    evicted = [g for g in a_groups if not reserved(await team.workload(g))]
+    assert len(evicted) == 1
+    preempted = condition(await team.workload(evicted[0]), "Preempted")
+    assert preempted is not None and preempted["reason"] == "InCohortReclamation"
+    # The LWS controller makes the evicted group's pods again; they stay held while it waits.
+    await eventually(
+        lambda: team.pods(evicted[0]),
+        lambda pods: len(pods) == 4,
+        within=60,
+        what="the evicted group's pods made again by the LWS controller",
+    )
+    assert await team.bound(evicted[0]) == []
+
+    await admin.delete(kinds.LEADERWORKERSETS, "b", namespace)
+    await eventually(
+        lambda: _bound_per_group(team, a_groups),
+        lambda bound: bound == {g: 4 for g in a_groups},
+        within=120,
+        what="the evicted group admitted and bound again once team-b's group is gone",
+    )

@@ -53,7 +53,12 @@ def line(result: RunResult) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    options = ClusterOptions(node_pools=(), scheduler="volcano", audit_users=(CONTROLLER_USER,))
+    options = ClusterOptions(
+        node_pools=(),
+        scheduler="volcano",
+        audit_users=(CONTROLLER_USER,),
+        workload_controllers=("lws-manager",),
+    )
     work = Path(tempfile.mkdtemp(prefix="kohort-chaos-"))
     started = time.monotonic()
     with LocalCluster(options, work / "cluster") as cluster:

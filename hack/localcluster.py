@@ -589,12 +589,8 @@ class LocalCluster:
                 return proc
         (controller,) = workload_controllers.named([name])
         self.apply_crds(controller.crd_files())
-        for namespace in controller.namespaces:
-            self.rest.create(
-                "/api/v1/namespaces",
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-                exist_ok=True,
-            )
+        for collection, obj in controller.objects:
+            self.rest.create(collection, obj, exist_ok=True)
         work = self.work_dir / name
         cert_dir = work / "certs"
         cert_dir.mkdir(parents=True, exist_ok=True)
@@ -610,6 +606,8 @@ class LocalCluster:
         )
         env = {"KUBECONFIG": str(self.kubeconfig), **dict(controller.env)}
         proc = self._spawn(name, controller.argv(controller, ports), env=env)
+        if controller.mounted_secret is not None:
+            self._mount_secret(proc, *controller.mounted_secret)
         processes.wait_until(
             f"{name} ready",
             lambda: _http_ok(f"http://127.0.0.1:{ports.health}/readyz"),
@@ -623,6 +621,21 @@ class LocalCluster:
             path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{config['metadata']['name']}"
             self.rest.apply(path, config)
         return proc
+
+    def _mount_secret(self, proc: ManagedProcess, namespace: str, name: str, where: str) -> None:
+        """Write a Secret's data as files into `where` once it has some, as a pod's volume
+        would hold them."""
+        path = f"/api/v1/namespaces/{namespace}/secrets/{name}"
+        processes.wait_until(
+            f"Secret {namespace}/{name} filled",
+            lambda: bool(self.rest.get(path).get("data")),
+            START_TIMEOUT,
+            [proc],
+        )
+        directory = Path(where)
+        directory.mkdir(parents=True, exist_ok=True)
+        for key, value in self.rest.get(path)["data"].items():
+            (directory / key).write_bytes(base64.b64decode(value))
 
     def apply_crds(self, files: Sequence[Path]) -> None:
         """Server-side apply each CRD file, then wait until all are Established."""

@@ -56,9 +56,13 @@ class WorkloadController:
     webhooks: str | None
     webhook_patches: tuple[tuple[str, str], ...]
     argv: Callable[[WorkloadController, Ports], list[str]]
-    # Namespaces the controller expects to exist.
-    namespaces: tuple[str, ...] = ()
+    # Objects the controller expects to exist (created if missing): namespaced ones as
+    # (api path of the collection, object).
+    objects: tuple[tuple[str, dict[str, Any]], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # A Secret the controller expects mounted as files: (namespace, name, directory). Nothing
+    # mounts it off-cluster, so the cluster writes its data there once the controller fills it.
+    mounted_secret: tuple[str, str, str] | None = None
 
     @property
     def version(self) -> str:
@@ -199,8 +203,39 @@ TRAINING_OPERATOR = WorkloadController(
     webhooks=None,
     webhook_patches=(),
     argv=_training_operator_argv,
-    namespaces=("kubeflow",),
+    # Its certificate rotator fills a Secret the release ships empty, and is ready once it has
+    # put its CA into the release's ValidatingWebhookConfiguration: registered here with no
+    # webhook, as the certificate it issues names only an in-cluster Service.
+    objects=(
+        (
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubeflow"}},
+        ),
+        (
+            "/api/v1/namespaces/kubeflow/secrets",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"},
+            },
+        ),
+        (
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": VALIDATING,
+                "metadata": {"name": "validator.training-operator.kubeflow.org"},
+                "webhooks": [],
+            },
+        ),
+    ),
     env=(("MY_POD_NAMESPACE", "kubeflow"),),
+    # Its rotator waits for the files of its Secret where a pod would mount them.
+    mounted_secret=(
+        "kubeflow",
+        "training-operator-webhook-cert",
+        "/tmp/k8s-webhook-server/serving-certs",
+    ),
 )
 
 CONTROLLERS: dict[str, WorkloadController] = {

@@ -72,6 +72,7 @@ class Snapshot:
     pods: Sequence[JSONDict] = ()
     podgroups: Sequence[JSONDict] = ()
     cohorts: Sequence[JSONDict] = ()
+    leader_worker_sets: Sequence[JSONDict] = ()
 
 
 def holds_quota(workload: Mapping[str, Any] | None) -> bool:
@@ -260,19 +261,44 @@ def _quota_problems(snapshot: Snapshot) -> Iterable[Problem]:
 @dataclass
 class _Gang:
     name: str
-    owner: str  # "Job/x", "StatefulSet/x", "pod group x"
+    owner: str  # "Job/x", "StatefulSet/x", "LeaderWorkerSet/x", "pod group x"
     owner_uids: set[str] = field(default_factory=set)
     released: bool | None = None  # Job: not suspended; None: judged by its pods' gates
     pods: list[JSONDict] = field(default_factory=list)
 
 
-def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem]]:
-    """The managed gangs of the snapshot by gang name, and the objects that escaped the webhook."""
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str(lookup(obj, ["metadata", "uid"]) or "")
+
+
+def _controller_uid(obj: Mapping[str, Any]) -> str | None:
+    for owner in lookup(obj, ["metadata", "ownerReferences"]) or []:
+        if owner.get("controller"):
+            return str(owner.get("uid"))
+    return None
+
+
+def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem], dict[str, int]]:
+    """The managed gangs of the snapshot by gang name, the objects that escaped the webhook,
+    and how many Workloads each managed object owns (one per gang)."""
     gangs: dict[str, _Gang] = {}
     escaped: list[Problem] = []
+    per_owner: dict[str, int] = {}
+    # A LeaderWorkerSet: one gang per group, its pods made by the StatefulSets it owns.
+    for lws in snapshot.leader_worker_sets:
+        if names.QUEUE_LABEL not in _labels(lws):
+            continue
+        replicas = lookup(lws, ["spec", "replicas"])
+        groups = 1 if replicas is None else int(replicas)
+        per_owner[_uid(lws)] = groups
+        for i in range(groups):
+            group = f"lws-{_name(lws)}-{i}"
+            gangs[group] = _Gang(group, f"LeaderWorkerSet/{_name(lws)}", {_uid(lws)})
+    lws_uids = set(per_owner)
+    made_by_lws = {_uid(s) for s in snapshot.statefulsets if _controller_uid(s) in lws_uids}
     for kind, objects in (("Job", snapshot.jobs), ("StatefulSet", snapshot.statefulsets)):
         for obj in objects:
-            if names.QUEUE_LABEL not in _labels(obj):
+            if names.QUEUE_LABEL not in _labels(obj) or _uid(obj) in made_by_lws:
                 continue
             template = lookup(obj, ["spec", "template", "metadata", "labels"]) or {}
             gang = template.get(names.POD_GROUP_LABEL)
@@ -280,17 +306,14 @@ def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem]]:
                 escaped.append(Problem(Check.ESCAPED, f"{kind}/{_name(obj)}", "no gang label"))
                 continue
             entry = gangs.setdefault(str(gang), _Gang(str(gang), f"{kind}/{_name(obj)}"))
-            entry.owner_uids.add(str(lookup(obj, ["metadata", "uid"]) or ""))
+            entry.owner_uids.add(_uid(obj))
+            per_owner[_uid(obj)] = 1
             if kind == "Job":
                 entry.released = lookup(obj, ["spec", "suspend"]) is not True
-    owners = {uid for gang in gangs.values() for uid in gang.owner_uids}
+    owners = {uid for gang in gangs.values() for uid in gang.owner_uids} | made_by_lws
     for pod in snapshot.pods:
-        controller = [
-            str(o.get("uid"))
-            for o in lookup(pod, ["metadata", "ownerReferences"]) or []
-            if o.get("controller")
-        ]
-        if controller and controller[0] not in owners:
+        controller = _controller_uid(pod)
+        if controller is not None and controller not in owners:
             continue  # its Job or StatefulSet is gone: the garbage collector's business
         pod_labels = _labels(pod)
         gang = pod_labels.get(names.POD_GROUP_LABEL)
@@ -302,13 +325,13 @@ def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem]]:
         if not lookup(pod, ["metadata", "ownerReferences"]):
             entry.owner_uids.add(str(lookup(pod, ["metadata", "uid"]) or ""))
         entry.pods.append(pod)
-    return gangs, escaped
+    return gangs, escaped, per_owner
 
 
 def problems(snapshot: Snapshot) -> list[Problem]:
     """Everything wrong with one snapshot, safety and consistency alike."""
     found = list(_quota_problems(snapshot))
-    gangs, escaped = _gangs(snapshot)
+    gangs, escaped, per_owner = _gangs(snapshot)
     found += escaped
     workloads = {_name(wl): wl for wl in snapshot.workloads}
     podgroups = {
@@ -328,7 +351,7 @@ def problems(snapshot: Snapshot) -> list[Problem]:
         for uid in owners:
             by_owner[uid].append(_name(wl))
     for uid, several in by_owner.items():
-        if len(several) > 1:
+        if len(several) > per_owner.get(uid, 1):
             found.append(Problem(Check.DUPLICATE_WORKLOAD, uid, ", ".join(sorted(several))))
     for name, gang in sorted(gangs.items()):
         found += _gang_problems(gang, workloads.get(name), name in podgroups)

@@ -2,7 +2,8 @@
 
 A run makes its own namespace, nodes and two cohorts of two ClusterQueues under one parent
 Cohort (the second may take at most 2 CPUs from it), submits a burst of
-gangs of every kind (Jobs, StatefulSets, plain pod groups) in random order, injects one fault at
+gangs of every kind (Jobs, StatefulSets, LeaderWorkerSets run by the real LWS controller, plain
+pod groups) in random order, injects one fault at
 a random moment while admissions, evictions and releases are in flight, samples the cluster
 all the time through `invariants.Checker`, and waits until every gang has run to its end.
 """
@@ -30,6 +31,7 @@ from controller.cluster.testing import (
     cluster_queue,
     cohort,
     gang_job,
+    gang_leader_worker_set,
     gang_statefulset,
     local_queue,
     pod_template,
@@ -65,16 +67,25 @@ class Fault(enum.StrEnum):
 
 @dataclass(frozen=True)
 class GangPlan:
-    kind: str  # "job", "sts", "pods"
+    kind: str  # "job", "sts", "lws", "pods"
     name: str
     queue: str
-    pods: int
+    pods: int  # per gang
     runtime: float
     submit_at: float
+    # Gangs of one plan: a LeaderWorkerSet's groups; one for every other kind.
+    groups: int = 1
 
     @property
-    def gang(self) -> str:
-        return {"job": f"job-{self.name}", "sts": f"sts-{self.name}"}.get(self.kind, self.name)
+    def gangs(self) -> list[str]:
+        if self.kind == "lws":
+            return [f"lws-{self.name}-{i}" for i in range(self.groups)]
+        return [{"job": f"job-{self.name}", "sts": f"sts-{self.name}"}.get(self.kind, self.name)]
+
+    @property
+    def deleted_by_user(self) -> bool:
+        """Whether its user deletes it once its pods have run (it never finishes by itself)."""
+        return self.kind in ("sts", "lws")
 
 
 def plan_burst(rng: random.Random, gangs: int, seconds: float) -> list[GangPlan]:
@@ -83,17 +94,19 @@ def plan_burst(rng: random.Random, gangs: int, seconds: float) -> list[GangPlan]
     from them while gangs arrive."""
     plans = []
     for i in range(gangs):
-        kind = rng.choices(["job", "sts", "pods"], weights=[6, 2, 2])[0]
+        kind = rng.choices(["job", "sts", "lws", "pods"], weights=[5, 2, 2, 2])[0]
         at = rng.uniform(0, seconds)
         early = at < seconds / 3
+        pods = rng.randint(1, 2) if early else rng.randint(1, 4)
         plans.append(
             GangPlan(
                 kind,
                 f"{kind}-{i:02d}",
                 rng.choice(BORROWERS if early else QUEUES),
-                rng.randint(1, 2) if early else rng.randint(1, 4),
+                pods,
                 round(rng.uniform(8, 12) if early else rng.uniform(2, 5), 1),
                 at,
+                groups=rng.randint(1, 2) if kind == "lws" and pods <= 2 else 1,
             )
         )
     return sorted(plans, key=lambda p: p.submit_at)
@@ -201,7 +214,7 @@ class Run:
 
     async def _cleanup(self) -> None:
         api, ns = self.api, self.namespace
-        for kind in (kinds.JOBS, kinds.STATEFULSETS):
+        for kind in (kinds.JOBS, kinds.LEADERWORKERSETS, kinds.STATEFULSETS):
             with contextlib.suppress(ApiError):
                 items, _ = await api.list(kind, ns)
                 for obj in items:
@@ -279,6 +292,16 @@ class Run:
                 complete_after=runtime,
             )
             return [job]
+        if plan.kind == "lws":
+            lws = gang_leader_worker_set(
+                plan.name,
+                queue=plan.queue,
+                replicas=plan.groups,
+                size=plan.pods,
+                requests={"cpu": "1"},
+                isolation=isolation,
+            )
+            return [lws]
         if plan.kind == "sts":
             sts = gang_statefulset(
                 plan.name,
@@ -356,7 +379,7 @@ class Run:
             and (self._admitted_after_fault or not _waiting(snapshot))
         ):
             self.result.recovered_after = at - (self.started + self.result.fault_at)
-        await self._finish_statefulsets(snapshot, at)
+        await self._finish_long_running(snapshot, at)
         self._remake_evicted_pod_groups(snapshot)
         done = self._finished(snapshot)
         self.result.finished = len(done)
@@ -366,31 +389,45 @@ class Run:
         api, ns = self.api, self.namespace
         jobs, _ = await api.list(kinds.JOBS, ns)
         statefulsets, _ = await api.list(kinds.STATEFULSETS, ns)
+        leader_worker_sets, _ = await api.list(kinds.LEADERWORKERSETS, ns)
         pods, _ = await api.list(kinds.PODS, ns)
         podgroups, _ = await api.list(kinds.VOLCANO_PODGROUPS, ns)
         workloads, _ = await api.list(kinds.WORKLOADS, ns)
         queues = [await api.get(kinds.CLUSTER_QUEUES, q) for q in self.queues]
         cohorts = [await api.get(kinds.COHORTS, c) for c in self.cohorts]
-        return Snapshot(queues, workloads, jobs, statefulsets, pods, podgroups, cohorts)
+        return Snapshot(
+            queues, workloads, jobs, statefulsets, pods, podgroups, cohorts, leader_worker_sets
+        )
 
-    async def _finish_statefulsets(self, snapshot: Snapshot, at: float) -> None:
-        """A StatefulSet's user deletes it once its pods have all run for its runtime."""
-        runtime = {p.name: p.runtime for p in self.plans if p.kind == "sts"}
-        for sts in snapshot.statefulsets:
-            name = sts["metadata"]["name"]
-            if name not in runtime or name in self._deleted:
+    async def _finish_long_running(self, snapshot: Snapshot, at: float) -> None:
+        """A StatefulSet's or LeaderWorkerSet's user deletes it once all its pods have run for
+        its runtime."""
+        existing = {
+            **{("sts", _name(s)): s for s in snapshot.statefulsets},
+            **{("lws", _name(s)): s for s in snapshot.leader_worker_sets},
+        }
+        for plan in self.plans:
+            if not plan.deleted_by_user or plan.name in self._deleted:
                 continue
-            pods = [p for p in snapshot.pods if p["metadata"]["name"].startswith(f"{name}-")]
-            want = int(sts["spec"].get("replicas") or 0)
-            running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-            if len(running) < want:
-                self._running_since.pop(name, None)
+            if (plan.kind, plan.name) not in existing:
                 continue
-            since = self._running_since.setdefault(name, at)
-            if at - since >= runtime[name]:
+            gangs = set(plan.gangs)
+            running = [
+                p
+                for p in snapshot.pods
+                if lookup(p, ["metadata", "labels", names.POD_GROUP_LABEL]) in gangs
+                and (p.get("status") or {}).get("phase") == "Running"
+                and not lookup(p, ["metadata", "deletionTimestamp"])
+            ]
+            if len(running) < plan.pods * plan.groups:
+                self._running_since.pop(plan.name, None)
+                continue
+            since = self._running_since.setdefault(plan.name, at)
+            if at - since >= plan.runtime:
+                kind = kinds.STATEFULSETS if plan.kind == "sts" else kinds.LEADERWORKERSETS
                 with contextlib.suppress(ApiError):
-                    await self.api.delete(kinds.STATEFULSETS, name, self.namespace)
-                self._deleted.add(name)
+                    await self.api.delete(kind, plan.name, self.namespace)
+                self._deleted.add(plan.name)
 
     def _remake_evicted_pod_groups(self, snapshot: Snapshot) -> None:
         """A plain pod group's owner makes its pods again once an eviction deleted them (kohort
@@ -398,7 +435,7 @@ class Run:
         workloads = {wl["metadata"]["name"]: wl for wl in snapshot.workloads}
         existing = {p["metadata"]["name"] for p in snapshot.pods}
         for plan in self.plans:
-            wl = workloads.get(plan.gang)
+            wl = workloads.get(plan.gangs[0])
             if plan.kind != "pods" or plan.name not in self._submitted or wl is None:
                 continue
             evictions = int(lookup(wl, ["status", "requeueState", "count"]) or 0)
@@ -419,13 +456,14 @@ class Run:
 
     def _finished(self, snapshot: Snapshot) -> set[str]:
         workloads = {wl["metadata"]["name"]: wl for wl in snapshot.workloads}
-        statefulsets = {s["metadata"]["name"] for s in snapshot.statefulsets}
+        existing = {("sts", _name(s)) for s in snapshot.statefulsets}
+        existing |= {("lws", _name(s)) for s in snapshot.leader_worker_sets}
         done = set()
         for plan in self.plans:
-            if plan.kind == "sts":
-                if plan.name in self._deleted and plan.name not in statefulsets:
+            if plan.deleted_by_user:
+                if plan.name in self._deleted and (plan.kind, plan.name) not in existing:
                     done.add(plan.name)
-            elif finished(workloads.get(plan.gang)):
+            elif finished(workloads.get(plan.gangs[0])):
                 done.add(plan.name)
         return done
 
@@ -441,20 +479,21 @@ class Run:
 
     def _describe(self, plan: GangPlan) -> str:
         """Where an unfinished gang stands, from the last snapshot."""
+        return "; ".join(self._describe_gang(plan.kind, gang) for gang in plan.gangs)
+
+    def _describe_gang(self, kind: str, gang: str) -> str:
         last = self._last
-        wl = next((w for w in last.workloads if w["metadata"]["name"] == plan.gang), None)
+        wl = next((w for w in last.workloads if w["metadata"]["name"] == gang), None)
         state = "no Workload"
         if wl is not None:
             state = "holds quota" if holds_quota(wl) else "no quota"
             reason = lookup(wl, ["status", "pendingReason"])
             state += f" ({reason})" if reason else ""
         pods = [
-            p
-            for p in last.pods
-            if lookup(p, ["metadata", "labels", names.POD_GROUP_LABEL]) == plan.gang
+            p for p in last.pods if lookup(p, ["metadata", "labels", names.POD_GROUP_LABEL]) == gang
         ]
         phases = ",".join(sorted(str(lookup(p, ["status", "phase"])) for p in pods)) or "none"
-        return f"{plan.kind} {plan.gang}: {state}, pods {phases}"
+        return f"{kind} {gang}: {state}, pods {phases}"
 
     # ---- faults ----------------------------------------------------------------------------
 
@@ -579,7 +618,11 @@ FAULTS: dict[Fault, Callable[[Run], Awaitable[None]]] = {
 
 
 def _kind(plan: GangPlan) -> kinds.Kind:
-    return kinds.JOBS if plan.kind == "job" else kinds.STATEFULSETS
+    return {"job": kinds.JOBS, "sts": kinds.STATEFULSETS, "lws": kinds.LEADERWORKERSETS}[plan.kind]
+
+
+def _name(obj: JSONDict) -> str:
+    return str(obj["metadata"]["name"])
 
 
 def _namespace(name: str) -> JSONDict:

@@ -1,8 +1,8 @@
 """One seeded fault run of every kind on a control plane of its own (faults restart its
 apiserver and etcd): kohort's webhook and controller replicas run as processes, a burst of Jobs,
-StatefulSets and plain pod groups across two cohorts under one parent Cohort is in flight when
-the fault strikes, and `hack.chaos.invariants` is checked on every sample. `bench/chaos.py` runs
-the long version.
+StatefulSets, LeaderWorkerSets (run by the real LWS controller) and plain pod groups across two
+cohorts under one parent Cohort is in flight when the fault strikes, and `hack.chaos.invariants`
+is checked on every sample. `bench/chaos.py` runs the long version.
 """
 
 from __future__ import annotations
@@ -24,7 +24,12 @@ GANGS = 16
 
 @pytest.fixture(scope="module")
 def fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    options = ClusterOptions(node_pools=(), scheduler="volcano", audit_users=(CONTROLLER_USER,))
+    options = ClusterOptions(
+        node_pools=(),
+        scheduler="volcano",
+        audit_users=(CONTROLLER_USER,),
+        workload_controllers=("lws-manager",),
+    )
     with LocalCluster(options, tmp_path_factory.mktemp("faults")) as cluster:
         yield cluster
 
@@ -87,5 +92,5 @@ async def test_watches_resumed_after_a_compaction_get_410_relist_and_lose_no_gan
 async def test_every_webhook_replica_killed_during_creates_refuses_them_and_lets_none_escape(
     fault_cluster: LocalCluster, fault_stack: ProcessStack
 ) -> None:
-    result = await run_once(fault_cluster, fault_stack, 16, Fault.WEBHOOK_KILL)
+    result = await run_once(fault_cluster, fault_stack, 23, Fault.WEBHOOK_KILL)
     assert result.refused_creates > 0, "creates during the outage were refused, then retried"

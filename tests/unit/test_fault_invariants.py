@@ -332,3 +332,67 @@ def test_a_queue_is_charged_on_the_flavor_its_record_names() -> None:
         "queue over nominal + borrowing limit: a1: cpu of flavor spot 3 admitted > 2 quota"
         " + 0 borrowing limit"
     ]
+
+
+def leader_worker_set(name: str, groups: int) -> tuple[JSON, list[JSON]]:
+    """A LeaderWorkerSet in a queue and the leader StatefulSet its controller made for it (with
+    no queue label: the LWS controller does not copy it)."""
+    lws = {
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {names.QUEUE_LABEL: "q"}},
+        "spec": {"replicas": groups},
+    }
+    leader_set = {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-sts-{name}",
+            "ownerReferences": [{"uid": f"uid-{name}", "controller": True}],
+        }
+    }
+    return lws, [leader_set]
+
+
+def test_each_group_of_a_leader_worker_set_is_a_gang_with_its_own_workload() -> None:
+    lws, sets = leader_worker_set("llm", 2)
+    snapshot = Snapshot(
+        QUEUES,
+        [
+            workload("lws-llm-0", "a1", 2, admitted=True, owner="uid-llm"),
+            workload("lws-llm-1", "a1", 2, admitted=False, owner="uid-llm"),
+        ],
+        statefulsets=sets,
+        pods=[
+            pod("llm-0", "lws-llm-0", gated=False, node="n1", owner="uid-sts-llm"),
+            pod("llm-0-1", "lws-llm-0", gated=False, node="n1", owner="uid-sts-llm"),
+            pod("llm-1", "lws-llm-1", gated=True, owner="uid-sts-llm"),
+        ],
+        podgroups=[podgroup("lws-llm-0")],
+        leader_worker_sets=[lws],
+    )
+    assert problems(snapshot) == []
+
+
+def test_a_leader_worker_set_group_bound_in_part_is_a_partial_placement() -> None:
+    lws, sets = leader_worker_set("llm", 1)
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("lws-llm-0", "a1", 2, admitted=True, owner="uid-llm")],
+        statefulsets=sets,
+        pods=[
+            pod("llm-0", "lws-llm-0", gated=False, node="n1", owner="uid-sts-llm"),
+            pod("llm-0-1", "lws-llm-0", gated=True, owner="uid-sts-llm"),
+        ],
+        podgroups=[podgroup("lws-llm-0")],
+        leader_worker_sets=[lws],
+    )
+    assert Check.PARTLY_PLACED in checks(snapshot)
+
+
+def test_a_leader_worker_set_group_without_a_workload_is_reported() -> None:
+    lws, sets = leader_worker_set("llm", 2)
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("lws-llm-0", "a1", 1, admitted=False, owner="uid-llm")],
+        statefulsets=sets,
+        leader_worker_sets=[lws],
+    )
+    assert checks(snapshot) == {Check.NO_WORKLOAD}

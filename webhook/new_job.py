@@ -7,8 +7,8 @@ operations, in the same order, without building and walking dicts, and is held t
 property test over generated Jobs (tests/unit/test_webhook_pruned_reviews.py).
 
 It only takes the usual shape: metadata, spec and spec.template.spec present, no scheduler
-chosen by the user. Anything else returns None and goes the general way, which also writes
-every warning and denial.
+chosen by the user, made by no controller. Anything else returns None and goes the general way,
+which also writes every warning and denial (and leaves a JobSet's Jobs alone).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def answer(
     shape (the general path answers it then)."""
     meta, spec = job.metadata, job.spec
     if type(meta) is not ObjectMeta or spec is None or spec is UNSET:
+        return None
+    owners = meta.ownerReferences
+    if type(owners) is list and any(o.controller is True for o in owners):
         return None
     template = spec.template
     if template is None or template is UNSET:

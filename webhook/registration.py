@@ -210,8 +210,9 @@ def mutating_configuration(
 
     Failing open also lets a released Job's pods be created while no replica answers (they are
     routed here too, and the Job's template already carries what mutation would add).
-    `mutate_updates` also routes UPDATEs of Jobs, StatefulSets and LeaderWorkerSets, so gang
-    fields that a server-side apply drops are put back instead of the update being denied.
+    `mutate_updates` also routes UPDATEs of every workload kind (Jobs, StatefulSets,
+    LeaderWorkerSets, JobSets, ...), so gang fields that a server-side apply drops are put back
+    instead of the update being denied.
     `controller_users`: the user names of kohort's controller, whose requests are never sent
     (mutation only puts back what an update drops, and the controller's patches drop nothing).
     """

@@ -40,6 +40,9 @@ NAMESPACES = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
 JOBS = Kind("batch", "v1", "jobs", "Job")
 STATEFULSETS = Kind("apps", "v1", "statefulsets", "StatefulSet")
 LEADERWORKERSETS = Kind("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+JOBSETS = Kind("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+PYTORCHJOBS = Kind("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+RAYCLUSTERS = Kind("ray.io", "v1", "rayclusters", "RayCluster")
 LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 PRIORITY_CLASSES = Kind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False

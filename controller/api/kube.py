@@ -167,7 +167,9 @@ class Job(View):
     status: JobStatus = msgspec.field(default_factory=JobStatus)
 
 
-class StatefulSetSpec(View):
+class ReplicaSpec(View):
+    """`replicas` pods of one pod template."""
+
     replicas: int | None = None
     template: PodTemplate = msgspec.field(default_factory=PodTemplate)
 
@@ -176,7 +178,7 @@ class StatefulSet(View):
     KIND: ClassVar[Kind] = kinds.STATEFULSETS
 
     metadata: ObjectMeta
-    spec: StatefulSetSpec = msgspec.field(default_factory=StatefulSetSpec)
+    spec: ReplicaSpec = msgspec.field(default_factory=ReplicaSpec)
 
 
 class LeaderWorkerTemplate(View):
@@ -197,6 +199,99 @@ class LeaderWorkerSet(View):
 
     metadata: ObjectMeta
     spec: LeaderWorkerSetSpec = msgspec.field(default_factory=LeaderWorkerSetSpec)
+
+
+class JobTemplate(View):
+    spec: JobSpec = msgspec.field(default_factory=JobSpec)
+
+
+class DependsOn(View):
+    name: str = ""
+
+
+class ReplicatedJob(View):
+    name: str = ""
+    replicas: int | None = None
+    template: JobTemplate = msgspec.field(default_factory=JobTemplate)
+    depends_on: list[DependsOn] = []
+
+
+class StartupPolicy(View):
+    startup_policy_order: str = ""
+
+
+class JobSetSpec(View):
+    suspend: bool | None = None
+    replicated_jobs: list[ReplicatedJob] = []
+    startup_policy: StartupPolicy | None = None
+
+
+class JobSetStatus(View):
+    conditions: list[Condition] = []
+    terminal_state: str = ""
+
+
+class JobSet(View):
+    KIND: ClassVar[Kind] = kinds.JOBSETS
+
+    metadata: AnnotatedMeta
+    spec: JobSetSpec = msgspec.field(default_factory=JobSetSpec)
+    status: JobSetStatus = msgspec.field(default_factory=JobSetStatus)
+
+
+class RunPolicy(View):
+    suspend: bool | None = None
+
+
+class ElasticPolicy(View):
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+
+
+class PyTorchJobSpec(View):
+    run_policy: RunPolicy = msgspec.field(default_factory=RunPolicy)
+    elastic_policy: ElasticPolicy | None = None
+    pytorch_replica_specs: dict[str, ReplicaSpec] = {}
+
+
+class KubeflowJobStatus(View):
+    conditions: list[Condition] = []
+
+
+class PyTorchJob(View):
+    KIND: ClassVar[Kind] = kinds.PYTORCHJOBS
+
+    metadata: AnnotatedMeta
+    spec: PyTorchJobSpec = msgspec.field(default_factory=PyTorchJobSpec)
+    status: KubeflowJobStatus = msgspec.field(default_factory=KubeflowJobStatus)
+
+
+class HeadGroupSpec(View):
+    template: PodTemplate = msgspec.field(default_factory=PodTemplate)
+
+
+class WorkerGroupSpec(View):
+    group_name: str = ""
+    replicas: int | None = None
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    num_of_hosts: int | None = None
+    suspend: bool | None = None
+    template: PodTemplate = msgspec.field(default_factory=PodTemplate)
+
+
+class RayClusterSpec(View):
+    suspend: bool | None = None
+    enable_in_tree_autoscaling: bool | None = None
+    head_group_spec: HeadGroupSpec = msgspec.field(default_factory=HeadGroupSpec)
+    worker_group_specs: list[WorkerGroupSpec] = []
+
+
+class RayCluster(View):
+    KIND: ClassVar[Kind] = kinds.RAYCLUSTERS
+
+    metadata: AnnotatedMeta
+    spec: RayClusterSpec = msgspec.field(default_factory=RayClusterSpec)
 
 
 class PriorityClass(View):

@@ -19,7 +19,8 @@ ADMISSION_GATE: Final = "kohort.dev/admission"
 # Name of the PodGroup (and Workload) a pod belongs to.
 POD_GROUP_LABEL: Final = "kohort.dev/pod-group"
 # On a pod that is a gang by itself, or one of a plain pod group: how many pods the gang has.
-# Pods of a Job, StatefulSet or LeaderWorkerSet join their owner's gang and do not carry it.
+# Pods of a managed workload (a Job, a StatefulSet, ...) join their owner's gang and do not
+# carry it.
 POD_GROUP_TOTAL_COUNT_LABEL: Final = "kohort.dev/pod-group-total-count"
 # Marks objects that kohort manages (pod templates, PodGroups, Workloads).
 MANAGED_LABEL: Final = "kohort.dev/managed-by"
@@ -43,3 +44,10 @@ GANG_APIS: Final = ("v1beta1", "v1alpha1")
 LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+
+# The labels the JobSet, Kubeflow training and KubeRay operators put on their pods, telling
+# which of the owner's pod templates a pod was made from.
+JOBSET_REPLICATED_JOB_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+KUBEFLOW_REPLICA_TYPE_LABEL: Final = "training.kubeflow.org/replica-type"
+RAY_NODE_TYPE_LABEL: Final = "ray.io/node-type"
+RAY_GROUP_LABEL: Final = "ray.io/group"

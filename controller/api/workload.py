@@ -25,6 +25,9 @@ from controller.api.common import (
 from controller.api.kinds import Kind
 from controller.api.quantity import parse_quantity
 
+# The most pod sets one Workload (one gang) has.
+MAX_POD_SETS = 8
+
 
 class PodSet(Spec):
     name: Annotated[str, Field(min_length=1, max_length=63)] = "main"
@@ -43,7 +46,7 @@ class PodSet(Spec):
 class WorkloadSpec(Spec):
     queue_name: ObjectName
     priority: int = 0
-    pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=8)]
+    pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=MAX_POD_SETS)]
 
     @model_validator(mode="after")
     def _unique_pod_sets(self) -> WorkloadSpec:

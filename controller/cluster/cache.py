@@ -27,6 +27,9 @@ Listener = Callable[[Kind, Any, Any], None]
 OPTIONAL = frozenset(
     {
         kinds.LEADERWORKERSETS,
+        kinds.JOBSETS,
+        kinds.PYTORCHJOBS,
+        kinds.RAYCLUSTERS,
         kinds.COSCHEDULING_PODGROUPS,
         kinds.VOLCANO_PODGROUPS,
         kinds.COHORTS,

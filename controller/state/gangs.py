@@ -1,9 +1,9 @@
 """Gangs found from the cluster's objects, kept up to date one changed object at a time.
 
-Rule: a gang is found from its owner (a Job, StatefulSet, LeaderWorkerSet or bare Pod) through
-the owner's kind adapter; its pods join it by the `kohort.dev/pod-group` label, and its
-Workload and PodGroup by sharing its name in its namespace. Every change marks the gangs it
-touches dirty; nothing here walks all gangs.
+Rule: a gang is found from its owner (a Job, StatefulSet, LeaderWorkerSet, JobSet, PyTorchJob,
+RayCluster or bare Pod) through the owner's kind adapter; its pods join it by the
+`kohort.dev/pod-group` label, and its Workload and PodGroup by sharing its name in its
+namespace. Every change marks the gangs it touches dirty; nothing here walks all gangs.
 """
 
 from __future__ import annotations
@@ -270,8 +270,8 @@ class GangIndex:
                 adapter.KIND,
                 meta.name,
             ):
-                # A Job, StatefulSet or LeaderWorkerSet owns its gang even when pods that only
-                # carry its label were seen first; among pods, the first keeps a plain group.
+                # A workload owns its gang even when pods that only carry its label were seen
+                # first; among pods, the first keeps a plain group.
                 if gang.owner.kind == kube.Pod.KIND and adapter.KIND != kube.Pod.KIND:
                     log.warning("gang %s/%s: taken from pod %s", *key, gang.owner.meta.name)
                 else:

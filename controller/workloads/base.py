@@ -332,9 +332,17 @@ def non_negative_int(obj: JSONDict, path: Sequence[str], default: int | None) ->
     return value
 
 
-def template_requests(obj: JSONDict, template_path: Sequence[str]) -> Requests:
+def field_path(path: Path) -> str:
+    """A path as messages name a field: `spec.workerGroupSpecs[0].template`."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def template_requests(obj: JSONDict, template_path: Path) -> Requests:
     """Per-pod requests of the pod template at `template_path` of a raw object."""
-    where = ".".join([*template_path, "spec"])
+    where = field_path((*template_path, "spec"))
     spec = lookup(obj, [*template_path, "spec"])
     if not isinstance(spec, Mapping):
         raise Denied(f"{where} is missing")
@@ -354,9 +362,9 @@ def has_gate(obj: Any, template_path: Path = ()) -> bool:
 def gate_problem(obj: JSONDict, template_paths: Sequence[Path]) -> str | None:
     """Why a new object's templates (or the pod itself) do not all carry the admission gate."""
     for path in template_paths:
-        template_requests(obj, [str(p) for p in path])
+        template_requests(obj, path)
         if not has_gate(obj, path):
-            where = ".".join(str(p) for p in path) or "the pod"
+            where = field_path(path) or "the pod"
             return (
                 f"{where} must carry the {names.ADMISSION_GATE} scheduling gate "
                 "(is kohort's mutating webhook registered?)"
@@ -420,7 +428,7 @@ def pod_template_fields(
         if current in (None, "", DEFAULT_SCHEDULER):
             fields.setdefault("spec", {})["schedulerName"] = wanted
         elif current != wanted:
-            where = ".".join(str(p) for p in template_path) or "pod"
+            where = field_path(template_path) or "pod"
             warnings.append(
                 f"{where} keeps schedulerName {shown(current)}: kohort admits it as a gang, but "
                 f"{wanted!r} will not place its pods all-or-nothing"
@@ -489,6 +497,37 @@ def priority_classes(*templates: kube.PodTemplate | None) -> tuple[str, ...]:
 
 def is_gated(pod: kube.Pod) -> bool:
     return any(g.name == names.ADMISSION_GATE for g in pod.spec.scheduling_gates)
+
+
+def controller_owner(obj: JSONDict) -> Mapping[str, Any] | None:
+    """The ownerReference of a raw object that names its controller."""
+    owners = lookup(obj, ["metadata", "ownerReferences"])
+    for owner in owners if isinstance(owners, list) else []:
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            return owner
+    return None
+
+
+def owned_by(obj: JSONDict, kind: Kind) -> bool:
+    """Whether a raw object's controller is an object of `kind`."""
+    owner = controller_owner(obj)
+    api_version = owner.get("apiVersion") if owner is not None else None
+    return (
+        owner is not None
+        and owner.get("kind") == kind.kind
+        and isinstance(api_version, str)
+        and api_version.rpartition("/")[0] == kind.group
+    )
+
+
+def controlled_by(meta: kube.ObjectMeta, kind: Kind) -> bool:
+    """Whether the object with metadata `meta` is controlled by an object of `kind`."""
+    owner = meta.controller_owner()
+    return (
+        owner is not None
+        and owner.kind == kind.kind
+        and owner.api_version.rpartition("/")[0] == kind.group
+    )
 
 
 def made_by(pod: kube.Pod, kind: str, uid: str | None = None) -> bool:
@@ -577,16 +616,17 @@ def ungate(pods: Sequence[kube.Pod], flavors_of: FlavorsOf = _no_flavor) -> list
                 )
                 continue
             ops = flavor_ops(pod, flavors) + ops
-        meta = pod.metadata
-        if meta.resource_version:
-            ops.insert(
-                0,
-                {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
-            )
-        writes.append(
-            Patch(kube.Pod.KIND, meta.namespace, meta.name, ops, PatchType.JSON, expected=True)
-        )
+        writes.append(guarded_patch(kube.Pod.KIND, pod.metadata, ops))
     return writes
+
+
+def guarded_patch(kind: Kind, meta: kube.ObjectMeta, ops: list[JSONDict]) -> Patch:
+    """A JSON Patch of `ops` that applies only to the version of the object they were computed
+    from (when it is known); a newer one makes it fail, tolerated: the next pass looks again."""
+    if meta.resource_version:
+        test = {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version}
+        ops = [test, *ops]
+    return Patch(kind, meta.namespace, meta.name, ops, PatchType.JSON, expected=True)
 
 
 def delete_ungated(pods: Sequence[kube.Pod]) -> list[Write]:

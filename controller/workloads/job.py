@@ -7,18 +7,18 @@ is suspended and has no status.startTime, so the template's own nodeSelector and
 are kept in an annotation written with the release, and an eviction suspends the Job, clears
 its startTime and puts them back (a controller restarted meanwhile finishes that from the
 annotation).
+
+A Job a JobSet made (its controller) is no gang of its own: its pods join the JobSet's gang,
+named on the template the JobSet controller copied, and the JobSet is what kohort holds. Such a
+Job is left to the JobSet controller: not suspended, and free to be unsuspended.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import msgspec
-
-from controller.api import kube, names
+from controller.api import kinds, kube, names
 from controller.api.kinds import Kind
 from controller.workloads.base import (
     NO_FLAVORS,
@@ -28,20 +28,20 @@ from controller.workloads.base import (
     Mutation,
     Patch,
     Write,
+    controlled_by,
     gang_name,
     non_negative_int,
     object_name,
+    owned_by,
     pod_set,
     pod_template_fields,
     priority_classes,
-    same_toleration,
     template_gang,
     template_requests,
     toleration_json,
 )
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
-
-log = logging.getLogger("kohort.workloads")
+from controller.workloads.suspended import Scheduling, encoded, kept_in, same_tolerations
 
 TEMPLATE = ("spec", "template")
 UNSUSPENDED = "a workload in a kohort queue must be created with spec.suspend: true"
@@ -49,43 +49,21 @@ UNSUSPENDED = "a workload in a kohort queue must be created with spec.suspend: t
 TEMPLATE_BEFORE_FLAVORS = f"{names.GROUP}/template-before-flavors"
 
 
-class Scheduling(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
-    """A pod template's nodeSelector and tolerations."""
-
-    node_selector: dict[str, str] = {}
-    tolerations: list[kube.Toleration] = []
-
-    def same(self, other: Scheduling) -> bool:
-        return self.node_selector == other.node_selector and _same_tolerations(
-            self.tolerations, other.tolerations
-        )
-
-
-def _same_tolerations(a: Sequence[kube.Toleration], b: Sequence[kube.Toleration]) -> bool:
-    return len(a) == len(b) and all(same_toleration(x, y) for x, y in zip(a, b, strict=True))
-
-
-def current_scheduling(obj: kube.Job) -> Scheduling:
-    spec = obj.spec.template.spec
-    return Scheduling(node_selector=dict(spec.node_selector), tolerations=list(spec.tolerations))
-
-
 def scheduling_before_flavors(obj: kube.Job) -> Scheduling | None:
     """The template's own nodeSelector and tolerations, while its flavors' are in it."""
-    text = obj.metadata.annotations.get(TEMPLATE_BEFORE_FLAVORS)
-    if text is None:
-        return None
-    try:
-        return msgspec.json.decode(text, type=Scheduling)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        meta = obj.metadata
-        log.warning(
-            "Job %s/%s: annotation %s is not a nodeSelector and tolerations; ignored",
-            meta.namespace,
-            meta.name,
-            TEMPLATE_BEFORE_FLAVORS,
-        )
-        return None
+    return kept_in(obj.metadata, TEMPLATE_BEFORE_FLAVORS, kube.Job.KIND, Scheduling)
+
+
+def running_pods(spec: kube.JobSpec) -> int:
+    """How many pods a Job runs at once: min(parallelism, completions), parallelism (default 1)
+    when completions is unset."""
+    parallelism = spec.parallelism if spec.parallelism is not None else 1
+    return parallelism if spec.completions is None else min(parallelism, spec.completions)
+
+
+def part_of_jobset(obj: JSONDict) -> bool:
+    """A Job a JobSet made: its pods are in the JobSet's gang, and the JobSet is held."""
+    return owned_by(obj, kinds.JOBSETS)
 
 
 def _template_patch(obj: kube.Job, target: Scheduling) -> JSONDict:
@@ -98,13 +76,9 @@ def _template_patch(obj: kube.Job, target: Scheduling) -> JSONDict:
     selector.update({k: None for k in spec.node_selector if k not in target.node_selector})
     if selector:
         patch["nodeSelector"] = selector
-    if not _same_tolerations(spec.tolerations, target.tolerations):
+    if not same_tolerations(spec.tolerations, target.tolerations):
         patch["tolerations"] = [toleration_json(t) for t in target.tolerations] or None
     return patch
-
-
-def _encoded(scheduling: Scheduling) -> str:
-    return json.dumps(msgspec.to_builtins(scheduling), sort_keys=True, separators=(",", ":"))
 
 
 def _suspended(obj: JSONDict) -> bool:
@@ -127,6 +101,8 @@ class JobAdapter:
         return parallelism, parallelism if completions is None else min(parallelism, completions)
 
     def defaults(self, obj: JSONDict, mutation: Mutation) -> tuple[JSONDict, list[str]]:
+        if part_of_jobset(obj):
+            return {}, []
         self.sizes(obj)  # rejects a spec that cannot form a gang
         gang = self.gang_name(obj, mutation.request_uid)
         template = lookup(obj, TEMPLATE)
@@ -147,17 +123,23 @@ class JobAdapter:
         return []
 
     def unheld(self, obj: JSONDict) -> str | None:
+        if part_of_jobset(obj):
+            return None
         self.sizes(obj)
         template_requests(obj, TEMPLATE)
         return None if _suspended(obj) else UNSUSPENDED
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
+        if part_of_jobset(old):
+            return None
+        if part_of_jobset(new):
+            return "a Job in a kohort queue cannot be handed to a JobSet; delete and recreate it"
         if _suspended(old) and not _suspended(new):
             return "a Job waiting in a kohort queue is unsuspended only by kohort's controller"
         return None
 
     def queue_may_change(self, old: JSONDict) -> bool:
-        return _suspended(old)
+        return part_of_jobset(old) or _suspended(old)
 
     def templates(self, obj: JSONDict) -> list[Path]:
         return [TEMPLATE]
@@ -165,24 +147,22 @@ class JobAdapter:
     # -- controller side ------------------------------------------------------------------------
 
     def gangs(self, obj: kube.Job) -> list[GangShape]:
+        if controlled_by(obj.metadata, kinds.JOBSETS):
+            return []  # its pods are in its JobSet's gang
         template = obj.spec.template
         before = scheduling_before_flavors(obj)
         if before is not None:
             # The gang is what the user asked for: not the flavors it was released on.
-            spec = msgspec.structs.replace(
-                template.spec, node_selector=before.node_selector, tolerations=before.tolerations
-            )
-            template = msgspec.structs.replace(template, spec=spec)
+            template = before.applied(template)
         # The webhook wrote the gang's name into the template: it is authoritative (a name
         # chosen with generateName at CREATE differs from what would be derived later).
         name = template_gang(template)
         parallelism = obj.spec.parallelism if obj.spec.parallelism is not None else 1
         if name is None or parallelism < 1:
             return []
-        completions = obj.spec.completions
-        size = parallelism if completions is None else min(parallelism, completions)
         pods = pod_set("main", parallelism, template)
-        return [GangShape(name, max(size, 1), (pods,), priority_classes(template))]
+        size = max(running_pods(obj.spec), 1)
+        return [GangShape(name, size, (pods,), priority_classes(template))]
 
     def finished(self, obj: kube.Job) -> Finished | None:
         done = {c.type for c in obj.status.conditions if c.status == "True"}
@@ -202,21 +182,15 @@ class JobAdapter:
         its own nodeSelector and tolerations kept in an annotation)."""
         if obj.spec.suspend is not True:
             return []
-        before = scheduling_before_flavors(obj) or current_scheduling(obj)
-        target = before
-        mine = flavors.get("main")
-        if mine is not None:
-            target = Scheduling(
-                node_selector=mine.selector_on(before.node_selector),
-                tolerations=[*before.tolerations, *mine.tolerations_missing(before.tolerations)],
-            )
+        before = scheduling_before_flavors(obj) or Scheduling.of(obj.spec.template.spec)
+        target = before.on(flavors.get("main"))
         body: JSONDict = {"spec": {"suspend": False}}
         writes: list[Write] = []
         template = _template_patch(obj, target)
         if template:
             body["spec"]["template"] = {"spec": template}
             writes += self._clear_start_time(obj)
-        kept = None if target.same(before) else _encoded(before)
+        kept = None if target.same(before) else encoded(before)
         if obj.metadata.annotations.get(TEMPLATE_BEFORE_FLAVORS) != kept:
             body["metadata"] = {"annotations": {TEMPLATE_BEFORE_FLAVORS: kept}}
         meta = obj.metadata

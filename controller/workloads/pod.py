@@ -2,8 +2,9 @@
 
 Which gang a new pod joins:
 - a pod of a LeaderWorkerSet: its group's, known from its group-index label;
-- a pod of a managed Job or StatefulSet: its owner's, named on the owner's pod template (a Job's
-  pods are created only once the Job is released, so they get no gate);
+- a pod of a managed Job, StatefulSet, PyTorchJob or RayCluster: its owner's, named on the
+  owner's pod template (a Job's pods are created only once the Job is released, so they get no
+  gate); the pods of a JobSet's Jobs carry the JobSet's gang, copied from its templates;
 - a pod that shares a user-chosen `kohort.dev/pod-group` with others: that plain pod group,
   whose size the user gives with `kohort.dev/pod-group-total-count`;
 - any other pod in a queue (bare, or made by a controller kohort has no adapter for, such as a
@@ -13,10 +14,10 @@ Every pod but a Job's gets the gate if it arrives without it (defence in depth).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from controller.api import kube, names
+from controller.api import kinds, kube, names
 from controller.api.kinds import Kind
 from controller.quota.flavor_assignment import flavored
 from controller.quota.snapshot import PodSet
@@ -28,6 +29,7 @@ from controller.workloads.base import (
     GangShape,
     Mutation,
     Write,
+    controller_owner,
     decorate_pod_template,
     delete_ungated,
     gang_name,
@@ -35,42 +37,34 @@ from controller.workloads.base import (
     has_gate,
     labels,
     object_name,
+    owned_by,
     pod_set,
     priority_classes,
     shown,
     ungate,
     ungate_up_to,
 )
-from controller.workloads.edits import Editor, JSONDict, Path, lookup
+from controller.workloads.edits import Editor, JSONDict, Path
 from controller.workloads.leaderworkerset import group_gang_name
 
 ROOT: tuple[str, ...] = ()
 
 
-def controller_owner(obj: JSONDict) -> Mapping[str, Any] | None:
-    owners = lookup(obj, ["metadata", "ownerReferences"])
-    for owner in owners if isinstance(owners, list) else []:
-        if isinstance(owner, Mapping) and owner.get("controller") is True:
-            return owner
-    return None
-
-
-def _owned_by(obj: JSONDict, kind: str, group: str) -> bool:
-    owner = controller_owner(obj)
-    return (
-        owner is not None
-        and owner.get("kind") == kind
-        and isinstance(api_version := owner.get("apiVersion"), str)
-        and api_version.startswith(f"{group}/")
-    )
-
-
 def owned_by_job(obj: JSONDict) -> bool:
-    return _owned_by(obj, "Job", "batch")
+    return owned_by(obj, kinds.JOBS)
 
 
 def owned_by_statefulset(obj: JSONDict) -> bool:
-    return _owned_by(obj, "StatefulSet", "apps")
+    return owned_by(obj, kinds.STATEFULSETS)
+
+
+# The kinds whose pods are made from pod templates that name the owner's gang and carry the
+# admission gate: they join that gang, gated until its release.
+GATED_OWNERS = (kinds.STATEFULSETS, kinds.PYTORCHJOBS, kinds.RAYCLUSTERS)
+
+
+def of_gated_workload(obj: JSONDict) -> bool:
+    return any(owned_by(obj, kind) for kind in GATED_OWNERS)
 
 
 # More pods than this in one plain group is a typo, not a gang.
@@ -110,7 +104,7 @@ def _missing_size(group: str) -> str:
 
 
 # Gang names kohort gives the workloads of its other kinds: no plain pod group may take one.
-RESERVED_PREFIXES = ("job-", "sts-", "lws-")
+RESERVED_PREFIXES = ("job-", "sts-", "lws-", "jobset-", "pytorchjob-", "raycluster-")
 
 
 def impersonation(obj: JSONDict) -> str | None:
@@ -127,8 +121,9 @@ def impersonation(obj: JSONDict) -> str | None:
     ):
         return (
             f"{names.POD_GROUP_LABEL}={group}: names starting with"
-            f" {', '.join(RESERVED_PREFIXES)} are the gangs of Jobs, StatefulSets and"
-            " LeaderWorkerSets; choose another name for a plain pod group"
+            f" {', '.join(RESERVED_PREFIXES)} are the gangs of Jobs, StatefulSets,"
+            " LeaderWorkerSets, JobSets, PyTorchJobs and RayClusters; choose another name for a"
+            " plain pod group"
         )
     return None
 
@@ -180,7 +175,7 @@ class PodAdapter:
                 raise Denied(_job_not_queued(obj))
             return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=False)
         if group and size is None:
-            if owned_by_statefulset(obj):  # named on its managed StatefulSet's template
+            if of_gated_workload(obj):  # named on its managed owner's template
                 return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=True)
             raise Denied(_missing_size(str(group)))
         if size is None:
@@ -201,7 +196,7 @@ class PodAdapter:
             # A managed Job's pods exist only once the Job is released.
             return None if group else _job_not_queued(obj)
         lws = pod_labels.get(names.LWS_NAME_LABEL)
-        if not lws and _declared_size(obj) is None and not owned_by_statefulset(obj):
+        if not lws and _declared_size(obj) is None and not of_gated_workload(obj):
             return _missing_size(str(group or "<name>"))
         return gate_problem(obj, [ROOT])
 
@@ -224,8 +219,8 @@ class PodAdapter:
     def gangs(self, obj: kube.Pod) -> list[GangShape]:
         meta = obj.metadata
         declared = meta.labels.get(names.POD_GROUP_TOTAL_COUNT_LABEL)
-        # Pods of Jobs, StatefulSets and LeaderWorkerSets belong to their owner's gang (an LWS
-        # pod whose LeaderWorkerSet is not known yet waits for it). Pods made before the total
+        # Pods of managed workloads belong to their owner's gang (an LWS pod whose
+        # LeaderWorkerSet is not known yet waits for it). Pods made before the total
         # count existed are gangs of one when nothing owns them.
         if meta.labels.get(names.LWS_NAME_LABEL):
             return []

@@ -7,14 +7,26 @@ from collections.abc import Mapping
 from controller.api.kinds import Kind
 from controller.workloads.base import MergedDefaults, WorkloadAdapter
 from controller.workloads.job import JobAdapter
+from controller.workloads.jobset import JobSetAdapter
 from controller.workloads.leaderworkerset import LeaderWorkerSetAdapter
 from controller.workloads.pod import PodAdapter
+from controller.workloads.pytorchjob import PyTorchJobAdapter
+from controller.workloads.raycluster import RayClusterAdapter
 from controller.workloads.statefulset import StatefulSetAdapter
 
 JOB = JobAdapter()
 
 ADAPTERS: Mapping[Kind, WorkloadAdapter] = {
-    a.KIND: a for a in (JOB, StatefulSetAdapter(), LeaderWorkerSetAdapter(), PodAdapter())
+    a.KIND: a
+    for a in (
+        JOB,
+        StatefulSetAdapter(),
+        LeaderWorkerSetAdapter(),
+        JobSetAdapter(),
+        PyTorchJobAdapter(),
+        RayClusterAdapter(),
+        PodAdapter(),
+    )
 }
 
 _BY_GVK = {(k.group, k.version, k.kind): a for k, a in ADAPTERS.items()}

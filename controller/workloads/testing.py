@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api import kinds, names
+from controller.api.kinds import Kind
 
 JSONDict = dict[str, Any]
 
@@ -50,6 +51,11 @@ def metadata(
     return meta
 
 
+def manifest(kind: Kind, meta: JSONDict, spec: JSONDict) -> JSONDict:
+    """An object of `kind` as its user writes it."""
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": meta, "spec": spec}
+
+
 def make_job(
     name: str = "train",
     *,
@@ -68,12 +74,7 @@ def make_job(
         spec["completions"] = completions
     if suspend is not None:
         spec["suspend"] = suspend
-    return {
-        "apiVersion": kinds.JOBS.api_version,
-        "kind": "Job",
-        "metadata": metadata(name, namespace, queue, labels),
-        "spec": spec,
-    }
+    return manifest(kinds.JOBS, metadata(name, namespace, queue, labels), spec)
 
 
 def make_statefulset(
@@ -95,12 +96,7 @@ def make_statefulset(
         spec["replicas"] = replicas
     if policy is not None:
         spec["podManagementPolicy"] = policy
-    return {
-        "apiVersion": kinds.STATEFULSETS.api_version,
-        "kind": "StatefulSet",
-        "metadata": metadata(name, namespace, queue, labels),
-        "spec": spec,
-    }
+    return manifest(kinds.STATEFULSETS, metadata(name, namespace, queue, labels), spec)
 
 
 def make_lws(
@@ -116,12 +112,96 @@ def make_lws(
     group: JSONDict = {"size": size, "workerTemplate": {"spec": pod_spec(**pod)}}
     if leader:
         group["leaderTemplate"] = {"spec": pod_spec(cpu="2", memory="4Gi")}
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": metadata(name, namespace, queue),
-        "spec": {"replicas": replicas, "leaderWorkerTemplate": group},
+    spec = {"replicas": replicas, "leaderWorkerTemplate": group}
+    return manifest(kinds.LEADERWORKERSETS, metadata(name, namespace, queue), spec)
+
+
+def make_jobset(
+    name: str = "trainer",
+    *,
+    namespace: str = "team-a",
+    queue: str | None = "research",
+    jobs: dict[str, tuple[int, int]] | None = None,
+    suspend: bool | None = None,
+    **pod: Any,
+) -> JSONDict:
+    """A JobSet whose replicated jobs (name -> (replicas, parallelism), completions equal to
+    parallelism) share one pod spec."""
+    replicated = [
+        {
+            "name": job,
+            "replicas": replicas,
+            "template": {
+                "spec": {
+                    "parallelism": parallelism,
+                    "completions": parallelism,
+                    "template": {"spec": pod_spec(**pod)},
+                }
+            },
+        }
+        for job, (replicas, parallelism) in (jobs or {"driver": (1, 1), "workers": (2, 4)}).items()
+    ]
+    spec: JSONDict = {"replicatedJobs": replicated}
+    if suspend is not None:
+        spec["suspend"] = suspend
+    return manifest(kinds.JOBSETS, metadata(name, namespace, queue), spec)
+
+
+def make_pytorchjob(
+    name: str = "mnist",
+    *,
+    namespace: str = "team-a",
+    queue: str | None = "research",
+    workers: int | None = 3,
+    **pod: Any,
+) -> JSONDict:
+    """A PyTorchJob of one master and `workers` workers (the replicas unset when None)."""
+    worker: JSONDict = {"template": {"spec": pod_spec(**pod)}}
+    if workers is not None:
+        worker["replicas"] = workers
+    spec = {
+        "runPolicy": {"cleanPodPolicy": "None"},
+        "pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": {"spec": pod_spec(**pod)}},
+            "Worker": worker,
+        },
     }
+    return manifest(kinds.PYTORCHJOBS, metadata(name, namespace, queue), spec)
+
+
+def make_raycluster(
+    name: str = "ray",
+    *,
+    namespace: str = "team-a",
+    queue: str | None = "research",
+    groups: dict[str, int] | None = None,
+    hosts: int = 1,
+    autoscaling: bool | None = None,
+    **pod: Any,
+) -> JSONDict:
+    """A RayCluster of a head and worker groups (name -> replicas) of `hosts` hosts each."""
+    workers = [
+        {
+            "groupName": group,
+            "replicas": replicas,
+            "minReplicas": 0,
+            "maxReplicas": 10,
+            "numOfHosts": hosts,
+            "rayStartParams": {},
+            "template": {"spec": pod_spec(**pod)},
+        }
+        for group, replicas in (groups or {"cpu": 2}).items()
+    ]
+    spec: JSONDict = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": pod_spec(**{**pod, "cpu": "2"})},
+        },
+        "workerGroupSpecs": workers,
+    }
+    if autoscaling is not None:
+        spec["enableInTreeAutoscaling"] = autoscaling
+    return manifest(kinds.RAYCLUSTERS, metadata(name, namespace, queue), spec)
 
 
 def make_pod(
@@ -135,7 +215,10 @@ def make_pod(
 ) -> JSONDict:
     meta = metadata(name, namespace, queue, labels)
     if owner_kind is not None:
-        owners = {k.kind: k.api_version for k in (kinds.JOBS, kinds.STATEFULSETS)}
+        owners = {
+            k.kind: k.api_version
+            for k in (kinds.JOBS, kinds.STATEFULSETS, kinds.PYTORCHJOBS, kinds.RAYCLUSTERS)
+        }
         api_version = owners.get(owner_kind, "v1")
         meta["ownerReferences"] = [
             {

@@ -30,6 +30,10 @@ CONTROLLER_NEEDS: set[Permission] = {
     ("batch", "jobs/status", "patch"),  # startTime cleared, so a template may change back
     *(("apps", "statefulsets", v) for v in READ),
     *(("leaderworkerset.x-k8s.io", "leaderworkersets", v) for v in READ),
+    # Held by a suspend field: unsuspended (with their flavors) and suspended again.
+    *(("jobset.x-k8s.io", "jobsets", v) for v in (*READ, "patch")),
+    *(("kubeflow.org", "pytorchjobs", v) for v in (*READ, "patch")),
+    *(("ray.io", "rayclusters", v) for v in (*READ, "patch")),
     *(("", "pods", v) for v in (*READ, "patch", "delete")),
     *(("", "nodes", v) for v in READ),
     *(("", "namespaces", v) for v in READ),  # labels, for ClusterQueues' namespaceSelector

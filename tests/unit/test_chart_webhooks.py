@@ -25,6 +25,9 @@ HANDLED = {
     ("batch", "jobs"),
     ("apps", "statefulsets"),
     ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    ("jobset.x-k8s.io", "jobsets"),
+    ("kubeflow.org", "pytorchjobs"),
+    ("ray.io", "rayclusters"),
     ("", "pods"),
 }
 

@@ -20,8 +20,11 @@ from controller.workloads.base import (
 )
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
+from controller.workloads.jobset import JobSetAdapter
 from controller.workloads.leaderworkerset import LeaderWorkerSetAdapter
 from controller.workloads.pod import PodAdapter
+from controller.workloads.pytorchjob import PyTorchJobAdapter
+from controller.workloads.raycluster import RayClusterAdapter
 from controller.workloads.registry import ADAPTERS, adapter_for
 from controller.workloads.requests import pod_requests
 from controller.workloads.statefulset import StatefulSetAdapter
@@ -260,12 +263,15 @@ def test_long_names_give_gang_names_that_fit_a_label_value() -> None:
 
 
 def test_every_kind_is_registered_once() -> None:
-    assert len(ADAPTERS) == 4
+    assert len(ADAPTERS) == 7
     assert isinstance(adapter_for("batch", "v1", "Job"), JobAdapter)
     assert isinstance(adapter_for("apps", "v1", "StatefulSet"), StatefulSetAdapter)
     assert isinstance(
         adapter_for("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"), LeaderWorkerSetAdapter
     )
+    assert isinstance(adapter_for("jobset.x-k8s.io", "v1alpha2", "JobSet"), JobSetAdapter)
+    assert isinstance(adapter_for("kubeflow.org", "v1", "PyTorchJob"), PyTorchJobAdapter)
+    assert isinstance(adapter_for("ray.io", "v1", "RayCluster"), RayClusterAdapter)
     assert isinstance(adapter_for("", "v1", "Pod"), PodAdapter)
     assert adapter_for("apps", "v1", "Deployment") is None
 

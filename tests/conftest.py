@@ -8,6 +8,7 @@ of a particular shape add their own with `test_nodes` so that tests never share 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client, config
 
+from controller.api import kinds
 from hack import processes
 from hack.localcluster import ClusterOptions, LocalCluster, NodePool, Taint
+from hack.rest import ApiError
 from tests.support import TEST_NODE_KEY
 
 CLUSTER_LOGS_ENV = "KOHORT_TEST_CLUSTER_DIR"
@@ -114,11 +117,16 @@ def _drain(cluster: LocalCluster, namespace: str) -> None:
     down every later test.
     """
     background = {"propagationPolicy": "Background"}
-    for path in (
-        f"/apis/batch/v1/namespaces/{namespace}/jobs",
-        f"/apis/apps/v1/namespaces/{namespace}/statefulsets",
+    for kind in (
+        kinds.JOBSETS,
+        kinds.PYTORCHJOBS,
+        kinds.RAYCLUSTERS,
+        kinds.LEADERWORKERSETS,
+        kinds.JOBS,
+        kinds.STATEFULSETS,
     ):
-        cluster.rest.request("DELETE", path, query=background)
+        with contextlib.suppress(ApiError):  # a kind whose CRD this cluster does not have
+            cluster.rest.request("DELETE", kind.path(namespace), query=background)
     pods = f"/api/v1/namespaces/{namespace}/pods"
 
     def gone() -> bool:

@@ -284,6 +284,89 @@ def gang_leader_worker_set(
     }
 
 
+def gang_jobset(
+    name: str,
+    *,
+    queue: str,
+    workers: int,
+    requests: Mapping[str, str],
+    isolation: Mapping[str, Any] | None = None,
+) -> JSONDict:
+    """A JobSet of a one-pod `leader` Job and a `workers` Job of `workers` pods, in `queue`."""
+
+    def replicated(job: str, pods: int) -> JSONDict:
+        template = pod_template(requests, isolation=isolation)
+        spec = {"parallelism": pods, "completions": pods, "template": template}
+        return {"name": job, "replicas": 1, "template": {"spec": spec}}
+
+    return {
+        "apiVersion": kinds.JOBSETS.api_version,
+        "kind": "JobSet",
+        "metadata": {"name": name, "labels": {names.QUEUE_LABEL: queue}},
+        "spec": {"replicatedJobs": [replicated("leader", 1), replicated("workers", workers)]},
+    }
+
+
+def gang_pytorchjob(
+    name: str,
+    *,
+    queue: str,
+    workers: int,
+    requests: Mapping[str, str],
+    isolation: Mapping[str, Any] | None = None,
+) -> JSONDict:
+    """A PyTorchJob of one Master and `workers` Workers, in `queue`."""
+
+    def replica(count: int) -> JSONDict:
+        template = pod_template(requests, isolation=isolation)
+        template["spec"]["restartPolicy"] = "OnFailure"
+        template["spec"]["containers"][0]["name"] = "pytorch"
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": template}
+
+    return {
+        "apiVersion": kinds.PYTORCHJOBS.api_version,
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "labels": {names.QUEUE_LABEL: queue}},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
+    }
+
+
+def gang_raycluster(
+    name: str,
+    *,
+    queue: str,
+    workers: int,
+    requests: Mapping[str, str],
+    isolation: Mapping[str, Any] | None = None,
+) -> JSONDict:
+    """A RayCluster of a head and one worker group of `workers` pods, in `queue`."""
+
+    def template(container: str) -> JSONDict:
+        made = pod_template(requests, isolation=isolation)
+        made["spec"]["restartPolicy"] = "Always"
+        made["spec"]["containers"][0]["name"] = container
+        return made
+
+    return {
+        "apiVersion": kinds.RAYCLUSTERS.api_version,
+        "kind": "RayCluster",
+        "metadata": {"name": name, "labels": {names.QUEUE_LABEL: queue}},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": template("ray-head")},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": workers,
+                    "minReplicas": workers,
+                    "maxReplicas": workers,
+                    "rayStartParams": {},
+                    "template": template("ray-worker"),
+                }
+            ],
+        },
+    }
+
+
 class Probe:
     """What a user sees, read through `api` (an admin client)."""
 

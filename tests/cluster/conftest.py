@@ -100,7 +100,15 @@ async def drained(namespace: str, admin: Client, test_nodes: TestNodes) -> Async
     every later test down.)
     """
     yield
-    for kind in (kinds.JOBS, kinds.STATEFULSETS, kinds.LEADERWORKERSETS):
+    owners = (
+        kinds.JOBSETS,
+        kinds.PYTORCHJOBS,
+        kinds.RAYCLUSTERS,
+        kinds.LEADERWORKERSETS,
+        kinds.JOBS,
+        kinds.STATEFULSETS,
+    )
+    for kind in owners:
         try:
             items, _ = await admin.list(kind, namespace)
         except clients.ApiError:

@@ -15,7 +15,11 @@ from controller.api.kinds import JOBS
 from controller.workloads.base import Denied, Mutation, queue_of
 from controller.workloads.edits import Editor, merge_operations
 from controller.workloads.pod import of_unmanaged_job
-from controller.workloads.registry import adapter_for, merged_defaults_for
+from controller.workloads.registry import (
+    adapter_for,
+    merged_defaults_for,
+    part_of_managed_workload,
+)
 from webhook import new_job, reviews
 from webhook.pruned_reviews import PrunedRequest
 from webhook.settings import Settings
@@ -57,6 +61,15 @@ def mutate(
     if not isinstance(request.object, dict):
         return reviews.deny(request.uid, "request.object must be a JSON object", code=400)
     old = request.old_object if isinstance(request.old_object, dict) else None
+    # Made by a managed workload (a JobSet's Job, a LeaderWorkerSet's StatefulSet), now and
+    # before the update: its owner is the gang.
+    made_by_gang = request.operation == "CREATE" or part_of_managed_workload(old)
+    if (
+        request.kind != kinds.PODS.kind
+        and made_by_gang
+        and part_of_managed_workload(request.object)
+    ):
+        return reviews.allow(request.uid)
     if request.operation == "CREATE":
         queue = queue_of(request.object, default_queue)
         if queue_of(request.object) is None and implied_exempt(request.kind, request.object):

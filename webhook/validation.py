@@ -36,7 +36,7 @@ from controller.api.quantity import QuantityError, parse_quantity
 from controller.workloads.base import Denied, WorkloadAdapter, has_gate, queue_of, shown
 from controller.workloads.edits import lookup
 from controller.workloads.pod import of_unmanaged_job, owned_by_job
-from controller.workloads.registry import adapter_for
+from controller.workloads.registry import adapter_for, part_of_managed_workload
 from webhook import reviews
 from webhook.settings import Settings
 
@@ -178,6 +178,8 @@ def creation_problem(
     """Why a new workload may not be created as it is (it is managed but not held)."""
     if queue_of(obj, default_queue) is None:
         return None
+    if adapter.KIND != kinds.PODS and part_of_managed_workload(obj):
+        return None  # held through its owner, which is the gang
     if queue_of(obj) is None and adapter.KIND == kinds.PODS and of_unmanaged_job(obj):
         return None  # a pod of a Job made before its namespace opted in, or opted out
     return node_name_problem(adapter, obj) or adapter.unheld(obj)

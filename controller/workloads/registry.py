@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from controller.api import kinds
 from controller.api.kinds import Kind
-from controller.workloads.base import MergedDefaults, WorkloadAdapter
+from controller.workloads.base import MergedDefaults, WorkloadAdapter, owned_by
 from controller.workloads.job import JobAdapter
 from controller.workloads.jobset import JobSetAdapter
 from controller.workloads.leaderworkerset import LeaderWorkerSetAdapter
@@ -44,3 +46,12 @@ _MERGED: Mapping[tuple[str, str, str], MergedDefaults] = {
 
 def merged_defaults_for(group: str, version: str, kind: str) -> MergedDefaults | None:
     return _MERGED.get((group, version, kind))
+
+
+def part_of_managed_workload(obj: Any) -> bool:
+    """Whether a raw object (not a pod) was made by a workload of a kind kohort manages as a
+    gang, such as a JobSet's Job or a LeaderWorkerSet's StatefulSet: its owner is the gang, so
+    it is left as its owner's controller made it (in an opted-in namespace too)."""
+    return isinstance(obj, dict) and any(
+        owned_by(obj, kind) for kind in ADAPTERS if kind != kinds.PODS
+    )

@@ -366,3 +366,39 @@ def test_a_pod_of_a_job_made_before_its_namespace_opted_in_runs_as_its_job_does(
     answer = validate(make_review(labelled, user=job_controller), SETTINGS)["response"]
     assert answer["allowed"] is False
     assert "put kohort.dev/queue-name on the Job itself" in answer["status"]["message"]
+
+
+def lws_statefulset(**changes: Any) -> dict[str, Any]:
+    """The leader StatefulSet a LeaderWorkerSet's controller makes: no queue label of its own."""
+    sts = make_statefulset("llm", queue=None, **changes)
+    sts["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "name": "llm",
+            "uid": "uid-llm",
+            "controller": True,
+        }
+    ]
+    return sts
+
+
+def test_a_statefulset_a_leader_worker_set_made_in_an_opted_in_namespace_is_left_as_made() -> None:
+    sts = lws_statefulset()
+    mutated = mutate(make_review(sts), SETTINGS, default_queue="default")
+    assert mutated["response"]["allowed"]
+    assert patch_of(mutated) == [], "no queue label, gang fields or gate of its own"
+    validated = validate(make_review(sts), SETTINGS, default_queue="default")
+    assert validated["response"]["allowed"], validated["response"].get("status")
+
+    scaled = lws_statefulset(replicas=4)
+    update = make_review(scaled, operation="UPDATE", old=sts)
+    assert patch_of(mutate(update, SETTINGS, default_queue="default")) == []
+
+
+def test_a_statefulset_of_its_own_in_an_opted_in_namespace_is_still_held() -> None:
+    sts = make_statefulset("serve", queue=None)
+    paths = [op["path"] for op in patch_of(mutate(make_review(sts), SETTINGS, default_queue="d"))]
+    assert "/spec/template/spec/schedulingGates" in paths
+    validated = validate(make_review(sts), SETTINGS, default_queue="d")
+    assert not validated["response"]["allowed"], "unheld in an opted-in namespace"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.api import kinds
 from controller.api.kinds import Kind
 from controller.workloads.base import MergedDefaults, WorkloadAdapter, owned_by
 from controller.workloads.job import JobAdapter
@@ -49,9 +48,8 @@ def merged_defaults_for(group: str, version: str, kind: str) -> MergedDefaults |
 
 
 def part_of_managed_workload(obj: Any) -> bool:
-    """Whether a raw object (not a pod) was made by a workload of a kind kohort manages as a
-    gang, such as a JobSet's Job or a LeaderWorkerSet's StatefulSet: its owner is the gang, so
-    it is left as its owner's controller made it (in an opted-in namespace too)."""
-    return isinstance(obj, dict) and any(
-        owned_by(obj, kind) for kind in ADAPTERS if kind != kinds.PODS
-    )
+    """Whether a raw object (not a pod) was made for a workload of a kind kohort manages as a
+    gang: a JobSet's Job, a LeaderWorkerSet's leader StatefulSet, or a worker StatefulSet, which
+    LWS makes owned by its group's leader Pod. Its owner's gang holds it, so it is left as its
+    owner's controller made it (in an opted-in namespace too)."""
+    return isinstance(obj, dict) and any(owned_by(obj, kind) for kind in ADAPTERS)

@@ -402,3 +402,13 @@ def test_a_statefulset_of_its_own_in_an_opted_in_namespace_is_still_held() -> No
     assert "/spec/template/spec/schedulingGates" in paths
     validated = validate(make_review(sts), SETTINGS, default_queue="d")
     assert not validated["response"]["allowed"], "unheld in an opted-in namespace"
+
+
+def test_a_worker_statefulset_owned_by_its_groups_leader_pod_is_left_as_made() -> None:
+    sts = make_statefulset("llm-0", queue=None)
+    sts["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "llm-0", "uid": "uid-pod", "controller": True}
+    ]
+    assert patch_of(mutate(make_review(sts), SETTINGS, default_queue="default")) == []
+    validated = validate(make_review(sts), SETTINGS, default_queue="default")
+    assert validated["response"]["allowed"], validated["response"].get("status")

@@ -30,6 +30,10 @@ PLURALS = {
     "Service": ("/api/v1", "services"),
     "Job": ("/apis/batch/v1", "jobs"),
     "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+    "LeaderWorkerSet": ("/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
+    "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
+    "PyTorchJob": ("/apis/kubeflow.org/v1", "pytorchjobs"),
+    "RayCluster": ("/apis/ray.io/v1", "rayclusters"),
     "ResourceFlavor": ("/apis/kohort.dev/v1alpha1", "resourceflavors"),
     "ClusterQueue": ("/apis/kohort.dev/v1alpha1", "clusterqueues"),
     "LocalQueue": ("/apis/kohort.dev/v1alpha1", "localqueues"),
@@ -120,6 +124,67 @@ def test_the_job_over_quota_is_held_and_says_why(teams: Release) -> None:
     job = teams.cluster.rest.get("/apis/batch/v1/namespaces/team-a/jobs/too-big")
     assert job["spec"]["suspend"] is True
     assert not pods(teams, "team-a", "too-big-")
+
+
+# Each example of another project's workload kind: the controller that runs it, where its
+# pods are, how many there are, and the Workloads of its gangs.
+CONTROLLER_EXAMPLES = [
+    (
+        "leaderworkerset-serving.yaml",
+        "lws-manager",
+        "team-b",
+        "llm-serving-",
+        4,
+        ["lws-llm-serving-0", "lws-llm-serving-1"],
+    ),
+    ("jobset-training.yaml", "jobset-manager", "team-a", "train-llama-", 4, ["jobset-train-llama"]),
+    (
+        "pytorchjob-training.yaml",
+        "training-operator",
+        "team-a",
+        "finetune-bert-",
+        4,
+        ["pytorchjob-finetune-bert"],
+    ),
+    ("raycluster.yaml", "kuberay-operator", "team-b", "ray-batch-", 3, ["raycluster-ray-batch"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("example", "controller", "namespace", "prefix", "count", "gangs"),
+    CONTROLLER_EXAMPLES,
+    ids=[e[0] for e in CONTROLLER_EXAMPLES],
+)
+def test_a_workload_of_another_controller_is_admitted_whole_and_run_by_its_controller(
+    teams: Release,
+    example: str,
+    controller: str,
+    namespace: str,
+    prefix: str,
+    count: int,
+    gangs: list[str],
+) -> None:
+    teams.cluster.start_workload_controller(controller)
+    [applied] = apply(teams, EXAMPLES / example)
+
+    def placed() -> bool:
+        found = pods(teams, namespace, prefix)
+        return len(found) == count and all(p["spec"].get("nodeName") for p in found)
+
+    try:
+        wait(teams, f"the {count} pods of {example} placed", placed, timeout=120)
+        admitted = workloads(teams, namespace)
+        for gang in gangs:
+            conditions = admitted[gang]["status"]["conditions"]
+            assert any(c["type"] == "QuotaReserved" and c["status"] == "True" for c in conditions)
+        for pod in pods(teams, namespace, prefix):
+            assert pod["spec"]["schedulerName"] == "volcano", pod["metadata"]["name"]
+            assert not pod["spec"].get("schedulingGates"), pod["metadata"]["name"]
+    finally:
+        prefix_path, plural = PLURALS[applied["kind"]]
+        name = applied["metadata"]["name"]
+        teams.cluster.rest.delete(f"{prefix_path}/namespaces/{namespace}/{plural}/{name}")
+        wait(teams, f"the pods of {example} gone", lambda: not pods(teams, namespace, prefix))
 
 
 def test_the_components_did_all_of_it_within_the_charts_rbac(teams: Release) -> None:

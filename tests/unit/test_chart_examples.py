@@ -1,5 +1,7 @@
 """Every object in examples/ is valid: Kubernetes kinds against the Kubernetes schemas (strict),
-kohort.dev kinds against the API models the CRDs are generated from.
+kohort.dev kinds against the API models the CRDs are generated from, and the kinds of other
+projects' controllers (LeaderWorkerSet, JobSet, PyTorchJob, RayCluster) as kohort's webhook
+takes them (their own CRDs check them in tests/cluster/test_examples.py).
 
 tests/cluster/test_examples.py applies the same files to a real cluster.
 """
@@ -16,13 +18,19 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload
+from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, names
 from tests.chart_support import REPO, kube_version, render
+from webhook.mutation import mutate
+from webhook.reviews import patch_of
+from webhook.settings import Settings
+from webhook.testing import make_review
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 MODELS: dict[str, Any] = {
     m.KIND.kind: m for m in (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
 }
+# Workload kinds whose schemas come with their own controllers' CRDs.
+CONTROLLER_KINDS = ("LeaderWorkerSet", "JobSet", "PyTorchJob", "RayCluster")
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -38,6 +46,11 @@ def test_every_example_object_is_valid(path: Path) -> None:
     for doc in documents(path):
         if doc["apiVersion"].startswith("kohort.dev/"):
             MODELS[doc["kind"]].model_validate(doc)
+        elif doc["kind"] in CONTROLLER_KINDS:
+            response = mutate(make_review(doc), Settings(), default_queue="default")["response"]
+            assert response["allowed"], response.get("status")
+            added = [op for op in patch_of({"response": response}) if names.GROUP in str(op)]
+            assert added, f"the webhook put no gang field on {doc['kind']}"
         else:
             kubernetes_validate.validate(doc, kube_version().lstrip("v"), strict=True)
 
@@ -71,7 +84,7 @@ def test_every_workload_example_names_a_queue_or_lives_in_an_opted_in_namespace(
         and d["metadata"].get("labels", {}).get("kohort.dev/managed") == "true"
     }
     for doc in documents(path):
-        if doc["kind"] in ("Job", "StatefulSet"):
+        if doc["kind"] in ("Job", "StatefulSet", *CONTROLLER_KINDS):
             labelled = "kohort.dev/queue-name" in doc["metadata"].get("labels", {})
             assert labelled or doc["metadata"]["namespace"] in opted_in, doc["metadata"]["name"]
 

@@ -201,7 +201,12 @@ class LeaderWorkerSet(View):
     spec: LeaderWorkerSetSpec = msgspec.field(default_factory=LeaderWorkerSetSpec)
 
 
+class JobTemplateMeta(View):
+    annotations: dict[str, str] = {}
+
+
 class JobTemplate(View):
+    metadata: JobTemplateMeta = msgspec.field(default_factory=JobTemplateMeta)
     spec: JobSpec = msgspec.field(default_factory=JobSpec)
 
 

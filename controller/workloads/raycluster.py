@@ -7,8 +7,10 @@ when it is: they carry the admission gate, removed once it runs. Released and he
 `suspended.py` says. A RayCluster never finishes: its quota is given back when it is deleted.
 
 The Ray autoscaler (enableInTreeAutoscaling) adds and removes workers, so an autoscaling
-cluster has no fixed size and is refused. A RayCluster made by another controller (a RayJob's,
-a RayService's) is that controller's and is left alone.
+cluster has no fixed size and is refused; so is a suspended worker group
+(workerGroupSpecs[].suspend), which KubeRay accepts only behind a feature gate. A RayCluster
+made by another controller (a RayJob's, a RayService's) is then its own gang, held and admitted
+like any other.
 """
 
 from __future__ import annotations
@@ -63,6 +65,14 @@ class RayClusterAdapter(SuspendedAdapter):
                 " workers, but kohort admits a RayCluster as one gang of a fixed size; turn"
                 " autoscaling off and give each worker group its replicas"
             )
+        for i, group in enumerate(obj.spec.worker_group_specs):
+            if group.suspend:
+                return (
+                    f"spec.workerGroupSpecs[{i}].suspend: true is refused by KubeRay unless its"
+                    " RayJobDeletionPolicy feature gate is on, so the cluster would be admitted"
+                    " and never run; leave suspend unset (kohort holds the whole cluster with"
+                    " spec.suspend)"
+                )
         return negative(
             [
                 ((*_group(i), field), value)

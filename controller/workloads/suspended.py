@@ -11,8 +11,10 @@ the write that suspends the object again (these operators let a template's sched
 change while the object is, or is being, suspended). A template may sit in a list, so the
 writes are JSON Patches, guarded by the resourceVersion they were computed from.
 
-An object made by another controller (its ownerReference says `controller: true`) is part of
-that controller's workload and is left alone.
+An object made by a workload of a kind kohort manages (its ownerReference with
+`controller: true` names one) is part of that workload's gang and is left alone. One made by a
+controller kohort does not manage (a Kubeflow TrainJob's JobSet, a RayJob's RayCluster) is then
+its own gang, held and admitted like any other.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from controller.api import kube, names
+from controller.api import kinds, kube, names
 from controller.api.kinds import Kind
 from controller.api.workload import MAX_POD_SETS
 from controller.workloads.base import (
@@ -37,6 +39,7 @@ from controller.workloads.base import (
     Mutation,
     PodSetFlavors,
     Write,
+    controlled_by,
     decorate_pod_template,
     field_path,
     gang_name,
@@ -61,6 +64,15 @@ log = logging.getLogger("kohort.workloads")
 
 # The templates' own nodeSelector and tolerations by pod set, kept while their flavors' are in.
 TEMPLATES_BEFORE_FLAVORS = f"{names.GROUP}/templates-before-flavors"
+
+# What kohort's webhook writes alike into every pod template of a gang, naming the gang.
+GANG_WIDE_FIELDS: tuple[Path, ...] = (
+    ("metadata", "labels", names.POD_GROUP_LABEL),
+    ("metadata", "labels", names.COSCHEDULING_GROUP_LABEL),
+    ("metadata", "annotations", names.VOLCANO_GROUP_ANNOTATION),
+    ("spec", "workloadRef"),
+    ("spec", "schedulingGroup"),
+)
 
 
 class Scheduling(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
@@ -206,22 +218,26 @@ class SuspendedAdapter:
         return None
 
     def owned_elsewhere(self, obj: Any) -> bool:
-        """Whether another controller made the object: it is part of that one's workload."""
-        return obj.metadata.controller_owner() is not None
+        """Whether a workload of a kind kohort manages made the object: it is part of that
+        one's gang. One made by any other controller is a gang of its own."""
+        return any(controlled_by(obj.metadata, kind) for kind in kinds.MANAGED_WORKLOADS)
 
     def _gang_problem(self, obj: Any) -> str | None:
         problem = self.problem(obj)
         if problem is not None:
             return problem
-        sets = [t.pod_set for t in self.held_templates(obj) if t.count > 0]
-        if "" in sets:
+        held = self.held_templates(obj)
+        # Every template's pod set, those of no pods too: their scheduling is kept by name.
+        named = [t.pod_set for t in held]
+        if "" in named:
             return "each of its pod templates needs a name: kohort names its pod set after it"
-        twice = sorted({s for s in sets if sets.count(s) > 1})
+        twice = sorted({s for s in named if named.count(s) > 1})
         if twice:
             return (
                 f"two of its pod templates would be pod set {shown(twice[0])}: each pod set of"
                 " a gang needs its own name"
             )
+        sets = [t.pod_set for t in held if t.count > 0]
         if len(sets) > MAX_POD_SETS:
             return (
                 f"its pods come from {len(sets)} pod templates, but a gang has at most"
@@ -235,7 +251,7 @@ class SuspendedAdapter:
         return gang_name(self.PREFIX, object_name(obj, request_uid))
 
     def managed_templates(self, obj: JSONDict) -> list[HeldTemplate] | None:
-        """The templates of a raw object kohort holds (None when another controller made it);
+        """The templates of a raw object kohort holds (None when a managed workload made it);
         Denied says why it cannot be one gang."""
         try:
             view = msgspec.convert(obj, self.model)
@@ -292,13 +308,14 @@ class SuspendedAdapter:
         return gate_problem(obj, [t.path for t in held]) if self.GATED else None
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
-        if self.managed_templates(old) is None:
+        before = self.managed_templates(old)
+        if before is None:
             return None
         held = self.managed_templates(new)
         if held is None:
             return (
-                f"a {self.KIND.kind} in a kohort queue cannot be handed to another controller"
-                " (an ownerReference with controller: true); delete and recreate it"
+                f"a {self.KIND.kind} in a kohort queue cannot be handed to another workload kohort"
+                " manages (an ownerReference with controller: true); delete and recreate it"
             )
         if self._is_suspended(old) and not self._is_suspended(new):
             return (
@@ -311,6 +328,36 @@ class SuspendedAdapter:
                     "only kohort's controller may remove the admission gate from"
                     f" {field_path(template.path)}"
                 )
+        return self._ungang_problem(old, before, new, held)
+
+    def _ungang_problem(
+        self, old: JSONDict, before: list[HeldTemplate], new: JSONDict, held: list[HeldTemplate]
+    ) -> str | None:
+        """Why a template of pods in `new` (one just added, say) is not in the gang `old`'s
+        templates are in: it must carry the same gang fields (and, for a gated kind, the
+        admission gate), or its pods would run outside the gang and its quota. Nothing is
+        required of an object whose templates name no gang (kohort's webhook never saw it)."""
+        reference = next((t.path for t in before if pod_group_of(old, t.path)), None)
+        if reference is None:
+            return None
+        for template in held:
+            if template.count <= 0:
+                continue
+            where = field_path(template.path)
+            if self.GATED and not has_gate(new, template.path):
+                return (
+                    f"{where} must carry the {names.ADMISSION_GATE} scheduling gate, as the"
+                    " other pod templates of its gang do (is kohort's mutating webhook"
+                    " registered?)"
+                )
+            for field in GANG_WIDE_FIELDS:
+                want = lookup(old, [*reference, *field])
+                if want is not None and lookup(new, [*template.path, *field]) != want:
+                    return (
+                        f"{where}.{field_path(field)} must be {shown(want)}, as kohort set it in"
+                        " the other pod templates of its gang (is kohort's mutating webhook"
+                        " registered?)"
+                    )
         return None
 
     def queue_may_change(self, old: JSONDict) -> bool:

@@ -39,6 +39,14 @@ def mutated(obj: JSON, **kwargs: Any) -> JSON:
     return result
 
 
+def updated(new: JSON, old: JSON) -> JSON:
+    """`new` with the JSON Patch the mutating webhook answers the update from `old` with."""
+    response = mutate(make_review(new, operation="UPDATE", old=old), SETTINGS)
+    assert response["response"]["allowed"], response
+    result: JSON = jsonpatch.apply_patch(new, patch_of(response))
+    return result
+
+
 def denial(obj: JSON) -> str:
     """Why the mutating webhook refuses to create `obj`."""
     response = mutate(make_review(obj), SETTINGS)["response"]

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from controller.api import kube, names
+from controller.api import kinds, kube, names
 from controller.workloads.base import (
     Delete,
     Denied,
@@ -293,3 +293,7 @@ def test_a_pod_that_pretends_to_belong_to_another_workload_is_refused(
     with pytest.raises(Denied, match=want):
         PodAdapter().default(Editor(make_pod(labels=labels)), Mutation("research"))
     assert want in (PodAdapter().unheld(make_pod(labels=labels)) or "")
+
+
+def test_the_kinds_whose_objects_are_left_to_their_owners_gang_are_the_registrys() -> None:
+    assert set(kinds.MANAGED_WORKLOADS) == set(ADAPTERS)

@@ -112,14 +112,79 @@ def test_a_jobset_must_be_created_suspended_and_only_kohort_unsuspends_it() -> N
             ),
             "at most 8 pod sets",
         ),
+        (
+            lambda js: js["metadata"].update(
+                annotations={"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"}
+            ),
+            "alpha.jobset.sigs.k8s.io/exclusive-topology without"
+            " alpha.jobset.sigs.k8s.io/node-selector",
+        ),
+        (
+            lambda js: js["spec"]["replicatedJobs"][1]["template"].update(
+                metadata={"annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"}}
+            ),
+            "each of workers's Jobs wait for its first one to be scheduled",
+        ),
+        (
+            lambda js: js["spec"]["replicatedJobs"][1].update(name="driver", replicas=0),
+            "pod set 'driver'",
+        ),
     ],
-    ids=["in order", "depends on", "negative replicas", "nine replicated jobs"],
+    ids=[
+        "in order",
+        "depends on",
+        "negative replicas",
+        "nine replicated jobs",
+        "exclusive placement by the pod webhook",
+        "a replicated job placed exclusively by the pod webhook",
+        "a replicated job of no pods named like another",
+    ],
 )
 def test_a_jobset_that_cannot_start_as_one_gang_is_denied(change: Any, want: str) -> None:
     jobset = make_jobset()
     change(jobset)
     assert want in support.denial(jobset)
     assert not support.allowed(jobset)
+
+
+def test_a_jobset_placed_exclusively_with_the_node_selector_strategy_is_one_gang() -> None:
+    jobset = make_jobset()
+    jobset["metadata"]["annotations"] = {
+        "alpha.jobset.sigs.k8s.io/exclusive-topology": "rack",
+        "alpha.jobset.sigs.k8s.io/node-selector": "true",
+    }
+    [gang] = ADAPTER.gangs(support.view(ADAPTER, support.stored(jobset)))
+    assert gang.min_member == 1 + 2 * 4
+
+
+def test_a_new_jobsets_patch_puts_the_queue_label_on_every_replicated_jobs_job_template() -> None:
+    ops = patch_of(mutate(make_review(make_jobset()), support.SETTINGS))
+    assert {op["path"] for op in ops} >= {
+        "/spec/replicatedJobs/0/template/metadata",
+        "/spec/replicatedJobs/1/template/metadata",
+    }
+
+    jobset = support.mutated(make_jobset())
+
+    for job in jobset["spec"]["replicatedJobs"]:
+        assert job["template"]["metadata"]["labels"] == {names.QUEUE_LABEL: "research"}
+
+
+def test_an_update_keeps_the_queue_label_a_jobs_template_was_created_with() -> None:
+    held = support.stored(make_jobset())
+    moved = json.loads(json.dumps(held))
+    moved["metadata"]["labels"][names.QUEUE_LABEL] = "other"
+    del moved["spec"]["replicatedJobs"][0]["template"]["metadata"]
+    before_kohort = json.loads(json.dumps(held))
+    for job in before_kohort["spec"]["replicatedJobs"]:
+        del job["template"]["metadata"]
+
+    kept = support.updated(moved, old=held)
+    left = support.updated(before_kohort, old=before_kohort)
+
+    for job in kept["spec"]["replicatedJobs"]:  # the JobSet webhook refuses any change there
+        assert job["template"]["metadata"]["labels"] == {names.QUEUE_LABEL: "research"}
+    assert left == before_kohort
 
 
 def test_releasing_a_jobset_admitted_on_a_flavor_puts_the_flavors_selector_into_every_replicated_jobs_template_and_hold_puts_the_originals_back() -> (  # noqa: E501
@@ -222,8 +287,20 @@ def test_the_webhook_leaves_a_jobsets_jobs_to_the_jobset_controller(
         assert response["response"]["allowed"] is True
         assert patch_of(response) == []
     # Neither its creation nor its unsuspension by the JobSet controller is a bypass.
-    assert support.allowed(created)
+    assert support.allowed(created, user=JOBSET_CONTROLLER)
     assert support.allowed(support.unsuspended(created), old=created, user=JOBSET_CONTROLLER)
+
+
+def test_a_jobsets_job_is_made_and_unsuspended_only_by_the_jobset_controller() -> None:
+    created = job_of(support.stored(make_jobset()))
+    created["metadata"]["labels"][names.QUEUE_LABEL] = "research"
+    assert not support.allowed(created), "a Job of a user's own that claims a JobSet owner"
+    assert not support.allowed(support.unsuspended(created), old=created)
+    detached = dict(created, metadata={**created["metadata"], "ownerReferences": []})
+    assert not support.allowed(detached, old=created), "taking it away from its JobSet"
+    labels = {**created["metadata"]["labels"], "team": "x"}
+    relabelled = dict(created, metadata={**created["metadata"], "labels": labels})
+    assert support.allowed(relabelled, old=created), "its labels are the user's to change"
 
 
 def test_a_managed_job_cannot_be_handed_to_a_jobset() -> None:
@@ -265,7 +342,7 @@ def test_the_pods_of_a_jobsets_jobs_join_the_jobsets_gang() -> None:
     assert ADAPTER.pod_set_of(gang.pods["trainer-workers-0-0-abcde"]) == "workers"
 
 
-def test_a_jobset_made_by_another_controller_is_left_to_it() -> None:
+def test_a_jobset_made_by_a_controller_kohort_does_not_manage_is_a_gang_of_its_own() -> None:
     jobset = make_jobset()
     jobset["metadata"]["ownerReferences"] = [
         {
@@ -275,8 +352,11 @@ def test_a_jobset_made_by_another_controller_is_left_to_it() -> None:
             "controller": True,
         }
     ]
-    assert support.mutated(jobset)["spec"].get("suspend") is None
-    assert ADAPTER.gangs(support.view(ADAPTER, jobset)) == []
+    held = support.stored(jobset)
+    assert held["spec"]["suspend"] is True
+    assert not support.allowed(jobset)  # unheld, it would run outside its queue
+    [gang] = ADAPTER.gangs(support.view(ADAPTER, held))
+    assert (gang.name, gang.min_member) == ("jobset-trainer", 1 + 2 * 4)
 
 
 # -- through the controller, on an API server in memory --------------------------------------

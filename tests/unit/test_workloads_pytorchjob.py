@@ -181,3 +181,15 @@ def test_a_held_pytorchjob_is_released_in_one_guarded_write() -> None:
         {"op": "add", "path": "/spec/runPolicy/suspend", "value": False},
     ]
     assert support.applied(held, release)["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
+
+
+def test_a_replica_type_added_by_an_update_must_carry_the_gate_and_join_the_gang() -> None:
+    alone = make_pytorchjob()
+    del alone["spec"]["pytorchReplicaSpecs"]["Worker"]
+    held = support.mutated(alone)
+    worker = make_pytorchjob()["spec"]["pytorchReplicaSpecs"]["Worker"]
+    grown = json.loads(json.dumps(held))
+    grown["spec"]["pytorchReplicaSpecs"]["Worker"] = worker
+
+    assert not support.allowed(grown, old=held)
+    assert support.allowed(support.updated(grown, old=held), old=held)

@@ -41,9 +41,9 @@ def test_a_raycluster_is_one_gang_of_its_head_and_all_its_workers() -> None:
         ({"replicas": None, "minReplicas": 3}, 3),
         ({"replicas": 1, "minReplicas": 2}, 2),
         ({"replicas": 2, "numOfHosts": None}, 2),
-        ({"suspend": True}, 0),
+        ({"replicas": 0}, 0),
     ],
-    ids=["above max", "unset", "below min", "hosts unset", "suspended group"],
+    ids=["above max", "unset", "below min", "hosts unset", "none"],
 )
 def test_a_worker_group_has_as_many_pods_as_kuberay_keeps(group: dict[str, Any], want: int) -> None:
     cluster = make_raycluster(groups={"cpu": 5})
@@ -94,6 +94,55 @@ def test_a_worker_group_named_like_the_head_is_denied() -> None:
     assert "pod set 'head'" in support.denial(make_raycluster(groups={"head": 1}))
 
 
+def test_a_worker_group_of_no_pods_named_like_another_pod_set_is_denied() -> None:
+    assert "pod set 'head'" in support.denial(make_raycluster(groups={"cpu": 2, "head": 0}))
+    twice = new_worker_group(make_raycluster(groups={"cpu": 2}), "cpu")
+    twice["spec"]["workerGroupSpecs"][1].update(replicas=0, minReplicas=0)
+    assert "pod set 'cpu'" in support.denial(twice)
+
+
+def test_a_suspended_worker_group_is_denied_with_a_message_naming_its_suspend_field() -> None:
+    cluster = make_raycluster(groups={"cpu": 2, "gpu": 1})
+    cluster["spec"]["workerGroupSpecs"][1]["suspend"] = True
+
+    message = support.denial(cluster)
+
+    assert "spec.workerGroupSpecs[1].suspend: true" in message
+    assert "feature gate" in message
+    held = support.mutated(make_raycluster(groups={"cpu": 2, "gpu": 1}))
+    suspended = copy.deepcopy(held)
+    suspended["spec"]["workerGroupSpecs"][1]["suspend"] = True
+    assert not support.allowed(suspended, old=held)
+
+
+def new_worker_group(cluster: dict[str, Any], name: str) -> dict[str, Any]:
+    """`cluster` with one more worker group, a copy of its first, called `name`."""
+    grown = copy.deepcopy(cluster)
+    groups = grown["spec"]["workerGroupSpecs"]
+    groups.append(dict(copy.deepcopy(groups[0]), groupName=name))
+    return grown
+
+
+def test_a_worker_group_added_by_an_update_must_carry_the_gate_and_join_the_gang() -> None:
+    held = support.mutated(make_raycluster(groups={"cpu": 2}))
+    plain = make_raycluster(groups={"cpu": 2, "gpu": 1})["spec"]["workerGroupSpecs"][1]
+
+    ungated = new_worker_group(held, "gpu")
+    del ungated["spec"]["workerGroupSpecs"][1]["template"]["spec"]["schedulingGates"]
+    elsewhere = new_worker_group(held, "gpu")
+    labels = elsewhere["spec"]["workerGroupSpecs"][1]["template"]["metadata"]["labels"]
+    labels[names.POD_GROUP_LABEL] = "another-gang"
+    undecorated = copy.deepcopy(held)
+    undecorated["spec"]["workerGroupSpecs"].append(plain)
+
+    assert support.allowed(new_worker_group(held, "gpu"), old=held)
+    assert not support.allowed(ungated, old=held)
+    assert not support.allowed(elsewhere, old=held)
+    assert not support.allowed(undecorated, old=held)
+    # Through the mutating webhook, the new group joins the gang gated.
+    assert support.allowed(support.updated(undecorated, old=held), old=held)
+
+
 def test_releasing_a_raycluster_on_a_flavor_puts_it_in_every_template_and_hold_takes_it_back() -> (
     None
 ):
@@ -115,22 +164,43 @@ def test_releasing_a_raycluster_on_a_flavor_puts_it_in_every_template_and_hold_t
     assert support.templates(ADAPTER, held_again) == support.templates(ADAPTER, held)
 
 
-def test_a_raycluster_made_by_a_rayjob_is_left_to_it() -> None:
+def test_a_raycluster_made_by_a_rayjob_is_a_gang_of_its_own() -> None:
     cluster = make_raycluster()
     cluster["metadata"]["ownerReferences"] = [
         {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "job", "controller": True}
     ]
+    assert not support.allowed(cluster)  # unheld, it would run outside its queue
+
+    held = support.stored(cluster)
+
+    assert held["spec"]["suspend"] is True
+    assert all(support.gated(t) for t in support.templates(ADAPTER, held))
+    assert support.allowed(held)
+    [gang] = ADAPTER.gangs(support.view(ADAPTER, held))
+    assert (gang.name, gang.min_member) == ("raycluster-ray", 1 + 2)
+
+
+def test_a_raycluster_made_by_a_workload_kohort_manages_is_left_to_its_gang() -> None:
+    cluster = make_raycluster()
+    cluster["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "leader", "controller": True}
+    ]
     assert patch_of(mutate(make_review(cluster), support.SETTINGS)) == []
-    assert support.allowed(cluster)
     assert ADAPTER.gangs(support.view(ADAPTER, cluster)) == []
 
 
-def test_a_managed_raycluster_cannot_be_handed_to_another_controller() -> None:
+def test_a_managed_raycluster_cannot_be_handed_to_another_managed_workload() -> None:
     held = support.mutated(make_raycluster())
     claimed = copy.deepcopy(held)
     claimed["metadata"]["ownerReferences"] = [
-        {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "job", "controller": True}
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "js",
+            "controller": True,
+        }
     ]
+    assert "cannot be handed" in (ADAPTER.bypass(held, claimed) or "")
     assert not support.allowed(claimed, old=held)
 
 

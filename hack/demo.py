@@ -27,12 +27,12 @@ from controller.quota import Config as CoreConfig
 from controller.settings import Settings as ControllerSettings
 from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Backend, Placement
-from hack.localcluster import LocalCluster
+from hack.localcluster import WORKLOAD_CONTROLLER_USER, LocalCluster
 from hack.rest import ApiError, RestClient
 from hack.tables import format_table
 from webhook import registration
 from webhook.server import WebhookServer
-from webhook.settings import ControllerIdentity
+from webhook.settings import WORKLOAD_CONTROLLERS, ControllerIdentity
 from webhook.settings import Settings as WebhookSettings
 
 CONTROLLER_USER = "kohort-controller"
@@ -115,6 +115,7 @@ class KohortStack:
         settings = WebhookSettings(
             placement=Placement.for_backend(self.podgroups.backend),
             controller=ControllerIdentity.of(users=[CONTROLLER_USER]),
+            workload_controllers=WORKLOAD_CONTROLLERS | {WORKLOAD_CONTROLLER_USER},
         )
         server = WebhookServer(
             settings, server_context(), host="127.0.0.1", port=0, metrics_port=None

@@ -76,6 +76,9 @@ POD_CIDR = "10.16.0.0/16"
 STATE_FILE = "state.json"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 START_TIMEOUT = 120.0
+# The user the workload controllers (LWS, JobSet, KubeRay, training operator) act as: webhooks
+# of kohort's test stacks trust it to make what those workloads control.
+WORKLOAD_CONTROLLER_USER = "kohort-dev:workload-controllers"
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,9 @@ class ClusterOptions:
     # its user agent: the fault runner reads it to prove that a replica which lost its Lease
     # wrote nothing. Empty: no audit log.
     audit_users: tuple[str, ...] = ()
+    # More kube-controller-manager flags (bench_scale: a node monitor grace period that kwok's
+    # lease heartbeats keep up with on a loaded machine).
+    controller_manager_flags: tuple[str, ...] = ()
 
 
 def free_port() -> int:
@@ -507,6 +513,7 @@ class LocalCluster:
                 "--profiling=false",
                 "--v=1",
                 *self._gang_api_flags(),
+                *self.options.controller_manager_flags,
             ],
         )
         # The default ServiceAccount appears once the controllers run.
@@ -597,14 +604,19 @@ class LocalCluster:
         self.ca.issue_server(["localhost"], ["127.0.0.1"]).write(
             cert_dir / "tls.crt", cert_dir / "tls.key"
         )
+        kubeconfig = self.write_kubeconfig(
+            work / "kubeconfig",
+            WORKLOAD_CONTROLLER_USER,
+            self.issue_user(WORKLOAD_CONTROLLER_USER, ["system:masters"]),
+        )
         ports = workload_controllers.Ports(
             webhook=free_port(),
             health=free_port(),
             cert_dir=cert_dir,
             work_dir=work,
-            kubeconfig=self.kubeconfig,
+            kubeconfig=kubeconfig,
         )
-        env = {"KUBECONFIG": str(self.kubeconfig), **dict(controller.env)}
+        env = {"KUBECONFIG": str(kubeconfig), **dict(controller.env)}
         proc = self._spawn(name, controller.argv(controller, ports), env=env)
         if controller.mounted_secret is not None:
             self._mount_secret(proc, *controller.mounted_secret)

@@ -25,6 +25,7 @@ from webhook.server import WebhookServer
 from webhook.settings import (
     DEFAULT_CONTROLLER_SERVICE_ACCOUNT,
     JOB_CONTROLLERS,
+    WORKLOAD_CONTROLLERS,
     ControllerIdentity,
     Settings,
 )
@@ -53,6 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="gang scheduler that places admitted gangs (default volcano)",
     )
     parser.add_argument("--scheduler-name", help="schedulerName to set (default: per backend)")
+    parser.add_argument(
+        "--workload-controller-user",
+        action="append",
+        default=[],
+        metavar="USER",
+        help="who makes the objects and pods that managed workloads control: the LWS, JobSet,"
+        " KubeRay and training-operator controllers (repeatable; default: their ServiceAccounts"
+        " as their releases install them, and the kube-controller-manager)",
+    )
     parser.add_argument(
         "--job-controller-user",
         action="append",
@@ -97,6 +107,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         placement=Placement.for_backend(Backend(args.backend), args.scheduler_name),
         volcano_queue=args.volcano_queue if Backend(args.backend) is Backend.VOLCANO else None,
         job_controllers=frozenset(args.job_controller_user) or JOB_CONTROLLERS,
+        workload_controllers=frozenset(args.workload_controller_user) or WORKLOAD_CONTROLLERS,
         controller=ControllerIdentity.of(
             users=args.controller_user, groups=args.controller_group, service_accounts=accounts
         ),

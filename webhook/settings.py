@@ -43,6 +43,23 @@ JOB_CONTROLLERS = frozenset(
 )
 
 
+# Who makes the objects of the workloads kohort holds through their owner (a JobSet's Jobs, a
+# LeaderWorkerSet's StatefulSets) and the pods of the operators that make pods themselves
+# (PyTorchJob, RayCluster): the controllers' ServiceAccounts as their releases install them,
+# and the kube-controller-manager, whose garbage collector edits ownerReferences.
+WORKLOAD_CONTROLLERS = frozenset(
+    {
+        "system:serviceaccount:lws-system:lws-controller-manager",
+        "system:serviceaccount:jobset-system:jobset-controller-manager",
+        "system:serviceaccount:kubeflow:training-operator",
+        "system:serviceaccount:ray-system:kuberay-operator",
+        "system:serviceaccount:default:kuberay-operator",
+        "system:serviceaccount:kube-system:generic-garbage-collector",
+        "system:kube-controller-manager",
+    }
+)
+
+
 @dataclass(frozen=True)
 class Settings:
     placement: Placement = field(default_factory=Placement)
@@ -50,6 +67,9 @@ class Settings:
     volcano_queue: str | None = names.VOLCANO_QUEUE
     # Who may create a Job's pods without the admission gate.
     job_controllers: frozenset[str] = JOB_CONTROLLERS
+    # Who may create and change objects (and operators' pods) that name a managed workload as
+    # their controller.
+    workload_controllers: frozenset[str] = WORKLOAD_CONTROLLERS
     controller: ControllerIdentity = field(
         default_factory=lambda: ControllerIdentity.of(
             service_accounts=[DEFAULT_CONTROLLER_SERVICE_ACCOUNT]

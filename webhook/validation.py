@@ -33,7 +33,14 @@ from controller.api import (
 )
 from controller.api.common import Resource
 from controller.api.quantity import QuantityError, parse_quantity
-from controller.workloads.base import Denied, WorkloadAdapter, has_gate, queue_of, shown
+from controller.workloads.base import (
+    Denied,
+    WorkloadAdapter,
+    has_gate,
+    owned_by,
+    queue_of,
+    shown,
+)
 from controller.workloads.edits import lookup
 from controller.workloads.pod import of_unmanaged_job, owned_by_job
 from controller.workloads.registry import adapter_for, part_of_managed_workload
@@ -75,12 +82,16 @@ def validate(
     if adapter is None:
         return reviews.allow(request.uid)
     try:
+        user = request.user.username
         if request.operation == "CREATE":
-            problem = creation_problem(adapter, request.object, default_queue)
+            problem = ownership_problem(adapter, request.object, None, user, settings)
+            problem = problem or creation_problem(adapter, request.object, default_queue)
             if problem is None and adapter.KIND == kinds.PODS and owned_by_job(request.object):
-                problem = job_pod_problem(request.object, request.user.username, settings)
+                problem = job_pod_problem(request.object, user, settings)
         elif isinstance(request.old_object, dict):
-            problem = update_problem(adapter, request.old_object, request.object)
+            old = request.old_object
+            problem = ownership_problem(adapter, request.object, old, user, settings)
+            problem = problem or update_problem(adapter, old, request.object)
         else:
             return reviews.deny(request.uid, "request.oldObject must be a JSON object", code=400)
     except Denied as denied:
@@ -183,6 +194,57 @@ def creation_problem(
     if queue_of(obj) is None and adapter.KIND == kinds.PODS and of_unmanaged_job(obj):
         return None  # a pod of a Job made before its namespace opted in, or opted out
     return node_name_problem(adapter, obj) or adapter.unheld(obj)
+
+
+# Operators that make their pods themselves, owned by the workload kohort holds.
+OPERATOR_POD_OWNERS = (kinds.PYTORCHJOBS, kinds.RAYCLUSTERS)
+
+
+def ownership_problem(
+    adapter: WorkloadAdapter,
+    new: dict[str, Any],
+    old: dict[str, Any] | None,
+    username: str,
+    settings: Settings,
+) -> str | None:
+    """Why this user may not make or change an object that names a managed workload as its
+    controller. Such an object is held through its owner's gang (a JobSet's Jobs, a
+    LeaderWorkerSet's StatefulSets, an operator's pods), so only the owner's controller
+    (`settings.workload_controllers`) makes it or changes its spec and ownerReferences."""
+    if username in settings.workload_controllers:
+        return None
+    if adapter.KIND == kinds.PODS:
+        owner = next((k for k in OPERATOR_POD_OWNERS if owned_by(new, k)), None)
+        if old is not None or owner is None:
+            return None
+        return (
+            f"only the {owner.kind} controller creates the pods of a {owner.kind} (once kohort"
+            f" releases it); a pod of yours must not name a {owner.kind} as its controller"
+        )
+    if old is None:
+        if not part_of_managed_workload(new):
+            return None
+        return (
+            "its controller (ownerReference with controller: true) is a workload kohort holds as"
+            " a gang, and only that workload's controller makes the objects it controls; create"
+            " it without that ownerReference"
+        )
+    if not (part_of_managed_workload(old) or part_of_managed_workload(new)):
+        return None
+    changed = [
+        where
+        for where, path in (
+            ("spec", ["spec"]),
+            ("ownerReferences", ["metadata", "ownerReferences"]),
+        )
+        if lookup(old, path) != lookup(new, path)
+    ]
+    if not changed:
+        return None
+    return (
+        f"it is held through the gang of its controller (ownerReference), so only that"
+        f" controller changes its {' or '.join(changed)}"
+    )
 
 
 def job_pod_problem(obj: dict[str, Any], username: str, settings: Settings) -> str | None:

@@ -23,7 +23,8 @@ from hack.demo import (
     register_webhook,
     unregister_webhook,
 )
-from hack.localcluster import LocalCluster, free_port
+from hack.localcluster import WORKLOAD_CONTROLLER_USER, LocalCluster, free_port
+from webhook.settings import WORKLOAD_CONTROLLERS
 
 KOHORT = str(Path(sys.executable).with_name("kohort"))
 # Gangs here run for seconds: with the default waste budget (measured in hours of work) no
@@ -168,6 +169,10 @@ class ProcessStack:
                     "--metrics-port=0",
                     "--reuse-port",
                     f"--controller-user={CONTROLLER_USER}",
+                    *(
+                        f"--workload-controller-user={user}"
+                        for user in sorted(WORKLOAD_CONTROLLERS | {WORKLOAD_CONTROLLER_USER})
+                    ),
                 ],
                 work_dir / f"webhook-{i}.log",
             )

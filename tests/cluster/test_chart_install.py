@@ -30,7 +30,13 @@ import yaml
 
 from controller.api import names
 from hack import processes
-from hack.localcluster import ClusterOptions, LocalCluster, NodePool, free_port
+from hack.localcluster import (
+    WORKLOAD_CONTROLLER_USER,
+    ClusterOptions,
+    LocalCluster,
+    NodePool,
+    free_port,
+)
 from hack.rest import ApiError
 from tests.chart_support import (
     CHART_DIR,
@@ -307,6 +313,8 @@ def release(
             f"--port={webhook_port}",
             f"--metrics-port={metrics_port}",
             "--ip=127.0.0.1",
+            # The local cluster's LWS, JobSet, KubeRay and training-operator controllers.
+            f"--workload-controller-user={WORKLOAD_CONTROLLER_USER}",
         ],
     )
     started: list[processes.ManagedProcess] = [webhook]

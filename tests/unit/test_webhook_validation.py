@@ -368,6 +368,10 @@ def test_a_pod_of_a_job_made_before_its_namespace_opted_in_runs_as_its_job_does(
     assert "put kohort.dev/queue-name on the Job itself" in answer["status"]["message"]
 
 
+LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
+KUBERAY = "system:serviceaccount:ray-system:kuberay-operator"
+
+
 def lws_statefulset(**changes: Any) -> dict[str, Any]:
     """The leader StatefulSet a LeaderWorkerSet's controller makes: no queue label of its own."""
     sts = make_statefulset("llm", queue=None, **changes)
@@ -388,12 +392,41 @@ def test_a_statefulset_a_leader_worker_set_made_in_an_opted_in_namespace_is_left
     mutated = mutate(make_review(sts), SETTINGS, default_queue="default")
     assert mutated["response"]["allowed"]
     assert patch_of(mutated) == [], "no queue label, gang fields or gate of its own"
-    validated = validate(make_review(sts), SETTINGS, default_queue="default")
+    review = make_review(sts, user=LWS_CONTROLLER)
+    validated = validate(review, SETTINGS, default_queue="default")
     assert validated["response"]["allowed"], validated["response"].get("status")
 
     scaled = lws_statefulset(replicas=4)
-    update = make_review(scaled, operation="UPDATE", old=sts)
+    update = make_review(scaled, operation="UPDATE", old=sts, user=LWS_CONTROLLER)
     assert patch_of(mutate(update, SETTINGS, default_queue="default")) == []
+    assert validate(update, SETTINGS, default_queue="default")["response"]["allowed"]
+
+
+def test_only_the_lws_controller_makes_or_scales_a_statefulset_an_lws_controls() -> None:
+    sts = lws_statefulset()
+    made = validate(make_review(sts), SETTINGS, default_queue="default")["response"]
+    assert not made["allowed"]
+    assert "ownerReference" in made["status"]["message"]
+    scaled = make_review(lws_statefulset(replicas=4), operation="UPDATE", old=sts)
+    assert not validate(scaled, SETTINGS, default_queue="default")["response"]["allowed"]
+
+
+def test_a_pod_of_its_own_that_claims_a_raycluster_as_its_controller_is_refused() -> None:
+    pod = make_pod("miner", queue="research")
+    pod["spec"]["schedulingGates"] = [{"name": names.ADMISSION_GATE}]
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "name": "ray",
+            "uid": "u",
+            "controller": True,
+        }
+    ]
+    refused = validate(make_review(pod), SETTINGS)["response"]
+    assert not refused["allowed"]
+    assert "RayCluster controller" in refused["status"]["message"]
+    assert validate(make_review(pod, user=KUBERAY), SETTINGS)["response"]["allowed"]
 
 
 def test_a_statefulset_of_its_own_in_an_opted_in_namespace_is_still_held() -> None:
@@ -410,5 +443,5 @@ def test_a_worker_statefulset_owned_by_its_groups_leader_pod_is_left_as_made() -
         {"apiVersion": "v1", "kind": "Pod", "name": "llm-0", "uid": "uid-pod", "controller": True}
     ]
     assert patch_of(mutate(make_review(sts), SETTINGS, default_queue="default")) == []
-    validated = validate(make_review(sts), SETTINGS, default_queue="default")
+    validated = validate(make_review(sts, user=LWS_CONTROLLER), SETTINGS, default_queue="default")
     assert validated["response"]["allowed"], validated["response"].get("status")

@@ -15,10 +15,12 @@ from typing import ClassVar
 
 from controller.api import kube, names
 from controller.api.kinds import Kind
-from controller.workloads.base import Finished, shown
+from controller.workloads.base import Finished, Mutation, shown
+from controller.workloads.edits import Editor
 from controller.workloads.suspended import HeldTemplate, SuspendedAdapter, negative
 
 SPECS = ("spec", "pytorchReplicaSpecs")
+CLEAN_POD_POLICY = ("spec", "runPolicy", "cleanPodPolicy")
 # Replica types as the operator labels their pods, in pod-set order.
 ROLES = ("master", "worker")
 
@@ -29,6 +31,15 @@ class PyTorchJobAdapter(SuspendedAdapter):
     SUSPEND: ClassVar[tuple[str, ...]] = ("spec", "runPolicy", "suspend")
     PREFIX: ClassVar[str] = "pytorchjob"
     GATED: ClassVar[bool] = True
+
+    def default(self, editor: Editor, mutation: Mutation) -> list[str]:
+        """Also `cleanPodPolicy: Running` when unset: the operator's default (None) leaves the
+        other pods of a finished job running, on resources whose quota kohort gives back when
+        the job finishes."""
+        warnings = super().default(editor, mutation)
+        if self.managed_templates(editor.doc) is not None:
+            editor.set_default(CLEAN_POD_POLICY, "Running")
+        return warnings
 
     def held_templates(self, obj: kube.PyTorchJob) -> list[HeldTemplate]:
         specs = obj.spec.pytorch_replica_specs

@@ -50,6 +50,16 @@ def test_a_new_pytorchjob_is_suspended_and_its_replica_templates_join_its_gang_g
         assert support.gated(template)
 
 
+def test_a_finished_pytorchjob_cleans_up_its_running_pods_unless_its_user_says_otherwise() -> None:
+    unset = make_pytorchjob()
+    del unset["spec"]["runPolicy"]
+    assert support.mutated(unset)["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+
+    kept = make_pytorchjob()
+    assert kept["spec"]["runPolicy"] == {"cleanPodPolicy": "None"}
+    assert support.mutated(kept)["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
+
+
 def test_a_pytorchjob_must_be_created_suspended_and_only_kohort_releases_it() -> None:
     unheld = make_pytorchjob()
     unheld["spec"]["runPolicy"]["suspend"] = False

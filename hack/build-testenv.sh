@@ -3,7 +3,8 @@
 # proxy, into a versioned cache outside git. Skips binaries that are already built.
 #
 #   hack/build-testenv.sh [component ...]     components: k8s k8s-gang etcd kwok volcano helm
-#                                               lws jobset kuberay training-operator (default: all)
+#                                               lws jobset kuberay training-operator (default: all
+#                                               of these); kueue (only when named: bench_scale)
 #   hack/build-testenv.sh --print-dir          prints the bin dir for the current pins and exits
 #
 # Each component is built once per version into ${KOHORT_TESTENV_CACHE:-~/.cache/kohort/testenv}/
@@ -248,6 +249,36 @@ build_training_operator() {
     github.com/kubeflow/training-operator/cmd/training-operator.v1 training-operator
 }
 
+# Kueue's manager and its scheduler performance harness (the runner and minimalkueue, its reduced
+# manager), for bench/bench_scale.py; not in the default list: the bench builds it on demand.
+build_kueue() {
+  local bins=(kueue-manager kueue-perf-runner kueue-minimalkueue)
+  local dir="$cache_root/kueue-$KUEUE_VERSION"
+  if built "$dir" "${bins[@]}"; then log "kueue $KUEUE_VERSION: already built"; return; fi
+  local w="$cache_root/work/kueue" t0=$SECONDS
+  log "kueue $KUEUE_VERSION: resolving modules"
+  new_wrapper "$w"
+  (
+    cd "$w"
+    local mod local_paths perf=sigs.k8s.io/kueue/test/performance/scheduler
+    mod=$(gomod_of "sigs.k8s.io/kueue@$KUEUE_VERSION")
+    local_paths=$(copy_replaces "$mod" unused)
+    if [[ -n $local_paths ]]; then
+      echo "unexpected local replace in kueue go.mod: $local_paths" >&2
+      exit 1
+    fi
+    go get "sigs.k8s.io/kueue@$KUEUE_VERSION" >/dev/null
+    log "kueue $KUEUE_VERSION: compiling the manager, the runner and minimalkueue"
+    go build -trimpath -ldflags "-s -w" -o "$w/out/" \
+      sigs.k8s.io/kueue/cmd/kueue "$perf/runner" "$perf/minimalkueue"
+    mv "$w/out/kueue" "$w/out/kueue-manager"
+    mv "$w/out/runner" "$w/out/kueue-perf-runner"
+    mv "$w/out/minimalkueue" "$w/out/kueue-minimalkueue"
+  )
+  install_from "$w/out" "$dir" "${bins[@]}"
+  log "kueue $KUEUE_VERSION: done in $((SECONDS - t0))s"
+}
+
 # install_from SRC DIR BINARY...: moves freshly built binaries into their cache dir, then links.
 install_from() {
   local src=$1 dir=$2 b
@@ -261,8 +292,8 @@ components=("$@")
 ((${#components[@]})) || components=(etcd kwok k8s k8s-gang volcano helm lws jobset kuberay training-operator)
 for c in "${components[@]}"; do
   case $c in
-    k8s|k8s-gang|etcd|kwok|volcano|helm|lws|jobset|kuberay|training-operator) "build_${c//-/_}" ;;
-    *) echo "unknown component: $c (k8s k8s-gang etcd kwok volcano helm lws jobset kuberay training-operator)" >&2
+    k8s|k8s-gang|etcd|kwok|volcano|helm|lws|jobset|kuberay|training-operator|kueue) "build_${c//-/_}" ;;
+    *) echo "unknown component: $c (k8s k8s-gang etcd kwok volcano helm lws jobset kuberay training-operator kueue)" >&2
        exit 2 ;;
   esac
 done

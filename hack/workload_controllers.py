@@ -145,6 +145,38 @@ def _kuberay_argv(c: WorkloadController, ports: Ports) -> list[str]:
     ]
 
 
+# Kueue reads its metrics server's certificate from this fixed path whenever its internal
+# certificate management is off, even with metrics off (its cmd/kueue/main.go).
+KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+
+
+def _kueue_argv(c: WorkloadController, ports: Ports) -> list[str]:
+    """Kueue's manager with the release's Configuration (config/components/manager), changed
+    only where a process on 127.0.0.1 needs it, and its batch/v1 Job integration alone."""
+    config = yaml.safe_load(
+        (c.module_dir() / "config/components/manager/controller_manager_config.yaml").read_text()
+    )
+    config.update(
+        {
+            "namespace": "kueue-system",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"port": ports.webhook, "host": "127.0.0.1", "certDir": str(ports.cert_dir)},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.health}"},
+            "integrations": {"frameworks": ["batch/job"]},
+            # Its visibility API is an aggregated API server that needs an in-cluster Service.
+            "featureGates": {"VisibilityOnDemand": False},
+        }
+    )
+    path = ports.work_dir / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    KUEUE_METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for name in ("tls.crt", "tls.key"):
+        (KUEUE_METRICS_CERT_DIR / name).write_bytes((ports.cert_dir / name).read_bytes())
+    return [str(testenv.binary(c.binary)), f"--config={path}", "--zap-log-level=2"]
+
+
 def _training_operator_argv(c: WorkloadController, ports: Ports) -> list[str]:
     # Its webhook server only validates, with certificates its own rotator issues for an
     # in-cluster Service name; it listens on a free port and is not registered here.
@@ -238,8 +270,28 @@ TRAINING_OPERATOR = WorkloadController(
     ),
 )
 
+# Kueue, for bench/bench_scale.py (`hack/build-testenv.sh kueue` builds it; not by default). Its
+# webhooks are registered as its module ships them; those of integrations it does not run
+# answer as no-ops, as in its release.
+KUEUE = WorkloadController(
+    name="kueue-manager",
+    binary="kueue-manager",
+    module="sigs.k8s.io/kueue",
+    version_key="KUEUE_VERSION",
+    crds=("config/components/crd/bases/*.yaml",),
+    webhooks="config/components/webhook/manifests.yaml",
+    webhook_patches=(),
+    argv=_kueue_argv,
+    objects=(
+        (
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}},
+        ),
+    ),
+)
+
 CONTROLLERS: dict[str, WorkloadController] = {
-    c.name: c for c in (LWS, JOBSET, KUBERAY, TRAINING_OPERATOR)
+    c.name: c for c in (LWS, JOBSET, KUBERAY, TRAINING_OPERATOR, KUEUE)
 }
 
 

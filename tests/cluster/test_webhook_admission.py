@@ -409,7 +409,9 @@ async def test_a_leaderworkerset_gets_gated_templates_and_its_pods_their_groups_
         "kind": "LeaderWorkerSet",
         "metadata": {"name": "llm", "labels": {names.QUEUE_LABEL: QUEUE}},
         "spec": {
-            "replicas": 2,
+            # No group: when the real LWS controller runs on this control plane (it does once
+            # test_e2e_lws has started it), it must not make pods named like the one below.
+            "replicas": 0,
             "leaderWorkerTemplate": {
                 "size": 4,
                 "leaderTemplate": copy.deepcopy(template),
@@ -447,6 +449,8 @@ async def test_a_leaderworkerset_gets_gated_templates_and_its_pods_their_groups_
         names.LWS_WORKER_INDEX_LABEL: "0",
     }
     leader = _pod("llm-1", labels)
+    # As the LWS controller writes it on its pods (its pod webhook, when it runs, needs it).
+    leader["metadata"].setdefault("annotations", {})["leaderworkerset.sigs.k8s.io/size"] = "4"
     # As the LWS controller's leader StatefulSet makes it (a bare pod with these labels is
     # refused: it would pose as the group's pod).
     leader["metadata"]["ownerReferences"] = [

@@ -169,6 +169,18 @@ def resource_flavor(
     }
 
 
+def borrower_and_lender(namespace: str, quotas: Mapping[str, str]) -> list[JSONDict]:
+    """LocalQueues `team-a` and `team-b` of `namespace` on ClusterQueues of `quotas` each in one
+    cohort: team-a may borrow team-b's idle quota, and team-b takes it back (reclaim Any)."""
+    cohort = f"{namespace}-org"
+    return [
+        cluster_queue(f"{namespace}-a", quotas, cohort=cohort),
+        cluster_queue(f"{namespace}-b", quotas, cohort=cohort, reclaim="Any"),
+        local_queue(namespace, "team-a", f"{namespace}-a"),
+        local_queue(namespace, "team-b", f"{namespace}-b"),
+    ]
+
+
 def local_queue(namespace: str, name: str, cluster_queue_name: str) -> JSONDict:
     return {
         "apiVersion": names.API_VERSION,

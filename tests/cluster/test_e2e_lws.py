@@ -12,6 +12,7 @@ from controller.api import kinds
 from controller.cluster.clients import Client
 from controller.cluster.testing import (
     Probe,
+    borrower_and_lender,
     cluster_queue,
     condition,
     gang_leader_worker_set,
@@ -213,16 +214,7 @@ async def test_a_borrowed_group_is_evicted_whole_for_its_lender_and_comes_back(
 ) -> None:
     stack.enroll(namespace)
     test_nodes("worker", 2, cpu="8")
-    cohort = f"{namespace}-org"
-    apply_queues(
-        cluster.rest,
-        [
-            cluster_queue(f"{namespace}-a", {"cpu": "8"}, cohort=cohort),
-            cluster_queue(f"{namespace}-b", {"cpu": "8"}, cohort=cohort, reclaim="Any"),
-            local_queue(namespace, "team-a", f"{namespace}-a"),
-            local_queue(namespace, "team-b", f"{namespace}-b"),
-        ],
-    )
+    apply_queues(cluster.rest, borrower_and_lender(namespace, {"cpu": "8"}))
     team = Probe(admin, namespace)
     isolation = pod_isolation(namespace)
     # team-a: two groups of four 2-CPU pods, the second on team-b's idle quota.

@@ -14,12 +14,11 @@ from controller.api import kinds
 from controller.cluster.clients import Client
 from controller.cluster.testing import (
     Probe,
-    cluster_queue,
+    borrower_and_lender,
     condition,
     gang_jobset,
     gang_pytorchjob,
     gang_raycluster,
-    local_queue,
     pending_reason,
     reserved,
 )
@@ -93,16 +92,7 @@ async def test_a_training_workload_is_one_gang_held_admitted_bound_reclaimed_who
 ) -> None:
     stack.enroll(namespace)
     test_nodes("worker", 2, cpu="8")
-    cohort = f"{namespace}-org"
-    apply_queues(
-        cluster.rest,
-        [
-            cluster_queue(f"{namespace}-a", {"cpu": "8"}, cohort=cohort),
-            cluster_queue(f"{namespace}-b", {"cpu": "8"}, cohort=cohort, reclaim="Any"),
-            local_queue(namespace, "team-a", f"{namespace}-a"),
-            local_queue(namespace, "team-b", f"{namespace}-b"),
-        ],
-    )
+    apply_queues(cluster.rest, borrower_and_lender(namespace, {"cpu": "8"}))
     team = Probe(admin, namespace)
     isolation = pod_isolation(namespace)
 

@@ -9,9 +9,13 @@ surface as `ApiError` with the HTTP status, so callers can tell 404, 409 and 410
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
@@ -348,17 +352,70 @@ async def connect(
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except config.ConfigException:
             await config.load_kube_config(client_configuration=configuration)
+    return from_configuration(configuration, qps_timeout=qps_timeout, user_agent=user_agent)
+
+
+def from_configuration(
+    configuration: client.Configuration,
+    *,
+    qps_timeout: float = 30.0,
+    user_agent: str | None = None,
+) -> Client:
+    """A Client for a loaded kubernetes-asyncio configuration (see `connect`)."""
     api_client = client.ApiClient(configuration)
+    _use_fenceable_session(api_client, configuration.host or "")
     if user_agent:
         api_client.user_agent = user_agent
     return Client(api_client, request_timeout=qps_timeout)
 
 
+# The fence of the request being sent by the current task (set by FencedClient.fetch).
+_FENCE: ContextVar[Callable[[], bool] | None] = ContextVar("kohort_fence", default=None)
+
+
+async def _ask_fence(
+    session: aiohttp.ClientSession,
+    context: SimpleNamespace,
+    params: aiohttp.TraceRequestHeadersSentParams,
+) -> None:
+    allowed = _FENCE.get()
+    if allowed is not None and not allowed():
+        raise Fenced(f"{params.method} {params.url.path}: this replica does not hold the Lease")
+
+
+def _use_fenceable_session(api_client: client.ApiClient, host: str) -> None:
+    """Give `api_client` a session that asks a FencedClient's fence once more when the request
+    holds its connection and its headers are about to be written: after any wait for a
+    connection, a TLS handshake or the event loop, with no await left before the bytes leave.
+
+    The session also reads proxy settings once, here, not on every request (aiohttp's
+    trust_env reads the environment and ~/.netrc per request)."""
+    rest = api_client.rest_client
+    previous: aiohttp.ClientSession = rest.pool_manager
+    connector = previous.connector
+    previous.detach()
+    fence = aiohttp.TraceConfig()
+    fence.on_request_headers_sent.append(_ask_fence)
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector,
+        trust_env=False,
+        read_bufsize=2**21,  # watch events of large objects
+        trace_configs=[fence],
+    )
+    if not rest.proxy:
+        url = urlsplit(host)
+        if url.hostname and not urllib.request.proxy_bypass(url.hostname):
+            proxy = urllib.request.getproxies().get(url.scheme or "https")
+            if proxy:
+                rest.proxy = proxy
+
+
 class FencedClient(Client):
-    """A client whose every request asks `allowed` just before it is handed on to `inner`, and
-    is refused with Fenced when the answer is no. A leader writes through one: a replica paused
-    while leading asks again, when it resumes, right before each request leaves (not only at
-    the start of a pass or of a step)."""
+    """A client whose every request asks `allowed` before it is handed on to `inner`, and once
+    more when it holds its connection and its headers are about to be written (clients from
+    `connect`), and is refused with Fenced when the answer is no. A leader writes through one:
+    a replica paused while leading, even with a request already waiting for a connection, asks
+    again when it resumes, before the request's bytes leave."""
 
     def __init__(self, inner: Client, allowed: Callable[[], bool]) -> None:
         # No ApiClient of its own: every request goes through `inner.fetch`.
@@ -380,6 +437,10 @@ class FencedClient(Client):
     ) -> bytes:
         if not self.allowed():
             raise Fenced(f"{method} {path}: this replica does not hold the Lease")
-        return await self.inner.fetch(
-            method, path, query=query, body=body, content_type=content_type
-        )
+        token = _FENCE.set(self.allowed)
+        try:
+            return await self.inner.fetch(
+                method, path, query=query, body=body, content_type=content_type
+            )
+        finally:
+            _FENCE.reset(token)

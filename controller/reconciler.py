@@ -11,6 +11,10 @@ admission. One pass:
 3. apply: evictions first, then admissions (the quota reservation before the PodGroup before
    the release), then pending reasons; different gangs' writes go out concurrently;
 4. settle what those writes changed, then report: ClusterQueue and Cohort status, metrics.
+
+The pass waits for the writes decisions rest on (records, holds, releases, PodGroups); the
+reports (pending reasons, Events, queue and cohort status) are handed to `DeferredWrites` and
+go out while the next pass runs (`reconcile_once(wait=True)` waits for them too).
 """
 
 from __future__ import annotations
@@ -27,18 +31,21 @@ from typing import Any, TypeVar
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
 from controller.cluster.clients import ApiError, Fenced
+from controller.cluster.deferred import DeferredWrites
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.quota import Decisions
 from controller.settings import Settings
 from controller.state.cluster import ClusterState
 from controller.state.gangs import GangKey
-from controller.state.steps import Step
+from controller.state.steps import RecordEvent, Step
 
 log = logging.getLogger("kohort.reconciler")
 K = TypeVar("K")
 # Rounds of sync and writes per settle (a write changes its gang once more).
 SYNC_ROUNDS = 3
+# Workers writing the deferred reports.
+DEFERRED_WORKERS = 8
 
 
 class LostLeadership(Exception):
@@ -64,6 +71,7 @@ class Reconciler:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.state, self.writers, self.settings, self.metrics = state, writers, settings, metrics
+        self.deferred = DeferredWrites(writers)
         self.clock = clock
         self._leading: Callable[[], bool] = lambda: True
         self._wake = asyncio.Event()
@@ -77,7 +85,24 @@ class Reconciler:
         self._wake.set()
 
     async def run(self, is_leader: Callable[[], bool], synced: Callable[[], bool]) -> None:
-        """Passes on changes, on due timers and every resync period, while this replica leads."""
+        """Passes on changes, on due timers and every resync period, while this replica leads;
+        the deferred reports written beside them."""
+        workers = [
+            asyncio.create_task(self.deferred.work(), name="deferred-writes")
+            for _ in range(DEFERRED_WORKERS)
+        ]
+        try:
+            await self._passes(is_leader, synced)
+        finally:
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    def _reset(self) -> None:
+        self.deferred.clear()
+        self.state.reset()
+
+    async def _passes(self, is_leader: Callable[[], bool], synced: Callable[[], bool]) -> None:
         self._leading = is_leader
         errors, leading = 0, False
         while True:
@@ -89,24 +114,26 @@ class Reconciler:
             await asyncio.sleep(self.settings.debounce)
             self._wake.clear()
             if not is_leader() or not synced():
+                if leading:
+                    self.deferred.clear()
                 leading = False
                 continue
             if not leading:
-                self.state.reset()  # what it knew may be stale: another replica led
+                self._reset()  # what it knew may be stale: another replica led
                 leading = True
             start = time.perf_counter()
             self.pass_started = time.monotonic()
             try:
-                await self.reconcile_once()
+                await self.reconcile_once(wait=False)
                 errors = 0
             except LostLeadership:
                 log.warning("lost the Lease during a pass; stopped writing")
-                self.state.reset()  # what it decided was not all written
+                self._reset()  # what it decided was not all written
             except Exception:
                 errors += 1
                 self.metrics.reconcile_errors.inc()
                 log.exception("reconcile pass failed")
-                self.state.reset()
+                self._reset()
                 self.pass_started = None  # the backoff is no part of the pass
                 await asyncio.sleep(min(10.0, 0.2 * 2**errors) * random.uniform(0.5, 1.0))
                 self._wake.set()
@@ -114,7 +141,8 @@ class Reconciler:
                 self.pass_started = None
                 self.metrics.reconcile_duration.observe(time.perf_counter() - start)
 
-    async def reconcile_once(self) -> PassStats:
+    async def reconcile_once(self, *, wait: bool = True) -> PassStats:
+        """One pass; with `wait`, also until its deferred reports are written."""
         stats = PassStats()
         now = self.clock()
         failed = await self._settle(now, stats)
@@ -122,9 +150,11 @@ class Reconciler:
         failed |= await self._apply(decisions, now, stats)
         failed |= await self._settle(now, stats)
         self.state.mark_dirty(failed)  # tried again next pass
-        await self._report(now, stats, failed)
+        self._report(now, stats, failed)
         if stats.admitted or stats.evicted:
             self._wake.set()  # admissions change the picture: look again
+        if wait:
+            await self.deferred.drain()
         return stats
 
     async def _settle(self, now: float, stats: PassStats) -> set[GangKey]:
@@ -157,22 +187,41 @@ class Reconciler:
             log.info("admitted %s in %s", admission.gang, admission.queue)
             gang = state.gang(admission.gang)
             self.metrics.admitted(admission.queue, now - gang.waiting_since() if gang else 0.0)
-        return failed | await self._perform(state.reason_work(decisions.pending, now), stats)
+        for key, steps in state.reason_work(decisions.pending, now).items():
+            self.deferred.defer(key, steps, self._retry_gang(key))
+        return failed
 
-    async def _report(self, now: float, stats: PassStats, failed: set[GangKey]) -> None:
-        """ClusterQueue and Cohort status (when it changed) and the metrics of the queues and
-        cohorts looked at (a Cohort whose write failed is written again next pass: its status
-        is compared with what it shows every pass)."""
+    def _retry_gang(self, key: GangKey) -> Callable[[], None]:
+        def failed() -> None:
+            self.metrics.reconcile_errors.inc()
+            self.state.mark_dirty([key])
+            self._wake.set()
+
+        return failed
+
+    def _report(self, now: float, stats: PassStats, failed: set[GangKey]) -> None:
+        """ClusterQueue and Cohort status (when it changed, deferred) and the metrics of the
+        queues and cohorts looked at (a Cohort whose write failed is written again next pass:
+        its status is compared with what it shows every pass)."""
         for key, queue in self.state.take_timeouts():
             if key not in failed:
                 stats.evicted += 1
                 self.metrics.evictions.labels(queue, Reason.PODS_READY_TIMEOUT).inc()
         steps, queues = self.state.queue_steps(now)
-        self.state.mark_queues_dirty(await self._perform({s.name: [s] for s in steps}, stats))
+        for step in steps:
+
+            def queue_failed(name: str = step.name) -> None:
+                self.metrics.reconcile_errors.inc()
+                self.state.mark_queues_dirty([name])
+
+            self.deferred.defer(("ClusterQueue", step.name), [step], queue_failed)
         for name in queues:
             self.metrics.report_queue(name, self.state.queue_figures(name))
         cohort_steps, cohorts = self.state.cohort_steps(now)
-        await self._perform({s.name: [s] for s in cohort_steps}, stats)
+        for cohort_step in cohort_steps:
+            self.deferred.defer(
+                ("Cohort", cohort_step.name), [cohort_step], self.metrics.reconcile_errors.inc
+            )
         for name, status in cohorts.items():
             self.metrics.report_cohort(name, status.weighted_share)
 
@@ -186,9 +235,13 @@ class Reconciler:
 
         async def worker() -> None:
             for name, steps in entries:
+                await self.deferred.claim(name)
                 for step in steps:
                     if not self._leading():
                         raise LostLeadership()
+                    if isinstance(step, RecordEvent):
+                        self.deferred.event(step)
+                        continue
                     try:
                         await self.writers.perform(step)
                     except Fenced:

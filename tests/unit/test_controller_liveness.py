@@ -78,7 +78,7 @@ async def test_a_pass_that_hangs_makes_healthz_fail_with_a_reason(
 ) -> None:
     never = asyncio.Event()
 
-    async def hang() -> None:
+    async def hang(*, wait: bool = True) -> None:
         await never.wait()  # e.g. a write that never returns
 
     monkeypatch.setattr(controller.reconciler, "reconcile_once", hang)
@@ -96,7 +96,7 @@ async def test_passes_that_end_in_time_leave_the_controller_healthy(
 ) -> None:
     passes = 0
 
-    async def slow_but_done() -> None:
+    async def slow_but_done(*, wait: bool = True) -> None:
         nonlocal passes
         passes += 1
         await asyncio.sleep(STUCK_AFTER / 3)
@@ -131,7 +131,7 @@ async def test_a_failing_pass_is_retried_and_is_no_reason_to_restart(
 ) -> None:
     failures = 0
 
-    async def fail() -> None:
+    async def fail(*, wait: bool = True) -> None:
         nonlocal failures
         failures += 1
         raise RuntimeError("the API server said 500")

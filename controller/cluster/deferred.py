@@ -1,0 +1,148 @@
+"""Writes a pass does not wait for: pending reasons, Events, ClusterQueue and Cohort status.
+
+Rule: these writes report; no decision waits on them, so the next pass may start while they
+go out. Each key (a gang, a queue) has at most one entry queued and one in flight, in that
+order: a newer entry for a key replaces the one still queued, and a pass that writes a gang
+itself first claims its key (drops what is queued, waits for what is in flight), so a stale
+report never lands after a newer record. Events have no key and are never replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from controller.cluster.clients import ApiError, Fenced
+from controller.cluster.writers import Writers
+from controller.state.steps import RecordEvent, Step
+
+log = logging.getLogger("kohort.deferred")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    steps: tuple[Step, ...]
+    failed: Callable[[], None]
+
+
+class DeferredWrites:
+    def __init__(self, writers: Writers) -> None:
+        self.writers = writers
+        self._queued: dict[Hashable, _Entry] = {}
+        self._events: deque[RecordEvent] = deque()
+        self._in_flight: dict[Hashable, asyncio.Future[None]] = {}
+        self._ready = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._busy = 0
+
+    def __len__(self) -> int:
+        return len(self._queued) + len(self._events) + len(self._in_flight)
+
+    def defer(self, key: Hashable, steps: Sequence[Step], failed: Callable[[], None]) -> None:
+        """Write `steps` (in order) soon; `failed` is called when one of them is refused."""
+        entry = _Entry(tuple(steps), failed)
+        if not entry.steps or self._queued.get(key) == entry:
+            return
+        self._queued.pop(key, None)  # the newer one goes to the back of the line
+        self._queued[key] = entry
+        self._wake()
+
+    def event(self, step: RecordEvent) -> None:
+        self._events.append(step)
+        self._wake()
+
+    async def claim(self, key: Hashable) -> None:
+        """Drop what is queued for `key` and wait for its write in flight: the caller writes
+        the key's object itself, with newer content."""
+        self._queued.pop(key, None)
+        running = self._in_flight.get(key)
+        if running is not None:
+            await asyncio.shield(running)
+
+    def clear(self) -> None:
+        """Drop everything queued (this replica no longer leads, or its view was reset)."""
+        self._queued.clear()
+        self._events.clear()
+        self._settle_idle()
+
+    async def work(self) -> None:
+        """One worker: write entries as they come, forever."""
+        while True:
+            await self._ready.wait()
+            try:
+                if not await self._take_one():
+                    self._ready.clear()
+            except Exception:
+                log.exception("a deferred write failed unexpectedly")
+
+    async def drain(self, concurrency: int = 8) -> None:
+        """Write everything queued now (in this task and `concurrency` - 1 more), and wait until
+        nothing is in flight."""
+
+        async def worker() -> None:
+            while await self._take_one():
+                pass
+
+        async with asyncio.TaskGroup() as group:
+            for _ in range(concurrency):
+                group.create_task(worker())
+        await self._idle.wait()
+
+    def _wake(self) -> None:
+        self._idle.clear()
+        self._ready.set()
+
+    def _settle_idle(self) -> None:
+        if not self._queued and not self._events and not self._busy:
+            self._idle.set()
+
+    async def _take_one(self) -> bool:
+        """Write the next entry; False when there was none."""
+        if self._events:
+            step = self._events.popleft()
+            self._busy += 1
+            try:
+                await self._write_event(step)
+            finally:
+                self._busy -= 1
+                self._settle_idle()
+            return True
+        key = next((k for k in self._queued if k not in self._in_flight), None)
+        if key is None:
+            return False
+        entry = self._queued.pop(key)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = done
+        self._busy += 1
+        try:
+            await self._write(entry)
+        finally:
+            del self._in_flight[key]
+            done.set_result(None)
+            self._busy -= 1
+            if key in self._queued:
+                self._ready.set()  # its next entry waited for this one
+            self._settle_idle()
+        return True
+
+    async def _write(self, entry: _Entry) -> None:
+        for step in entry.steps:
+            try:
+                await self.writers.perform(step)
+            except Fenced:
+                self.clear()
+                return
+            except ApiError as err:
+                log.warning("%s failed: %s", type(step).__name__, err)
+                entry.failed()
+                return
+
+    async def _write_event(self, step: RecordEvent) -> None:
+        try:
+            await self.writers.perform(step)
+        except Fenced:
+            self.clear()

@@ -260,7 +260,7 @@ class Result:
 async def run_size(pending: int, args: argparse.Namespace, gc_clock: GcClock) -> Result:
     api = TimedApi(args.latency / 1000)
     nodes = fill(api, pending)
-    starvation = args.starvation_after if args.starvation_after > 0 else None
+    starvation = args.starvation_after if args.starvation_after else None
     settings = Settings(pods_ready_timeout=None, core=quota.Config(starvation_after=starvation))
     podgroups = PodGroupSettings()
     # As controller.main.start wires them, without leader election and the run loop.

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import msgspec
@@ -44,6 +44,22 @@ def decoder(model: type[M]) -> Decode[M]:
 def _as_dict(data: bytes) -> JSONDict:
     found = json.loads(data) if data else {}
     return found if isinstance(found, dict) else {}
+
+
+def _model_builtins(obj: Any) -> Any:
+    if isinstance(obj, pydantic.BaseModel):
+        return obj.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raise NotImplementedError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_model_builtins)
+
+
+def encode(body: Any) -> bytes:
+    """A request body as JSON bytes (views and models by their wire names)."""
+    if isinstance(body, pydantic.BaseModel):
+        return body.model_dump_json(by_alias=True, exclude_none=True).encode()
+    return _ENCODER.encode(body)
 
 
 def plain(body: Any) -> Any:
@@ -144,19 +160,34 @@ class Client:
         body: Any = None,
         content_type: str = "application/json",
         request_timeout: Any = None,
-    ) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        return await self.api.call_api(
-            path,
+    ) -> aiohttp.ClientResponse:
+        """One request on the ApiClient's session, its auth and headers; the body encoded once
+        by msgspec (not walked and re-encoded by the generated client)."""
+        api = self.api
+        headers = {**api.default_headers, "Accept": "application/json"}
+        headers["Content-Type"] = content_type
+        queries = list((query or {}).items())
+        await api.update_params_for_auth(headers, queries, ["BearerToken"])
+        url = f"{api.configuration.host}{path}"
+        if queries:
+            url += "?" + urlencode(queries)
+        rest = api.rest_client
+        wanted = self.request_timeout if request_timeout is None else request_timeout
+        if isinstance(wanted, tuple):
+            connect, read = wanted
+            timeout = aiohttp.ClientTimeout(connect=connect, sock_connect=connect, sock_read=read)
+        else:
+            timeout = aiohttp.ClientTimeout(total=wanted)
+        session: aiohttp.ClientSession = rest.pool_manager
+        return await session.request(
             method,
-            query_params=list((query or {}).items()),
-            header_params=headers,
-            body=plain(body),
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=request_timeout
-            if request_timeout is not None
-            else self.request_timeout,
+            url,
+            data=None if body is None else encode(body),
+            headers=headers,
+            timeout=timeout,
+            proxy=rest.proxy,
+            proxy_headers=rest.proxy_headers,
+            server_hostname=rest.server_hostname,
         )
 
     async def fetch(

@@ -120,6 +120,7 @@ def _drain(cluster: LocalCluster, namespace: str) -> None:
     for kind in (
         kinds.JOBSETS,
         kinds.PYTORCHJOBS,
+        kinds.RAYJOBS,
         kinds.RAYCLUSTERS,
         kinds.LEADERWORKERSETS,
         kinds.JOBS,

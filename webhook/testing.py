@@ -17,6 +17,7 @@ _GROUP_VERSIONS = {
         kinds.JOBSETS,
         kinds.PYTORCHJOBS,
         kinds.RAYCLUSTERS,
+        kinds.RAYJOBS,
         kinds.PODS,
         kinds.CLUSTER_QUEUES,
         kinds.COHORTS,

@@ -43,6 +43,7 @@ LEADERWORKERSETS = Kind("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "L
 JOBSETS = Kind("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 PYTORCHJOBS = Kind("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 RAYCLUSTERS = Kind("ray.io", "v1", "rayclusters", "RayCluster")
+RAYJOBS = Kind("ray.io", "v1", "rayjobs", "RayJob")
 LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 PRIORITY_CLASSES = Kind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
@@ -67,4 +68,13 @@ CRDS = Kind(
 # The kinds kohort manages as gangs (controller.workloads.registry has an adapter for each): an
 # object whose controller is one of them is held through that owner's gang. Here, not in the
 # registry, so that the adapters can ask without importing it.
-MANAGED_WORKLOADS = (JOBS, STATEFULSETS, LEADERWORKERSETS, JOBSETS, PYTORCHJOBS, RAYCLUSTERS, PODS)
+MANAGED_WORKLOADS = (
+    JOBS,
+    STATEFULSETS,
+    LEADERWORKERSETS,
+    JOBSETS,
+    PYTORCHJOBS,
+    RAYCLUSTERS,
+    RAYJOBS,
+    PODS,
+)

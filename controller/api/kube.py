@@ -299,6 +299,35 @@ class RayCluster(View):
     spec: RayClusterSpec = msgspec.field(default_factory=RayClusterSpec)
 
 
+class RayJobDeletionStrategy(View):
+    # Only whether rules are set matters to kohort (KubeRay's RayJobDeletionPolicy gate).
+    deletion_rules: list[msgspec.Raw] = []
+
+
+class RayJobSpec(View):
+    suspend: bool | None = None
+    # K8sJobMode (KubeRay's default), HTTPMode, InteractiveMode or SidecarMode.
+    submission_mode: str | None = None
+    shutdown_after_job_finishes: bool | None = None
+    cluster_selector: dict[str, str] = {}
+    ray_cluster_spec: RayClusterSpec | None = None
+    submitter_pod_template: PodTemplate | None = None
+    deletion_strategy: RayJobDeletionStrategy | None = None
+
+
+class RayJobStatus(View):
+    job_deployment_status: str = ""
+    ray_cluster_name: str = ""
+
+
+class RayJob(View):
+    KIND: ClassVar[Kind] = kinds.RAYJOBS
+
+    metadata: AnnotatedMeta
+    spec: RayJobSpec = msgspec.field(default_factory=RayJobSpec)
+    status: RayJobStatus = msgspec.field(default_factory=RayJobStatus)
+
+
 class PriorityClass(View):
     KIND: ClassVar[Kind] = kinds.PRIORITY_CLASSES
 

@@ -30,6 +30,7 @@ OPTIONAL = frozenset(
         kinds.JOBSETS,
         kinds.PYTORCHJOBS,
         kinds.RAYCLUSTERS,
+        kinds.RAYJOBS,
         kinds.COSCHEDULING_PODGROUPS,
         kinds.VOLCANO_PODGROUPS,
         kinds.COHORTS,

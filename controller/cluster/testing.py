@@ -379,6 +379,37 @@ def gang_raycluster(
     }
 
 
+def gang_rayjob(
+    name: str,
+    *,
+    queue: str,
+    workers: int,
+    requests: Mapping[str, str],
+    isolation: Mapping[str, Any] | None = None,
+    mode: str = "HTTPMode",
+    submitter: Mapping[str, str] | None = None,
+) -> JSONDict:
+    """A RayJob whose cluster is `gang_raycluster`'s, in `queue`, submitted in `mode` (HTTPMode:
+    KubeRay submits the job itself, with no submitter pod), by a submitter pod of `submitter`
+    requests when given."""
+    cluster = gang_raycluster(
+        name, queue=queue, workers=workers, requests=requests, isolation=isolation
+    )
+    spec: JSONDict = {
+        "entrypoint": "python -c 'import ray; ray.init()'",
+        "submissionMode": mode,
+        "rayClusterSpec": cluster["spec"],
+    }
+    if submitter is not None:
+        spec["submitterPodTemplate"] = pod_template(submitter, isolation=isolation)
+    return {
+        "apiVersion": kinds.RAYJOBS.api_version,
+        "kind": "RayJob",
+        "metadata": {"name": name, "labels": {names.QUEUE_LABEL: queue}},
+        "spec": spec,
+    }
+
+
 class Probe:
     """What a user sees, read through `api` (an admin client)."""
 

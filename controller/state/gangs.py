@@ -1,7 +1,7 @@
 """Gangs found from the cluster's objects, kept up to date one changed object at a time.
 
 Rule: a gang is found from its owner (a Job, StatefulSet, LeaderWorkerSet, JobSet, PyTorchJob,
-RayCluster or bare Pod) through the owner's kind adapter; its pods join it by the
+RayCluster, RayJob or bare Pod) through the owner's kind adapter; its pods join it by the
 `kohort.dev/pod-group` label, and its Workload and PodGroup by sharing its name in its
 namespace. Every change marks the gangs it touches dirty; nothing here walks all gangs.
 """

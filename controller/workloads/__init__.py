@@ -1,5 +1,5 @@
 """One adapter per workload kind (Job, StatefulSet, LeaderWorkerSet, JobSet, PyTorchJob,
-RayCluster, Pod) behind one interface.
+RayCluster, RayJob, Pod) behind one interface.
 
 Rule: adapters are pure functions over plain dicts (the objects as the API server sends them);
 they never await and never talk to the API server. The webhook uses them to default and check

@@ -10,7 +10,8 @@ annotation).
 
 A Job a JobSet made (its controller) is no gang of its own: its pods join the JobSet's gang,
 named on the template the JobSet controller copied, and the JobSet is what kohort holds. Such a
-Job is left to the JobSet controller: not suspended, and free to be unsuspended.
+Job is left to the JobSet controller: not suspended, and free to be unsuspended. So is a
+RayJob's submitter Job, made by KubeRay from the RayJob's submitter template, in its gang.
 """
 
 from __future__ import annotations
@@ -61,9 +62,13 @@ def running_pods(spec: kube.JobSpec) -> int:
     return parallelism if spec.completions is None else min(parallelism, spec.completions)
 
 
+# The kinds whose Jobs run in their owner's gang (the owner is what kohort holds).
+JOB_OWNERS = (kinds.JOBSETS, kinds.RAYJOBS)
+
+
 def part_of_jobset(obj: JSONDict) -> bool:
-    """A Job a JobSet made: its pods are in the JobSet's gang, and the JobSet is held."""
-    return owned_by(obj, kinds.JOBSETS)
+    """A Job a JobSet (or a RayJob) made: its pods are in its owner's gang, which is held."""
+    return any(owned_by(obj, kind) for kind in JOB_OWNERS)
 
 
 def _template_patch(obj: kube.Job, target: Scheduling) -> JSONDict:
@@ -133,7 +138,10 @@ class JobAdapter:
         if part_of_jobset(old):
             return None
         if part_of_jobset(new):
-            return "a Job in a kohort queue cannot be handed to a JobSet; delete and recreate it"
+            return (
+                "a Job in a kohort queue cannot be handed to a JobSet or a RayJob; delete and"
+                " recreate it"
+            )
         if _suspended(old) and not _suspended(new):
             return "a Job waiting in a kohort queue is unsuspended only by kohort's controller"
         return None
@@ -147,8 +155,8 @@ class JobAdapter:
     # -- controller side ------------------------------------------------------------------------
 
     def gangs(self, obj: kube.Job) -> list[GangShape]:
-        if controlled_by(obj.metadata, kinds.JOBSETS):
-            return []  # its pods are in its JobSet's gang
+        if any(controlled_by(obj.metadata, kind) for kind in JOB_OWNERS):
+            return []  # its pods are in its JobSet's (or RayJob's) gang
         template = obj.spec.template
         before = scheduling_before_flavors(obj)
         if before is not None:

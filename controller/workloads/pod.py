@@ -4,7 +4,8 @@ Which gang a new pod joins:
 - a pod of a LeaderWorkerSet: its group's, known from its group-index label;
 - a pod of a managed Job, StatefulSet, PyTorchJob or RayCluster: its owner's, named on the
   owner's pod template (a Job's pods are created only once the Job is released, so they get no
-  gate); the pods of a JobSet's Jobs carry the JobSet's gang, copied from its templates;
+  gate); the pods of a JobSet's Jobs carry the JobSet's gang, copied from its templates, and
+  those of a RayJob's RayCluster and submitter Job the RayJob's;
 - a pod that shares a user-chosen `kohort.dev/pod-group` with others: that plain pod group,
   whose size the user gives with `kohort.dev/pod-group-total-count`;
 - any other pod in a queue (bare, or made by a controller kohort has no adapter for, such as a
@@ -104,7 +105,15 @@ def _missing_size(group: str) -> str:
 
 
 # Gang names kohort gives the workloads of its other kinds: no plain pod group may take one.
-RESERVED_PREFIXES = ("job-", "sts-", "lws-", "jobset-", "pytorchjob-", "raycluster-")
+RESERVED_PREFIXES = (
+    "job-",
+    "sts-",
+    "lws-",
+    "jobset-",
+    "pytorchjob-",
+    "raycluster-",
+    "rayjob-",
+)
 
 
 def impersonation(obj: JSONDict) -> str | None:
@@ -122,8 +131,8 @@ def impersonation(obj: JSONDict) -> str | None:
         return (
             f"{names.POD_GROUP_LABEL}={group}: names starting with"
             f" {', '.join(RESERVED_PREFIXES)} are the gangs of Jobs, StatefulSets,"
-            " LeaderWorkerSets, JobSets, PyTorchJobs and RayClusters; choose another name for a"
-            " plain pod group"
+            " LeaderWorkerSets, JobSets, PyTorchJobs, RayClusters and RayJobs; choose another name"
+            " for a plain pod group"
         )
     return None
 

@@ -9,8 +9,8 @@ when it is: they carry the admission gate, removed once it runs. Released and he
 The Ray autoscaler (enableInTreeAutoscaling) adds and removes workers, so an autoscaling
 cluster has no fixed size and is refused; so is a suspended worker group
 (workerGroupSpecs[].suspend), which KubeRay accepts only behind a feature gate. A RayCluster
-made by another controller (a RayJob's, a RayService's) is then its own gang, held and admitted
-like any other.
+made by a RayJob is part of the RayJob's gang (see rayjob.py) and left alone; one made by
+another controller (a RayService's) is its own gang, held and admitted like any other.
 """
 
 from __future__ import annotations
@@ -19,16 +19,18 @@ from typing import ClassVar
 
 from controller.api import kube, names
 from controller.api.kinds import Kind
+from controller.workloads.base import field_path
 from controller.workloads.edits import Path
 from controller.workloads.suspended import HeldTemplate, SuspendedAdapter, negative
 
 HEAD = "head"
+SPEC: Path = ("spec",)
 # KubeRay's default maxReplicas: the largest int32.
 UNBOUNDED = 2**31 - 1
 
 
-def _group(index: int) -> Path:
-    return ("spec", "workerGroupSpecs", index)
+def _group(spec_path: Path, index: int) -> Path:
+    return (*spec_path, "workerGroupSpecs", index)
 
 
 def workers(group: kube.WorkerGroupSpec) -> int:
@@ -43,6 +45,58 @@ def workers(group: kube.WorkerGroupSpec) -> int:
     return replicas * (1 if group.num_of_hosts is None else group.num_of_hosts)
 
 
+def cluster_templates(spec: kube.RayClusterSpec, spec_path: Path) -> list[HeldTemplate]:
+    """The head (pod set `head`, one pod) and each worker group (the pod set of its groupName)
+    of a RayCluster spec found at `spec_path`."""
+    head_path = (*spec_path, "headGroupSpec", "template")
+    head = HeldTemplate(HEAD, head_path, spec.head_group_spec.template, 1)
+    return [head] + [
+        HeldTemplate(
+            group.group_name, (*_group(spec_path, i), "template"), group.template, workers(group)
+        )
+        for i, group in enumerate(spec.worker_group_specs)
+    ]
+
+
+def cluster_problem(spec: kube.RayClusterSpec, spec_path: Path, kind: str) -> str | None:
+    """Why a RayCluster spec at `spec_path` of a `kind` cannot be one gang of a fixed size."""
+    where = field_path(spec_path)
+    if spec.enable_in_tree_autoscaling:
+        return (
+            f"{where}.enableInTreeAutoscaling: true lets the Ray autoscaler add and remove"
+            f" workers, but kohort admits a {kind} as one gang of a fixed size; turn"
+            " autoscaling off and give each worker group its replicas"
+        )
+    for i, group in enumerate(spec.worker_group_specs):
+        if group.suspend:
+            return (
+                f"{where}.workerGroupSpecs[{i}].suspend: true is refused by KubeRay unless its"
+                " RayJobDeletionPolicy feature gate is on, so the cluster would be admitted"
+                f" and never run; leave suspend unset (kohort holds the whole {kind} with"
+                " spec.suspend)"
+            )
+    return negative(
+        [
+            ((*_group(spec_path, i), field), value)
+            for i, group in enumerate(spec.worker_group_specs)
+            for field, value in (
+                ("replicas", group.replicas),
+                ("minReplicas", group.min_replicas),
+                ("maxReplicas", group.max_replicas),
+                ("numOfHosts", group.num_of_hosts),
+            )
+        ]
+    )
+
+
+def ray_pod_set(pod: kube.Pod) -> str | None:
+    """The pod set of a pod KubeRay made: `head`, or its worker group's name."""
+    labels = pod.metadata.labels
+    if labels.get(names.RAY_NODE_TYPE_LABEL) == HEAD:
+        return HEAD
+    return labels.get(names.RAY_GROUP_LABEL)
+
+
 class RayClusterAdapter(SuspendedAdapter):
     KIND: ClassVar[Kind] = kube.RayCluster.KIND
     model: ClassVar[type[kube.RayCluster]] = kube.RayCluster
@@ -50,47 +104,13 @@ class RayClusterAdapter(SuspendedAdapter):
     GATED: ClassVar[bool] = True
 
     def held_templates(self, obj: kube.RayCluster) -> list[HeldTemplate]:
-        head = HeldTemplate(
-            HEAD, ("spec", "headGroupSpec", "template"), obj.spec.head_group_spec.template, 1
-        )
-        return [head] + [
-            HeldTemplate(group.group_name, (*_group(i), "template"), group.template, workers(group))
-            for i, group in enumerate(obj.spec.worker_group_specs)
-        ]
+        return cluster_templates(obj.spec, SPEC)
 
     def problem(self, obj: kube.RayCluster) -> str | None:
-        if obj.spec.enable_in_tree_autoscaling:
-            return (
-                "spec.enableInTreeAutoscaling: true lets the Ray autoscaler add and remove"
-                " workers, but kohort admits a RayCluster as one gang of a fixed size; turn"
-                " autoscaling off and give each worker group its replicas"
-            )
-        for i, group in enumerate(obj.spec.worker_group_specs):
-            if group.suspend:
-                return (
-                    f"spec.workerGroupSpecs[{i}].suspend: true is refused by KubeRay unless its"
-                    " RayJobDeletionPolicy feature gate is on, so the cluster would be admitted"
-                    " and never run; leave suspend unset (kohort holds the whole cluster with"
-                    " spec.suspend)"
-                )
-        return negative(
-            [
-                ((*_group(i), field), value)
-                for i, group in enumerate(obj.spec.worker_group_specs)
-                for field, value in (
-                    ("replicas", group.replicas),
-                    ("minReplicas", group.min_replicas),
-                    ("maxReplicas", group.max_replicas),
-                    ("numOfHosts", group.num_of_hosts),
-                )
-            ]
-        )
+        return cluster_problem(obj.spec, SPEC, self.KIND.kind)
 
     def suspended(self, obj: kube.RayCluster) -> bool:
         return obj.spec.suspend is True
 
     def pod_set_of(self, pod: kube.Pod) -> str | None:
-        labels = pod.metadata.labels
-        if labels.get(names.RAY_NODE_TYPE_LABEL) == HEAD:
-            return HEAD
-        return labels.get(names.RAY_GROUP_LABEL)
+        return ray_pod_set(pod)

@@ -13,6 +13,7 @@ from controller.workloads.leaderworkerset import LeaderWorkerSetAdapter
 from controller.workloads.pod import PodAdapter
 from controller.workloads.pytorchjob import PyTorchJobAdapter
 from controller.workloads.raycluster import RayClusterAdapter
+from controller.workloads.rayjob import RayJobAdapter
 from controller.workloads.statefulset import StatefulSetAdapter
 
 JOB = JobAdapter()
@@ -26,6 +27,7 @@ ADAPTERS: Mapping[Kind, WorkloadAdapter] = {
         JobSetAdapter(),
         PyTorchJobAdapter(),
         RayClusterAdapter(),
+        RayJobAdapter(),
         PodAdapter(),
     )
 }
@@ -49,7 +51,8 @@ def merged_defaults_for(group: str, version: str, kind: str) -> MergedDefaults |
 
 def part_of_managed_workload(obj: Any) -> bool:
     """Whether a raw object (not a pod) was made for a workload of a kind kohort manages as a
-    gang: a JobSet's Job, a LeaderWorkerSet's leader StatefulSet, or a worker StatefulSet, which
-    LWS makes owned by its group's leader Pod. Its owner's gang holds it, so it is left as its
-    owner's controller made it (in an opted-in namespace too)."""
+    gang: a JobSet's Job, a RayJob's RayCluster or submitter Job, a LeaderWorkerSet's leader
+    StatefulSet, or a worker StatefulSet, which LWS makes owned by its group's leader Pod. Its
+    owner's gang holds it, so it is left as its owner's controller made it (in an opted-in
+    namespace too)."""
     return isinstance(obj, dict) and any(owned_by(obj, kind) for kind in ADAPTERS)

@@ -1,20 +1,22 @@
 """Kinds held by a suspend field, run as one gang of every pod their pod templates make.
 
-A JobSet, a PyTorchJob or a RayCluster is created suspended, its operator making no pod until it
-is unsuspended, and each of its pod templates is one pod set of its gang. The webhook gives
-every template the gang's fields (and, for kinds whose operator makes the pods itself, the
-admission gate). The controller releases the object by unsuspending it and, in the same write,
-puts each template's pods on the nodes of its pod set's flavors: their node labels merged into
-the template's nodeSelector, their tolerations appended. The templates' own nodeSelector and
+A JobSet, a PyTorchJob, a RayCluster or a RayJob is created suspended, its operator making no
+pod until it is unsuspended, and each of its pod templates is one pod set of its gang. The
+webhook gives every template the gang's fields (and, for kinds whose operator makes the pods
+itself, the admission gate; not to a template whose pods come only once the rest of the gang
+runs, such as a RayJob's submitter, which is neither gated nor in the gang's minMember). The
+controller releases the object by unsuspending it and, in the same write, puts each template's
+pods on the nodes of its pod set's flavors: their node labels merged into the template's
+nodeSelector, their tolerations appended. The templates' own nodeSelector and
 tolerations are kept, by pod set, in one annotation written with the release, and put back by
 the write that suspends the object again (these operators let a template's scheduling fields
 change while the object is, or is being, suspended). A template may sit in a list, so the
 writes are JSON Patches, guarded by the resourceVersion they were computed from.
 
 An object made by a workload of a kind kohort manages (its ownerReference with
-`controller: true` names one) is part of that workload's gang and is left alone. One made by a
-controller kohort does not manage (a Kubeflow TrainJob's JobSet, a RayJob's RayCluster) is then
-its own gang, held and admitted like any other.
+`controller: true` names one: a RayJob's RayCluster) is part of that workload's gang and is
+left alone. One made by a controller kohort does not manage (a Kubeflow TrainJob's JobSet, a
+RayService's RayCluster) is then its own gang, held and admitted like any other.
 """
 
 from __future__ import annotations
@@ -174,6 +176,10 @@ class HeldTemplate:
     path: Path
     template: kube.PodTemplate
     count: int
+    # Pods its operator makes only once the rest of the gang runs (a RayJob's submitter): in
+    # the gang's quota, but not in its minMember (a gang scheduler would wait for them before
+    # placing the pods they wait for), and not gated (the operator's other pods are).
+    starts_later: bool = False
 
 
 def negative(counts: Sequence[tuple[Path, int | None]]) -> str | None:
@@ -216,6 +222,14 @@ class SuspendedAdapter:
 
     def pod_set_of(self, pod: kube.Pod) -> str | None:
         return None
+
+    def gated(self, template: HeldTemplate) -> bool:
+        """Whether the template's pods carry the admission gate until the release."""
+        return self.GATED and not template.starts_later
+
+    def operator_pods(self, obj: Any, pods: Sequence[kube.Pod]) -> list[kube.Pod]:
+        """The gang's pods its operator made (those it may ungate): the object's own."""
+        return [p for p in pods if made_by(p, self.KIND.kind, obj.metadata.uid or None)]
 
     def owned_elsewhere(self, obj: Any) -> bool:
         """Whether a workload of a kind kohort manages made the object: it is part of that
@@ -289,7 +303,7 @@ class SuspendedAdapter:
         warnings: list[str] = []
         for template in held:
             warnings += decorate_pod_template(
-                editor, template.path, mutation, gang=gang, gate=self.GATED
+                editor, template.path, mutation, gang=gang, gate=self.gated(template)
             )
         return warnings
 
@@ -305,7 +319,7 @@ class SuspendedAdapter:
                 f"a {self.KIND.kind} in a kohort queue must be created with"
                 f" {field_path(self.SUSPEND)}: true"
             )
-        return gate_problem(obj, [t.path for t in held]) if self.GATED else None
+        return gate_problem(obj, [t.path for t in held if self.gated(t)])
 
     def bypass(self, old: JSONDict, new: JSONDict) -> str | None:
         before = self.managed_templates(old)
@@ -322,7 +336,7 @@ class SuspendedAdapter:
                 f"a {self.KIND.kind} waiting in a kohort queue is unsuspended only by kohort's"
                 " controller"
             )
-        for template in held if self.GATED else []:
+        for template in [t for t in held if self.gated(t)]:
             if has_gate(old, template.path) and not has_gate(new, template.path):
                 return (
                     "only kohort's controller may remove the admission gate from"
@@ -344,7 +358,7 @@ class SuspendedAdapter:
             if template.count <= 0:
                 continue
             where = field_path(template.path)
-            if self.GATED and not has_gate(new, template.path):
+            if self.gated(template) and not has_gate(new, template.path):
                 return (
                     f"{where} must carry the {names.ADMISSION_GATE} scheduling gate, as the"
                     " other pod templates of its gang do (is kohort's mutating webhook"
@@ -388,7 +402,7 @@ class SuspendedAdapter:
         if name is None or not asked:
             return []
         sets = tuple(pod_set(t.pod_set, t.count, template) for t, template in asked)
-        size = sum(t.count for t, _ in asked)
+        size = sum(t.count for t, _ in asked if not t.starts_later)
         return [GangShape(name, size, sets, priority_classes(*(tpl for _, tpl in asked)))]
 
     def _before(self, obj: Any) -> dict[str, Scheduling]:
@@ -443,10 +457,10 @@ class SuspendedAdapter:
         held = self.held_templates(obj)
         if not held:
             return []
-        own = [p for p in pods if made_by(p, self.KIND.kind, obj.metadata.uid or None)]
+        own = self.operator_pods(obj, pods)
         first = held[0].pod_set
         return ungate_up_to(
-            sum(t.count for t in held),
+            sum(t.count for t in held if self.gated(t)),
             own,
             lambda p: True,
             lambda p: flavors.get(self.pod_set_of(p) or first),

@@ -204,6 +204,27 @@ def make_raycluster(
     return manifest(kinds.RAYCLUSTERS, metadata(name, namespace, queue), spec)
 
 
+def make_rayjob(
+    name: str = "ray",
+    *,
+    namespace: str = "team-a",
+    queue: str | None = "research",
+    groups: dict[str, int] | None = None,
+    mode: str | None = None,
+    submitter: bool = False,
+    **pod: Any,
+) -> JSONDict:
+    """A RayJob whose cluster is `make_raycluster`'s, in submission `mode` (unset: KubeRay's
+    K8sJobMode), with a submitter pod template of its own when `submitter`."""
+    cluster = make_raycluster(groups=groups, **pod)["spec"]
+    spec: JSONDict = {"entrypoint": "python /home/ray/train.py", "rayClusterSpec": cluster}
+    if mode is not None:
+        spec["submissionMode"] = mode
+    if submitter:
+        spec["submitterPodTemplate"] = {"spec": pod_spec(cpu="250m", memory="128Mi")}
+    return manifest(kinds.RAYJOBS, metadata(name, namespace, queue), spec)
+
+
 def make_pod(
     name: str = "worker-0",
     *,

@@ -103,6 +103,7 @@ async def drained(namespace: str, admin: Client, test_nodes: TestNodes) -> Async
     owners = (
         kinds.JOBSETS,
         kinds.PYTORCHJOBS,
+        kinds.RAYJOBS,
         kinds.RAYCLUSTERS,
         kinds.LEADERWORKERSETS,
         kinds.JOBS,

@@ -1,6 +1,9 @@
-"""JobSets, PyTorchJobs and RayClusters with their real controllers (sigs.k8s.io/jobset, the
-Kubeflow training operator, KubeRay; built by hack/build-testenv.sh): each whole workload is one
-gang, held on create, admitted, bound together, evicted whole by reclaim and readmitted."""
+"""JobSets, PyTorchJobs, RayClusters and RayJobs with their real controllers (sigs.k8s.io/jobset,
+the Kubeflow training operator, KubeRay; built by hack/build-testenv.sh): each whole workload is
+one gang, held on create, admitted, bound together, evicted whole by reclaim and readmitted.
+
+kwok's pods run no Ray, so a RayJob never finishes here: its cluster runs, and KubeRay waits
+for a dashboard that never answers."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from controller.cluster.testing import (
     gang_jobset,
     gang_pytorchjob,
     gang_raycluster,
+    gang_rayjob,
     pending_reason,
     reserved,
 )
@@ -68,6 +72,15 @@ KINDS = [
         "kuberay-operator",
         "raycluster",
         gang_raycluster,
+        ("spec", "suspend"),
+        lambda workers: {"head": 1, "workers": workers},
+    ),
+    # HTTPMode: no submitter pod (the K8sJobMode submitter has a test of its own below).
+    TrainingKind(
+        kinds.RAYJOBS,
+        "kuberay-operator",
+        "rayjob",
+        gang_rayjob,
         ("spec", "suspend"),
         lambda workers: {"head": 1, "workers": workers},
     ),
@@ -180,3 +193,62 @@ async def test_a_training_workload_is_one_gang_held_admitted_bound_reclaimed_who
         what="the evicted gang readmitted and bound again",
     )
     assert not await suspended(victim)
+
+
+async def test_a_rayjobs_submitter_is_in_its_quota_and_joins_its_gang_once_the_cluster_runs(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> None:
+    cluster.start_workload_controller("kuberay-operator")
+    stack.enroll(namespace)
+    test_nodes("worker", 2, cpu="8")
+    apply_queues(cluster.rest, borrower_and_lender(namespace, {"cpu": "8"}))
+    team = Probe(admin, namespace)
+    job = gang_rayjob(
+        "submit",
+        queue="team-a",
+        workers=2,
+        requests={"cpu": "2"},
+        isolation=pod_isolation(namespace),
+        mode="K8sJobMode",
+        submitter={"cpu": "1"},
+    )
+
+    async def bound_by_owner() -> dict[str, int]:
+        """The gang's bound pods, counted by the kind of their controller."""
+        counts: dict[str, int] = {}
+        for pod in await team.pods("rayjob-submit"):
+            if lookup(pod, ["spec", "nodeName"]):
+                [owner] = pod["metadata"]["ownerReferences"]
+                counts[owner["kind"]] = counts.get(owner["kind"], 0) + 1
+        return counts
+
+    stored = await team.create(kinds.RAYJOBS, job)
+
+    assert stored["spec"]["suspend"] is True
+    # The head and the workers are the gang's minMember: bound together first.
+    await eventually(
+        bound_by_owner,
+        lambda counts: counts.get("RayCluster") == 3,
+        within=120,
+        what="the RayJob's head and two workers bound together",
+    )
+    admitted = await team.workload("rayjob-submit")
+    assert reserved(admitted) and admitted is not None
+    pod_sets = {ps["name"]: ps["count"] for ps in admitted["spec"]["podSets"]}
+    assert pod_sets == {"head": 1, "workers": 2, "submitter": 1}
+    podgroup = await team.podgroup("rayjob-submit")
+    assert podgroup is not None and podgroup["spec"]["minMember"] == 3
+    # Once the cluster runs, KubeRay makes the submitter Job; its pod joins the same PodGroup.
+    await eventually(
+        bound_by_owner,
+        lambda counts: counts == {"RayCluster": 3, "Job": 1},
+        within=120,
+        what="the submitter pod bound in the RayJob's gang",
+    )
+    # The RayCluster and the submitter Job KubeRay made are no gangs of their own.
+    assert [w["metadata"]["name"] for w in await team.workloads()] == ["rayjob-submit"]

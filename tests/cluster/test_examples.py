@@ -34,6 +34,7 @@ PLURALS = {
     "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
     "PyTorchJob": ("/apis/kubeflow.org/v1", "pytorchjobs"),
     "RayCluster": ("/apis/ray.io/v1", "rayclusters"),
+    "RayJob": ("/apis/ray.io/v1", "rayjobs"),
     "ResourceFlavor": ("/apis/kohort.dev/v1alpha1", "resourceflavors"),
     "ClusterQueue": ("/apis/kohort.dev/v1alpha1", "clusterqueues"),
     "LocalQueue": ("/apis/kohort.dev/v1alpha1", "localqueues"),
@@ -147,6 +148,8 @@ CONTROLLER_EXAMPLES = [
         ["pytorchjob-finetune-bert"],
     ),
     ("raycluster.yaml", "kuberay-operator", "team-b", "ray-batch-", 3, ["raycluster-ray-batch"]),
+    # Head, two workers and the submitter pod (made once the cluster runs), one gang.
+    ("rayjob.yaml", "kuberay-operator", "team-a", "ray-train-", 4, ["rayjob-ray-train"]),
 ]
 
 

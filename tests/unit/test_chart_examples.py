@@ -1,6 +1,6 @@
 """Every object in examples/ is valid: Kubernetes kinds against the Kubernetes schemas (strict),
 kohort.dev kinds against the API models the CRDs are generated from, and the kinds of other
-projects' controllers (LeaderWorkerSet, JobSet, PyTorchJob, RayCluster) as kohort's webhook
+projects' controllers (LeaderWorkerSet, JobSet, PyTorchJob, RayCluster, RayJob) as kohort's webhook
 takes them (their own CRDs check them in tests/cluster/test_examples.py).
 
 tests/cluster/test_examples.py applies the same files to a real cluster.
@@ -30,7 +30,7 @@ MODELS: dict[str, Any] = {
     m.KIND.kind: m for m in (ClusterQueue, LocalQueue, ResourceFlavor, Workload)
 }
 # Workload kinds whose schemas come with their own controllers' CRDs.
-CONTROLLER_KINDS = ("LeaderWorkerSet", "JobSet", "PyTorchJob", "RayCluster")
+CONTROLLER_KINDS = ("LeaderWorkerSet", "JobSet", "PyTorchJob", "RayCluster", "RayJob")
 
 
 def documents(path: Path) -> list[dict[str, Any]]:

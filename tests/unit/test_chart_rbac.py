@@ -34,6 +34,7 @@ CONTROLLER_NEEDS: set[Permission] = {
     *(("jobset.x-k8s.io", "jobsets", v) for v in (*READ, "patch")),
     *(("kubeflow.org", "pytorchjobs", v) for v in (*READ, "patch")),
     *(("ray.io", "rayclusters", v) for v in (*READ, "patch")),
+    *(("ray.io", "rayjobs", v) for v in (*READ, "patch")),
     *(("", "pods", v) for v in (*READ, "patch", "delete")),
     *(("", "nodes", v) for v in READ),
     *(("", "namespaces", v) for v in READ),  # labels, for ClusterQueues' namespaceSelector

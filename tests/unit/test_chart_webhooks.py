@@ -28,6 +28,7 @@ HANDLED = {
     ("jobset.x-k8s.io", "jobsets"),
     ("kubeflow.org", "pytorchjobs"),
     ("ray.io", "rayclusters"),
+    ("ray.io", "rayjobs"),
     ("", "pods"),
 }
 

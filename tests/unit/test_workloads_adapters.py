@@ -25,6 +25,7 @@ from controller.workloads.leaderworkerset import LeaderWorkerSetAdapter
 from controller.workloads.pod import PodAdapter
 from controller.workloads.pytorchjob import PyTorchJobAdapter
 from controller.workloads.raycluster import RayClusterAdapter
+from controller.workloads.rayjob import RayJobAdapter
 from controller.workloads.registry import ADAPTERS, adapter_for
 from controller.workloads.requests import pod_requests
 from controller.workloads.statefulset import StatefulSetAdapter
@@ -263,7 +264,7 @@ def test_long_names_give_gang_names_that_fit_a_label_value() -> None:
 
 
 def test_every_kind_is_registered_once() -> None:
-    assert len(ADAPTERS) == 7
+    assert len(ADAPTERS) == 8
     assert isinstance(adapter_for("batch", "v1", "Job"), JobAdapter)
     assert isinstance(adapter_for("apps", "v1", "StatefulSet"), StatefulSetAdapter)
     assert isinstance(
@@ -272,6 +273,7 @@ def test_every_kind_is_registered_once() -> None:
     assert isinstance(adapter_for("jobset.x-k8s.io", "v1alpha2", "JobSet"), JobSetAdapter)
     assert isinstance(adapter_for("kubeflow.org", "v1", "PyTorchJob"), PyTorchJobAdapter)
     assert isinstance(adapter_for("ray.io", "v1", "RayCluster"), RayClusterAdapter)
+    assert isinstance(adapter_for("ray.io", "v1", "RayJob"), RayJobAdapter)
     assert isinstance(adapter_for("", "v1", "Pod"), PodAdapter)
     assert adapter_for("apps", "v1", "Deployment") is None
 

@@ -164,10 +164,10 @@ def test_releasing_a_raycluster_on_a_flavor_puts_it_in_every_template_and_hold_t
     assert support.templates(ADAPTER, held_again) == support.templates(ADAPTER, held)
 
 
-def test_a_raycluster_made_by_a_rayjob_is_a_gang_of_its_own() -> None:
+def test_a_raycluster_made_by_a_rayservice_is_a_gang_of_its_own() -> None:
     cluster = make_raycluster()
     cluster["metadata"]["ownerReferences"] = [
-        {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "job", "controller": True}
+        {"apiVersion": "ray.io/v1", "kind": "RayService", "name": "serve", "controller": True}
     ]
     assert not support.allowed(cluster)  # unheld, it would run outside its queue
 

@@ -122,7 +122,7 @@ scheduling gate can only be added when a pod is created.
 */}}
 {{- define "kohort.webhook.workloadRules" -}}
 {{- $operations := .operations }}
-{{- range list (list "batch" "v1" "jobs") (list "apps" "v1" "statefulsets") (list "leaderworkerset.x-k8s.io" "v1" "leaderworkersets") (list "jobset.x-k8s.io" "v1alpha2" "jobsets") (list "kubeflow.org" "v1" "pytorchjobs") (list "ray.io" "v1" "rayclusters") }}
+{{- range list (list "batch" "v1" "jobs") (list "apps" "v1" "statefulsets") (list "leaderworkerset.x-k8s.io" "v1" "leaderworkersets") (list "jobset.x-k8s.io" "v1alpha2" "jobsets") (list "kubeflow.org" "v1" "pytorchjobs") (list "ray.io" "v1" "rayclusters") (list "ray.io" "v1" "rayjobs") }}
 - apiGroups: [{{ index . 0 | quote }}]
   apiVersions: [{{ index . 1 | quote }}]
   resources: [{{ index . 2 | quote }}]

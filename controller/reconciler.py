@@ -44,6 +44,8 @@ log = logging.getLogger("kohort.reconciler")
 K = TypeVar("K")
 # Rounds of sync and writes per settle (a write changes its gang once more).
 SYNC_ROUNDS = 3
+# A pass writes for at most this many times `concurrent_writes` gangs while settling.
+SETTLE_BUDGET_ROUNDS = 8
 # Workers writing the deferred reports.
 DEFERRED_WORKERS = 8
 
@@ -158,15 +160,33 @@ class Reconciler:
         return stats
 
     async def _settle(self, now: float, stats: PassStats) -> set[GangKey]:
-        """Sync the gangs that changed and write what they need until nothing is left; the
-        gangs whose writes failed."""
+        """Sync the gangs that changed and write what they need until nothing is left, or
+        until the pass's budget of gangs is spent (the rest are synced next pass, which comes
+        at once: a burst of new gangs does not hold up decisions); the gangs whose writes
+        failed."""
         failed: set[GangKey] = set()
+        budget = self.settings.concurrent_writes * SETTLE_BUDGET_ROUNDS
         for _ in range(SYNC_ROUNDS):
+            # Once the budget is spent, one more sync takes in what the writes changed (a new
+            # gang's Workload) and leaves the writes it finds to the next pass.
             work = self.state.sync(now)
+            self._defer_reports(self.state.take_reports())
+            if not work:
+                break
+            if len(work) > budget:
+                now_keys = sorted(work, key=self.state.settle_order)[: max(budget, 0)]
+                self.state.sync_later(work.keys() - set(now_keys))
+                work = {key: work[key] for key in now_keys}
+                self._wake.set()
             if not work:
                 break
             failed |= await self._perform(work, stats)
+            budget -= len(work)
         return failed
+
+    def _defer_reports(self, reports: Mapping[GangKey, Sequence[Step]]) -> None:
+        for key, steps in reports.items():
+            self.deferred.defer(key, steps, self._retry_gang(key))
 
     async def _apply(self, decisions: Decisions, now: float, stats: PassStats) -> set[GangKey]:
         """Evictions, then admissions (none if an eviction failed: they counted on the
@@ -187,8 +207,7 @@ class Reconciler:
             log.info("admitted %s in %s", admission.gang, admission.queue)
             gang = state.gang(admission.gang)
             self.metrics.admitted(admission.queue, now - gang.waiting_since() if gang else 0.0)
-        for key, steps in state.reason_work(decisions.pending, now).items():
-            self.deferred.defer(key, steps, self._retry_gang(key))
+        self._defer_reports(state.reason_work(decisions.pending, now))
         return failed
 
     def _retry_gang(self, key: GangKey) -> Callable[[], None]:
@@ -255,9 +274,10 @@ class Reconciler:
                     stats.writes += 1
 
         try:
-            async with asyncio.TaskGroup() as group:
-                for _ in range(min(self.settings.concurrent_writes, len(work))):
-                    group.create_task(worker())
+            with self.deferred.foreground():
+                async with asyncio.TaskGroup() as group:
+                    for _ in range(min(self.settings.concurrent_writes, len(work))):
+                        group.create_task(worker())
         except* LostLeadership:
             raise LostLeadership() from None
         return failed

@@ -4,15 +4,18 @@ Rule: these writes report; no decision waits on them, so the next pass may start
 go out. Each key (a gang, a queue) has at most one entry queued and one in flight, in that
 order: a newer entry for a key replaces the one still queued, and a pass that writes a gang
 itself first claims its key (drops what is queued, waits for what is in flight), so a stale
-report never lands after a newer record. Events have no key and are never replaced.
+report never lands after a newer record. Events have no key and are never replaced. While a
+pass writes (`foreground`), only `while_passes_write` reports are in flight at once, so that the
+writes decisions wait on meet a less busy API server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 from controller.cluster.clients import ApiError, Fenced
@@ -29,8 +32,10 @@ class _Entry:
 
 
 class DeferredWrites:
-    def __init__(self, writers: Writers) -> None:
+    def __init__(self, writers: Writers, *, while_passes_write: int = 2) -> None:
         self.writers = writers
+        self.while_passes_write = while_passes_write
+        self._foreground = 0
         self._queued: dict[Hashable, _Entry] = {}
         self._events: deque[RecordEvent] = deque()
         self._in_flight: dict[Hashable, asyncio.Future[None]] = {}
@@ -63,6 +68,17 @@ class DeferredWrites:
         if running is not None:
             await asyncio.shield(running)
 
+    @contextlib.contextmanager
+    def foreground(self) -> Iterator[None]:
+        """While a pass writes: fewer reports in flight."""
+        self._foreground += 1
+        try:
+            yield
+        finally:
+            self._foreground -= 1
+            if not self._foreground and (self._queued or self._events):
+                self._ready.set()
+
     def clear(self) -> None:
         """Drop everything queued (this replica no longer leads, or its view was reset)."""
         self._queued.clear()
@@ -74,7 +90,7 @@ class DeferredWrites:
         while True:
             await self._ready.wait()
             try:
-                if not await self._take_one():
+                if not await self._take_one(yielding=True):
                     self._ready.clear()
             except Exception:
                 log.exception("a deferred write failed unexpectedly")
@@ -100,16 +116,18 @@ class DeferredWrites:
         if not self._queued and not self._events and not self._busy:
             self._idle.set()
 
-    async def _take_one(self) -> bool:
-        """Write the next entry; False when there was none."""
+    async def _take_one(self, *, yielding: bool = False) -> bool:
+        """Write the next entry; False when there was none (or, `yielding` to a pass that
+        writes, when enough are in flight)."""
+        if yielding and self._foreground and self._busy >= self.while_passes_write:
+            return False
         if self._events:
             step = self._events.popleft()
             self._busy += 1
             try:
                 await self._write_event(step)
             finally:
-                self._busy -= 1
-                self._settle_idle()
+                self._finished_one()
             return True
         key = next((k for k in self._queued if k not in self._in_flight), None)
         if key is None:
@@ -123,11 +141,14 @@ class DeferredWrites:
         finally:
             del self._in_flight[key]
             done.set_result(None)
-            self._busy -= 1
-            if key in self._queued:
-                self._ready.set()  # its next entry waited for this one
-            self._settle_idle()
+            self._finished_one()
         return True
+
+    def _finished_one(self) -> None:
+        self._busy -= 1
+        if self._queued or self._events:
+            self._ready.set()  # e.g. a key's next entry waited for this one, or a worker yielded
+        self._settle_idle()
 
     async def _write(self, entry: _Entry) -> None:
         for step in entry.steps:

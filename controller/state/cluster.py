@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from controller import quota
 from controller.api import kinds, kube, names
+from controller.api.common import parse_time
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, parse_quantity
@@ -158,6 +159,7 @@ class ClusterState:
         self._counted: dict[GangKey, tuple[str, str, bool]] = {}
         self._figures: dict[str, list[int]] = {}
         self._reported: dict[GangKey, Reported] = {}
+        self._reports: dict[GangKey, list[Step]] = {}
         self._timers: list[tuple[float, GangKey]] = []
         self._next_timer: dict[GangKey, float] = {}
         self._queues_changed = False
@@ -399,11 +401,27 @@ class ClusterState:
         member = self._desired(gang, now, resized)
         self._set_member(key, member)
         self._count(gang, member)
-        if member.why is not None:
-            steps += self.pending_steps(gang, member.why, now)
-        elif member.state == "pending" and self.engine.judged(gang.id):
-            steps += self.pending_steps(gang, self.engine.reason(gang.id), now)
+        why = member.why
+        if why is None and member.state == "pending" and self.engine.judged(gang.id):
+            why = self.engine.reason(gang.id)
+        if why is not None:
+            report = self.pending_steps(gang, why, now)
+            if report:
+                self._reports[key] = report
         return steps
+
+    def take_reports(self) -> dict[GangKey, list[Step]]:
+        """The pending reasons `sync` found to write (no decision waits on them)."""
+        taken, self._reports = self._reports, {}
+        return taken
+
+    def settle_order(self, key: GangKey) -> tuple[int, float]:
+        """Which gang's writes go first when a pass cannot do them all: gangs that have a
+        Workload (their records, holds and releases), then new gangs, oldest first."""
+        gang = self.index.get(key)
+        if gang is None or gang.workload is not None or gang.owner is None:
+            return (0, 0.0)
+        return (1, parse_time(gang.owner.meta.creation_timestamp) or 0.0)
 
     def _bookkeeping(self, gang: ManagedGang, now: float) -> list[Step] | None:
         """A Workload for a new gang, Finished for a done one, an orphan removed; None when the
@@ -877,6 +895,10 @@ class ClusterState:
                 steps.append(WriteCohortStatus(name, status))
         return steps, statuses
 
+    def sync_later(self, keys: Iterable[GangKey]) -> None:
+        """Sync these gangs again next time (their writes were not done this pass)."""
+        self.index.dirty.update(keys)
+
     def mark_dirty(self, keys: Iterable[GangKey]) -> None:
         """Look at these gangs again next pass (their writes failed): what they were to be
         told is told again."""
@@ -893,6 +915,7 @@ class ClusterState:
         self._counted.clear()
         self._figures.clear()
         self._reported.clear()
+        self._reports.clear()
         self._specs, self._cohort_specs, self._flavor_specs = (), (), ()
         self._queues_changed = self._nodes_changed = self._flavors_changed = True
         self.index.dirty.update(g.key for g in self.index)

@@ -4,6 +4,7 @@ next pass, and never land after a newer record of the same object."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from controller.api import kinds, kube
@@ -158,3 +159,42 @@ async def test_a_pass_run_by_the_loop_returns_before_its_pending_reason_is_writt
     await world.reconciler.deferred.drain()
     waiting = world.workload("job-second")
     assert waiting["status"]["pendingReason"].startswith("Waiting for quota")
+
+
+async def test_while_a_pass_writes_only_a_few_reports_are_in_flight() -> None:
+    writes, writers = deferred()
+    for name in "abcdef":
+        writers.blocked[f"{name}:waiting"] = asyncio.Event()
+        writes.defer(("ns", name), [reason(name, "waiting")], never)
+    workers = [asyncio.create_task(writes.work()) for _ in range(6)]
+    try:
+        with writes.foreground():
+            await asyncio.sleep(0.05)
+            assert sum(e.is_set() for e in writers.started.values()) == writes.while_passes_write
+        await asyncio.sleep(0.05)
+        assert sum(e.is_set() for e in writers.started.values()) == 6  # the pass is done
+        for gate in writers.blocked.values():
+            gate.set()
+        await writes.drain()
+        assert sorted(writers.written) == [f"{name}:waiting" for name in "abcdef"]
+    finally:
+        for worker in workers:
+            worker.cancel()
+
+
+async def test_a_burst_of_new_gangs_beyond_a_pass_budget_does_not_hold_up_admissions(
+    started: list[World],
+) -> None:
+    world = await start(started, World(*((kinds.JOBS, held_job(f"j{i:02}", 1)) for i in range(40))))
+    # A budget of 8 gangs' writes per settle.
+    world.reconciler.settings = replace(world.reconciler.settings, concurrent_writes=1)
+
+    stats = await world.reconciler.reconcile_once()
+
+    assert stats.admitted == 4  # as much as the quota holds, without waiting for all 40
+    made = [name for verb, kind, name in world.api.log if (verb, kind) == ("create", "workloads")]
+    assert 8 <= len(made) < 40
+    for _ in range(5):
+        await world.reconciler.reconcile_once()
+    made = [name for verb, kind, name in world.api.log if (verb, kind) == ("create", "workloads")]
+    assert len(made) == 40

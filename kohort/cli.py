@@ -31,18 +31,24 @@ def _load(module: str) -> Subcommand:
     return cast(Subcommand, importlib.import_module(module))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `only`, the arguments of that subcommand alone (the
+    modules of the others are not imported: a webhook process does not carry the
+    controller's libraries)."""
     parser = argparse.ArgumentParser(prog="kohort", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        _load(module).add_arguments(sub_parser)
+        if only is None or name == only:
+            _load(module).add_arguments(sub_parser)
         sub_parser.set_defaults(module=module)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = next((word for word in words if not word.startswith("-")), None)
+    args = build_parser(command if command in SUBCOMMANDS else None).parse_args(words)
     return _load(args.module).run(args)
 
 

@@ -67,15 +67,23 @@ class LeaderElector:
 
     async def run(self) -> None:
         while True:
-            try:
-                if await self.try_acquire_or_renew():
-                    self._renewed_at = self.monotonic()
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:
-                log.warning("lease %s/%s: %s", self.namespace, self.name, err)
-            self._set_leader(self.is_leader())
+            await self.renew_once()
             await asyncio.sleep(self.retry_period)
+
+    async def renew_once(self) -> None:
+        """Acquire or renew the Lease once. A renewal counts from the moment before its request
+        was sent: a replica stopped after the API server stored it, and resumed later, must not
+        count the time it was stopped as leadership (a standby counts the Lease's duration
+        from when it saw that renewal, which is later)."""
+        start = self.monotonic()
+        try:
+            if await self.try_acquire_or_renew():
+                self._renewed_at = start
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.warning("lease %s/%s: %s", self.namespace, self.name, err)
+        self._set_leader(self.is_leader())
 
     def _spec(self, transitions: int, acquire_time: str | None) -> JSONDict:
         now = _micro_time()

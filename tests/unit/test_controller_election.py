@@ -115,3 +115,42 @@ async def test_leadership_lapses_when_renewals_fail_past_the_renew_deadline() ->
     assert a.is_leader()
     clock.now += 2
     assert not a.is_leader()
+
+
+class PausingLeases(FakeLeases):
+    """Runs `after_write` once the next write is stored, before its answer comes back: the
+    writer was stopped (SIGSTOP) right after the API server took its request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.after_write: Any = None
+
+    async def replace(
+        self, kind: Kind, name: str, obj: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        stored = await super().replace(kind, name, obj, namespace)
+        hook, self.after_write = self.after_write, None
+        if hook is not None:
+            await hook()
+        return stored
+
+
+async def test_a_leader_stopped_after_its_renewal_was_stored_does_not_lead_when_it_resumes() -> (
+    None
+):
+    api, clock = PausingLeases(), Clock()
+    a, b = elector(api, clock, "a"), elector(api, clock, "b")
+    await a.renew_once()
+    assert a.is_leader()
+
+    async def stopped_while_b_takes_over() -> None:
+        assert not await b.try_acquire_or_renew()  # b sees a's renewal
+        clock.now += 16  # a is stopped past the Lease's duration
+        assert await b.try_acquire_or_renew()
+
+    api.after_write = stopped_while_b_takes_over
+    clock.now += 2
+    await a.renew_once()  # its renewal was stored; its answer arrives once a resumes
+
+    assert api.holder() == "b"
+    assert not a.is_leader()  # so its fence refuses every write from now on

@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
@@ -241,6 +242,15 @@ class ObjectMeta(Lenient):
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     owner_references: list[OwnerReference] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _without_managed_fields(cls, data: object) -> object:
+        """managedFields (server-side apply's bookkeeping) are not kept: they were half of a
+        cached Workload's memory, and an update that omits them leaves them as they are."""
+        if isinstance(data, dict) and "managedFields" in data:
+            return {k: v for k, v in data.items() if k != "managedFields"}
+        return data
 
 
 class Resource(Lenient):

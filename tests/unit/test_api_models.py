@@ -137,9 +137,9 @@ def test_unknown_spec_fields_are_rejected() -> None:
 
 def test_metadata_keeps_server_fields() -> None:
     obj = cluster_queue()
-    obj["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    obj["metadata"]["finalizers"] = ["example.com/keep"]
     model = ClusterQueue.model_validate(obj)
-    assert model.model_dump(by_alias=True)["metadata"]["managedFields"] == [{"manager": "kubectl"}]
+    assert model.model_dump(by_alias=True)["metadata"]["finalizers"] == ["example.com/keep"]
 
 
 def test_workload_is_a_gang_of_pod_sets() -> None:
@@ -504,3 +504,24 @@ def test_unknown_resource_names_are_refused_with_a_hint(name: str, hint: str) ->
     )
     assert "domain-qualified extended resource such as nvidia.com/gpu" in text
     assert hint in text
+
+
+def test_a_cached_object_keeps_its_metadata_but_not_its_managed_fields() -> None:
+    workload = Workload.model_validate(
+        {
+            "apiVersion": "kohort.dev/v1alpha1",
+            "kind": "Workload",
+            "metadata": {
+                "name": "job-a",
+                "namespace": "ns",
+                "labels": {"kohort.dev/queue-name": "q"},
+                "finalizers": ["example.com/keep"],
+                "managedFields": [{"manager": "kohort-controller", "fieldsV1": {"f:spec": {}}}],
+            },
+            "spec": {"queueName": "q", "podSets": [{"count": 1}]},
+        }
+    )
+    meta = workload.metadata.model_dump(by_alias=True)
+    assert meta["labels"] == {"kohort.dev/queue-name": "q"}
+    assert meta["finalizers"] == ["example.com/keep"]  # other fields not modelled are kept
+    assert "managedFields" not in meta

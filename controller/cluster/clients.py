@@ -407,7 +407,7 @@ _FENCE: ContextVar[Callable[[], bool] | None] = ContextVar("kohort_fence", defau
 async def _ask_fence(
     session: aiohttp.ClientSession,
     context: SimpleNamespace,
-    params: aiohttp.TraceRequestHeadersSentParams,
+    params: aiohttp.TraceRequestHeadersSentParams | aiohttp.TraceRequestChunkSentParams,
 ) -> None:
     allowed = _FENCE.get()
     if allowed is not None and not allowed():
@@ -415,9 +415,11 @@ async def _ask_fence(
 
 
 def _use_fenceable_session(api_client: client.ApiClient, host: str) -> None:
-    """Give `api_client` a session that asks a FencedClient's fence once more when the request
-    holds its connection and its headers are about to be written: after any wait for a
-    connection, a TLS handshake or the event loop, with no await left before the bytes leave.
+    """Give `api_client` a session that asks a FencedClient's fence again when the request
+    holds its connection and its headers are about to be written (after any wait for a
+    connection or a TLS handshake), and last when its body is about to be written with them:
+    aiohttp keeps the headers back to send them with the body, which on Python 3.11 a task of
+    its own writes, a turn of the event loop later. No await is left after that last check.
 
     The session also reads proxy settings once, here, not on every request (aiohttp's
     trust_env reads the environment and ~/.netrc per request)."""
@@ -427,6 +429,7 @@ def _use_fenceable_session(api_client: client.ApiClient, host: str) -> None:
     previous.detach()
     fence = aiohttp.TraceConfig()
     fence.on_request_headers_sent.append(_ask_fence)
+    fence.on_request_chunk_sent.append(_ask_fence)
     rest.pool_manager = aiohttp.ClientSession(
         connector=connector,
         trust_env=False,
@@ -473,5 +476,10 @@ class FencedClient(Client):
             return await self.inner.fetch(
                 method, path, query=query, body=body, content_type=content_type
             )
+        except ApiError as err:
+            if err.status == 0 and not self.allowed():
+                # Refused by the last check, in aiohttp's body writer: nothing was sent.
+                raise Fenced(f"{method} {path}: this replica does not hold the Lease") from err
+            raise
         finally:
             _FENCE.reset(token)

@@ -75,3 +75,35 @@ async def test_a_leader_that_holds_its_lease_sends_its_writes_through_the_same_s
     finally:
         await api.close()
         await server.close()
+
+
+async def test_a_write_whose_body_waits_for_its_turn_while_the_leader_is_stopped_is_never_sent() -> (
+    None
+):
+    received: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        received.append(f"{request.method} {request.path}")
+        return web.json_response({"metadata": {"name": "x"}})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    api = from_configuration(client.Configuration(host=str(server.make_url("")).rstrip("/")))
+    asked: list[bool] = []
+
+    def fence() -> bool:
+        # Leading when the request starts and when its headers are ready; stopped before its
+        # body (and the headers kept back with it) is written, and no longer leading after.
+        answer = len(asked) < 2
+        asked.append(answer)
+        return answer
+
+    try:
+        with pytest.raises(Fenced):
+            await api.fenced(fence).create(kinds.EVENTS, {"metadata": {"name": "a"}}, "ns")
+        assert received == []
+    finally:
+        await api.close()
+        await server.close()

@@ -482,6 +482,8 @@ class ProcessFigures:
 
     cpu_seconds: float = 0.0
     peak_rss_mib: float = 0.0
+    # The tree's resident memory at the last sample.
+    rss_mib: float = 0.0
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -549,6 +551,7 @@ class Sampler:
             if cpu:
                 figures.cpu_seconds = max(figures.cpu_seconds, cpu)
             figures.peak_rss_mib = max(figures.peak_rss_mib, rss / 1024, hwm / 1024)
+            figures.rss_mib = rss / 1024
 
     async def run(self) -> None:
         while True:
@@ -887,6 +890,7 @@ class KohortProcesses:
         *,
         webhook: bool = True,
         controller_args: Sequence[str] = (),
+        webhook_args: Sequence[str] = (),
     ) -> None:
         self.cluster = cluster
         self.ident = uuid.uuid4().hex[:8]
@@ -910,6 +914,7 @@ class KohortProcesses:
                     f"--port={self.port}",
                     "--metrics-port=0",
                     f"--controller-user={CONTROLLER_USER}",
+                    *webhook_args,
                 ],
                 work_dir / "webhook.log",
             )
@@ -971,6 +976,20 @@ class KohortProcesses:
 
     def alive(self) -> bool:
         return self.controller.running and (self.webhook is None or self.webhook.running)
+
+    def metric_totals(self) -> dict[str, float]:
+        """The controller's /metrics, each metric summed over its labels (by base name)."""
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.health_port}/metrics", timeout=10
+        ) as resp:
+            text = resp.read().decode()
+        values: dict[str, float] = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if not line.startswith("#") and value:
+                base = name.split("{", 1)[0]
+                values[base] = values.get(base, 0.0) + float(value)
+        return values
 
     def pass_note(self, save_to: Path) -> str:
         """The controller's reconcile passes from its /metrics (saved to `save_to`)."""

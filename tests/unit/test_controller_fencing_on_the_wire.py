@@ -77,7 +77,7 @@ async def test_a_leader_that_holds_its_lease_sends_its_writes_through_the_same_s
         await server.close()
 
 
-async def test_a_write_whose_body_waits_for_its_turn_while_the_leader_is_stopped_is_never_sent() -> (
+async def test_a_write_whose_body_waits_its_turn_while_the_leader_is_stopped_is_never_sent() -> (
     None
 ):
     received: list[str] = []

@@ -44,7 +44,7 @@ log = logging.getLogger("kohort.reconciler")
 K = TypeVar("K")
 # Rounds of sync and writes per settle (a write changes its gang once more).
 SYNC_ROUNDS = 3
-# A pass writes for at most this many times `concurrent_writes` gangs while settling.
+# A pass creates Workloads for at most this many times `concurrent_writes` new gangs.
 SETTLE_BUDGET_ROUNDS = 8
 # Workers writing the deferred reports.
 DEFERRED_WORKERS = 8
@@ -73,7 +73,9 @@ class Reconciler:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.state, self.writers, self.settings, self.metrics = state, writers, settings, metrics
-        self.deferred = DeferredWrites(writers)
+        self.deferred = DeferredWrites(writers, fenced=self._reports_fenced)
+        # The fence refused a report (and every queued one was dropped): start afresh.
+        self._lost_reports = False
         self.clock = clock
         self._leading: Callable[[], bool] = lambda: True
         self._wake = asyncio.Event()
@@ -104,6 +106,10 @@ class Reconciler:
         self.deferred.clear()
         self.state.reset()
 
+    def _reports_fenced(self) -> None:
+        self._lost_reports = True
+        self._wake.set()
+
     async def _passes(self, is_leader: Callable[[], bool], synced: Callable[[], bool]) -> None:
         self._leading = is_leader
         errors, leading = 0, False
@@ -120,8 +126,10 @@ class Reconciler:
                     self.deferred.clear()
                 leading = False
                 continue
-            if not leading:
-                self._reset()  # what it knew may be stale: another replica led
+            if not leading or self._lost_reports:
+                # What it knew may be stale (another replica led), or what it told was lost.
+                self._lost_reports = False
+                self._reset()
                 leading = True
             start = time.perf_counter()
             self.pass_started = time.monotonic()
@@ -146,6 +154,7 @@ class Reconciler:
     async def reconcile_once(self, *, wait: bool = True) -> PassStats:
         """One pass; with `wait`, also until its deferred reports are written."""
         stats = PassStats()
+        self.state.resume_later()
         now = self.clock()
         failed = await self._settle(now, stats)
         decisions = self.state.decide(now)
@@ -160,33 +169,44 @@ class Reconciler:
         return stats
 
     async def _settle(self, now: float, stats: PassStats) -> set[GangKey]:
-        """Sync the gangs that changed and write what they need until nothing is left, or
-        until the pass's budget of gangs is spent (the rest are synced next pass, which comes
-        at once: a burst of new gangs does not hold up decisions); the gangs whose writes
-        failed."""
+        """Sync the gangs that changed and write what they need until nothing is left; the
+        gangs whose writes failed. New gangs (their Workloads to create) have a budget per
+        pass, oldest first: the rest are synced next pass, which comes at once, so a burst of
+        new gangs does not hold up decisions. Gangs that have a Workload are never put off:
+        their writes (records, holds, releases) are what decisions rest on."""
         failed: set[GangKey] = set()
         budget = self.settings.concurrent_writes * SETTLE_BUDGET_ROUNDS
         for _ in range(SYNC_ROUNDS):
-            # Once the budget is spent, one more sync takes in what the writes changed (a new
-            # gang's Workload) and leaves the writes it finds to the next pass.
             work = self.state.sync(now)
-            self._defer_reports(self.state.take_reports())
-            if not work:
-                break
-            if len(work) > budget:
-                now_keys = sorted(work, key=self.state.settle_order)[: max(budget, 0)]
-                self.state.sync_later(work.keys() - set(now_keys))
-                work = {key: work[key] for key in now_keys}
+            reports = self.state.take_reports()
+            for key in reports.keys() & work.keys():
+                work[key] = [*work[key], *reports.pop(key)]  # in order, in this pass
+            self._defer_reports(reports)
+            new = sorted((key for key in work if self.state.is_new(key)), key=self.state.age)
+            if len(new) > budget:
+                later = new[max(budget, 0) :]
+                self.state.sync_later(later)
+                for key in later:
+                    del work[key]
                 self._wake.set()
             if not work:
                 break
+            budget -= len(new)
             failed |= await self._perform(work, stats)
-            budget -= len(work)
         return failed
 
     def _defer_reports(self, reports: Mapping[GangKey, Sequence[Step]]) -> None:
         for key, steps in reports.items():
-            self.deferred.defer(key, steps, self._retry_gang(key))
+            self.deferred.defer(key, steps, self._retry_gang(key), dropped=self._tell_again(key))
+
+    def _tell_again(self, key: GangKey) -> Callable[[], None]:
+        """For a report a pass dropped unwritten: the next pass tells it again if the gang
+        still waits."""
+
+        def dropped() -> None:
+            self.state.mark_dirty([key])
+
+        return dropped
 
     async def _apply(self, decisions: Decisions, now: float, stats: PassStats) -> set[GangKey]:
         """Evictions, then admissions (none if an eviction failed: they counted on the
@@ -233,7 +253,14 @@ class Reconciler:
                 self.metrics.reconcile_errors.inc()
                 self.state.mark_queues_dirty([name])
 
-            self.deferred.defer(("ClusterQueue", step.name), [step], queue_failed)
+            def queue_written(name: str = step.name) -> None:
+                # Compared again with what the API server now holds: a newer change may have
+                # been compared, and found equal, while this one waited.
+                self.state.mark_queues_dirty([name])
+
+            self.deferred.defer(
+                ("ClusterQueue", step.name), [step], queue_failed, written=queue_written
+            )
         for name in queues:
             self.metrics.report_queue(name, self.state.queue_figures(name))
         cohort_steps, cohorts = self.state.cohort_steps(now)

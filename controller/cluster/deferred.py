@@ -25,16 +25,31 @@ from controller.state.steps import RecordEvent, Step
 log = logging.getLogger("kohort.deferred")
 
 
+def _nothing() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class _Entry:
     steps: tuple[Step, ...]
     failed: Callable[[], None]
+    # When the entry is dropped unwritten (a pass claimed its key) or has been written.
+    dropped: Callable[[], None] = _nothing
+    written: Callable[[], None] = _nothing
 
 
 class DeferredWrites:
-    def __init__(self, writers: Writers, *, while_passes_write: int = 2) -> None:
+    def __init__(
+        self,
+        writers: Writers,
+        *,
+        while_passes_write: int = 2,
+        fenced: Callable[[], None] = _nothing,
+    ) -> None:
         self.writers = writers
         self.while_passes_write = while_passes_write
+        # Told when the fence refused a write and everything queued was dropped.
+        self.fenced = fenced
         self._foreground = 0
         self._queued: dict[Hashable, _Entry] = {}
         self._events: deque[RecordEvent] = deque()
@@ -47,9 +62,19 @@ class DeferredWrites:
     def __len__(self) -> int:
         return len(self._queued) + len(self._events) + len(self._in_flight)
 
-    def defer(self, key: Hashable, steps: Sequence[Step], failed: Callable[[], None]) -> None:
-        """Write `steps` (in order) soon; `failed` is called when one of them is refused."""
-        entry = _Entry(tuple(steps), failed)
+    def defer(
+        self,
+        key: Hashable,
+        steps: Sequence[Step],
+        failed: Callable[[], None],
+        *,
+        dropped: Callable[[], None] = _nothing,
+        written: Callable[[], None] = _nothing,
+    ) -> None:
+        """Write `steps` (in order) soon; `failed` is called when one of them is refused,
+        `dropped` when a pass claims the key before they are written (not when a newer entry
+        replaces them), `written` once they all are."""
+        entry = _Entry(tuple(steps), failed, dropped, written)
         if not entry.steps or self._queued.get(key) == entry:
             return
         self._queued.pop(key, None)  # the newer one goes to the back of the line
@@ -63,10 +88,17 @@ class DeferredWrites:
     async def claim(self, key: Hashable) -> None:
         """Drop what is queued for `key` and wait for its write in flight: the caller writes
         the key's object itself, with newer content."""
-        self._queued.pop(key, None)
+        self._drop(key)
         running = self._in_flight.get(key)
         if running is not None:
             await asyncio.shield(running)
+            self._drop(key)
+
+    def _drop(self, key: Hashable) -> None:
+        entry = self._queued.pop(key, None)
+        if entry is not None:
+            entry.dropped()
+            self._settle_idle()
 
     @contextlib.contextmanager
     def foreground(self) -> Iterator[None]:
@@ -155,15 +187,20 @@ class DeferredWrites:
             try:
                 await self.writers.perform(step)
             except Fenced:
-                self.clear()
+                self._refused()
                 return
             except ApiError as err:
                 log.warning("%s failed: %s", type(step).__name__, err)
                 entry.failed()
                 return
+        entry.written()
 
     async def _write_event(self, step: RecordEvent) -> None:
         try:
             await self.writers.perform(step)
         except Fenced:
-            self.clear()
+            self._refused()
+
+    def _refused(self) -> None:
+        self.clear()
+        self.fenced()

@@ -50,6 +50,8 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime)
         self._observed_at = 0.0
         self._leader = False
+        # When the last write of the Lease was about to be sent.
+        self._write_sent_at = 0.0
 
     def is_leader(self) -> bool:
         if self._renewed_at is None:
@@ -71,14 +73,13 @@ class LeaderElector:
             await asyncio.sleep(self.retry_period)
 
     async def renew_once(self) -> None:
-        """Acquire or renew the Lease once. A renewal counts from the moment before its request
+        """Acquire or renew the Lease once. A renewal counts from the moment before its write
         was sent: a replica stopped after the API server stored it, and resumed later, must not
         count the time it was stopped as leadership (a standby counts the Lease's duration
         from when it saw that renewal, which is later)."""
-        start = self.monotonic()
         try:
             if await self.try_acquire_or_renew():
-                self._renewed_at = start
+                self._renewed_at = self._write_sent_at
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -108,6 +109,7 @@ class LeaderElector:
                 "spec": self._spec(0, None),
             }
             try:
+                self._write_sent_at = self.monotonic()
                 await self.api.create(kinds.LEASES, body, self.namespace)
             except ApiError as create_err:
                 if create_err.status == 409:
@@ -131,6 +133,7 @@ class LeaderElector:
             new_spec = self._spec(transitions + 1, None)
         lease["spec"] = new_spec
         try:
+            self._write_sent_at = self.monotonic()
             await self.api.replace(kinds.LEASES, self.name, lease, self.namespace)
         except ApiError as err:
             if err.status == 409:

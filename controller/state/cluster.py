@@ -160,6 +160,7 @@ class ClusterState:
         self._figures: dict[str, list[int]] = {}
         self._reported: dict[GangKey, Reported] = {}
         self._reports: dict[GangKey, list[Step]] = {}
+        self._later: set[GangKey] = set()
         self._timers: list[tuple[float, GangKey]] = []
         self._next_timer: dict[GangKey, float] = {}
         self._queues_changed = False
@@ -415,13 +416,17 @@ class ClusterState:
         taken, self._reports = self._reports, {}
         return taken
 
-    def settle_order(self, key: GangKey) -> tuple[int, float]:
-        """Which gang's writes go first when a pass cannot do them all: gangs that have a
-        Workload (their records, holds and releases), then new gangs, oldest first."""
+    def is_new(self, key: GangKey) -> bool:
+        """Whether the gang has no Workload yet (its first write creates one)."""
         gang = self.index.get(key)
-        if gang is None or gang.workload is not None or gang.owner is None:
-            return (0, 0.0)
-        return (1, parse_time(gang.owner.meta.creation_timestamp) or 0.0)
+        return gang is not None and gang.workload is None and gang.owner is not None
+
+    def age(self, key: GangKey) -> float:
+        """When the gang's object was created (0 when unknown): older gangs go first."""
+        gang = self.index.get(key)
+        if gang is None or gang.owner is None:
+            return 0.0
+        return parse_time(gang.owner.meta.creation_timestamp) or 0.0
 
     def _bookkeeping(self, gang: ManagedGang, now: float) -> list[Step] | None:
         """A Workload for a new gang, Finished for a done one, an orphan removed; None when the
@@ -896,8 +901,13 @@ class ClusterState:
         return steps, statuses
 
     def sync_later(self, keys: Iterable[GangKey]) -> None:
-        """Sync these gangs again next time (their writes were not done this pass)."""
-        self.index.dirty.update(keys)
+        """Sync these new gangs again next pass (their Workloads were not made this pass)."""
+        self._later.update(keys)
+
+    def resume_later(self) -> None:
+        """At the start of a pass: the gangs put off by the last one are synced again."""
+        self.index.dirty |= self._later
+        self._later.clear()
 
     def mark_dirty(self, keys: Iterable[GangKey]) -> None:
         """Look at these gangs again next pass (their writes failed): what they were to be
@@ -916,6 +926,7 @@ class ClusterState:
         self._figures.clear()
         self._reported.clear()
         self._reports.clear()
+        self._later.clear()  # every gang is synced again anyway
         self._specs, self._cohort_specs, self._flavor_specs = (), (), ()
         self._queues_changed = self._nodes_changed = self._flavors_changed = True
         self.index.dirty.update(g.key for g in self.index)

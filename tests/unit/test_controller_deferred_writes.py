@@ -9,6 +9,7 @@ from typing import Any
 
 from controller.api import kinds, kube
 from controller.api.conditions import Reason
+from controller.api.queues import ClusterQueueStatus
 from controller.api.workload import WorkloadStatus
 from controller.cluster.clients import ApiError, Fenced
 from controller.cluster.deferred import DeferredWrites
@@ -198,3 +199,40 @@ async def test_a_burst_of_new_gangs_beyond_a_pass_budget_does_not_hold_up_admiss
         await world.reconciler.reconcile_once()
     made = [name for verb, kind, name in world.api.log if (verb, kind) == ("create", "workloads")]
     assert len(made) == 40
+
+
+async def test_a_report_a_pass_claims_unwritten_is_told_again_and_draining_ends() -> None:
+    writes, writers = deferred()
+    again: list[str] = []
+    writes.defer(("ns", "a"), [reason("a", "waiting")], never, dropped=lambda: again.append("a"))
+
+    await writes.claim(("ns", "a"))
+    await asyncio.wait_for(writes.drain(), timeout=5)
+
+    assert again == ["a"]
+    assert writers.written == []
+
+
+async def test_a_report_the_fence_refuses_tells_the_reconciler_to_start_afresh() -> None:
+    writers = SlowWriters()
+    lost: list[bool] = []
+    writes = DeferredWrites(writers, fenced=lambda: lost.append(True))  # type: ignore[arg-type]
+    writers.refuse["a:waiting"] = Fenced("lost the Lease")
+    writes.defer(("ns", "a"), [reason("a", "waiting")], never)
+    writes.defer(("ns", "b"), [reason("b", "waiting")], never)
+
+    await writes.drain(concurrency=1)
+
+    assert lost == [True]
+    assert writers.written == []
+
+
+async def test_a_written_report_says_so_so_that_its_queue_is_compared_again() -> None:
+    writes, writers = deferred()
+    done: list[str] = []
+    status = WriteQueueStatus("cq", ClusterQueueStatus())
+    writes.defer(("ClusterQueue", "cq"), [status], never, written=lambda: done.append("cq"))
+
+    await writes.drain()
+
+    assert writers.written == ["queue cq"] and done == ["cq"]

@@ -154,3 +154,34 @@ async def test_a_leader_stopped_after_its_renewal_was_stored_does_not_lead_when_
 
     assert api.holder() == "b"
     assert not a.is_leader()  # so its fence refuses every write from now on
+
+
+class SlowReads(FakeLeases):
+    """A Lease GET that takes `delay` seconds (a loaded API server); `seen` records whether the
+    elector counted as leader when each GET returned."""
+
+    def __init__(self, clock: Clock, delay: float) -> None:
+        super().__init__()
+        self.clock, self.delay = clock, delay
+        self.elector: LeaderElector | None = None
+        self.seen: list[bool] = []
+
+    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+        self.clock.now += self.delay
+        if self.elector is not None:
+            self.seen.append(self.elector.is_leader())
+        return await super().get(kind, name, namespace)
+
+
+async def test_a_leader_whose_reads_of_the_lease_are_slow_keeps_leading() -> None:
+    clock = Clock()
+    api = SlowReads(clock, delay=0)
+    a = elector(api, clock, "a")
+    await a.renew_once()
+    api.elector = a
+    api.delay = 6  # each renewal's GET takes 6 s; its write is quick
+    for _ in range(5):
+        clock.now += 2  # the retry period
+        await a.renew_once()
+
+    assert api.seen == [True] * 5  # it never stopped leading, not even while it read

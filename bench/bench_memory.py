@@ -225,36 +225,6 @@ async def with_retries(call: Callable[[], Awaitable[Any]], what: str, errors: li
 # -- following the controller's Workloads ----------------------------------------------------
 
 
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
-
-
-class _Owner(msgspec.Struct):
-    kind: str = ""
-    name: str = ""
-
-
-class _Meta(msgspec.Struct):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    ownerReferences: list[_Owner] = []
-
-
-class _Status(msgspec.Struct):
-    conditions: list[_Condition] = []
-    pendingReason: str | None = None
-
-
-class _Workload(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    status: _Status = msgspec.field(default_factory=_Status)
-
-
-_decode_workload = msgspec.json.Decoder(_Workload).decode
-
-
 class WorkloadWatch:
     """Per Job of the bench: its Workloads, and whether each is admitted or has its pending
     reason written; when a Workload last changed."""
@@ -268,7 +238,7 @@ class WorkloadWatch:
         self.last_change = time.monotonic()
 
     def see(self, kind: str, data: bytes) -> None:
-        wl = _decode_workload(data)
+        wl = scale.decode_workload(data)
         owner = next((o.name for o in wl.metadata.ownerReferences if o.kind == "Job"), "")
         key = (wl.metadata.namespace, owner)
         if key not in self.jobs:

@@ -340,6 +340,7 @@ class _Meta(msgspec.Struct):
 
 class _Status(msgspec.Struct):
     conditions: list[_Condition] = []
+    pendingReason: str | None = None
 
 
 class _Workload(msgspec.Struct):
@@ -347,7 +348,8 @@ class _Workload(msgspec.Struct):
     status: _Status = msgspec.field(default_factory=_Status)
 
 
-_decode_workload = msgspec.json.Decoder(_Workload).decode
+# A watched Workload's key, owners, conditions and pending reason (benches read it).
+decode_workload = msgspec.json.Decoder(_Workload).decode
 
 
 class _JobSpec(msgspec.Struct):
@@ -404,7 +406,7 @@ class Recorder:
         self.records[(job.namespace, job.name)].created = at
 
     def see(self, data: bytes, now: float) -> None:
-        wl = _decode_workload(data)
+        wl = decode_workload(data)
         owner = next((o.name for o in wl.metadata.ownerReferences if o.kind == "Job"), None)
         record = self.records.get((wl.metadata.namespace, owner or ""))
         if record is None:

@@ -5,6 +5,8 @@ found: `create podgroups/...` sent by a resumed leader after the standby took ov
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
@@ -12,19 +14,23 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from controller.api import kinds
-from controller.cluster.clients import Fenced, from_configuration
+from controller.cluster.clients import Client, Fenced, from_configuration
 
 
-async def test_a_write_queued_for_a_connection_while_the_leader_was_paused_is_never_sent() -> None:
-    received: list[str] = []
-    first_arrived = asyncio.Event()
-    release_first = asyncio.Event()
+@asynccontextmanager
+async def api_server(
+    received: list[str],
+    *,
+    before_answer: Callable[[web.Request], Awaitable[None]] | None = None,
+    connections: int | None = None,
+) -> AsyncIterator[Client]:
+    """An HTTP server recording each request it receives ("METHOD path"), and a client of it
+    built as `clients.connect` builds one (at most `connections` connections)."""
 
     async def handler(request: web.Request) -> web.Response:
         received.append(f"{request.method} {request.path}")
-        if request.method == "GET":
-            first_arrived.set()
-            await release_first.wait()
+        if before_answer is not None:
+            await before_answer(request)
         return web.json_response({"metadata": {"name": "x"}})
 
     app = web.Application()
@@ -32,10 +38,28 @@ async def test_a_write_queued_for_a_connection_while_the_leader_was_paused_is_ne
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     configuration = client.Configuration(host=str(server.make_url("")).rstrip("/"))
-    configuration.connection_pool_maxsize = 1
+    if connections is not None:
+        configuration.connection_pool_maxsize = connections
     api = from_configuration(configuration)
-    leading = [True]
     try:
+        yield api
+    finally:
+        await api.close()
+        await server.close()
+
+
+async def test_a_write_queued_for_a_connection_while_the_leader_was_paused_is_never_sent() -> None:
+    received: list[str] = []
+    first_arrived = asyncio.Event()
+    release_first = asyncio.Event()
+
+    async def hold_the_read(request: web.Request) -> None:
+        if request.method == "GET":
+            first_arrived.set()
+            await release_first.wait()
+
+    leading = [True]
+    async with api_server(received, before_answer=hold_the_read, connections=1) as api:
         # The only connection is busy: the write passes its fence, then waits for it.
         busy = asyncio.create_task(api.get(kinds.EVENTS, "busy", "ns"))
         await first_arrived.wait()
@@ -52,45 +76,19 @@ async def test_a_write_queued_for_a_connection_while_the_leader_was_paused_is_ne
         with pytest.raises(Fenced):
             await write
         assert received == ["GET /api/v1/namespaces/ns/events/busy"]
-    finally:
-        await api.close()
-        await server.close()
 
 
 async def test_a_leader_that_holds_its_lease_sends_its_writes_through_the_same_session() -> None:
     received: list[str] = []
-
-    async def handler(request: web.Request) -> web.Response:
-        received.append(f"{request.method} {request.path}")
-        return web.json_response({"metadata": {"name": "x"}})
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    api = from_configuration(client.Configuration(host=str(server.make_url("")).rstrip("/")))
-    try:
+    async with api_server(received) as api:
         await api.fenced(lambda: True).create(kinds.EVENTS, {"metadata": {"name": "a"}}, "ns")
         assert received == ["POST /api/v1/namespaces/ns/events"]
-    finally:
-        await api.close()
-        await server.close()
 
 
 async def test_a_write_whose_body_waits_its_turn_while_the_leader_is_stopped_is_never_sent() -> (
     None
 ):
     received: list[str] = []
-
-    async def handler(request: web.Request) -> web.Response:
-        received.append(f"{request.method} {request.path}")
-        return web.json_response({"metadata": {"name": "x"}})
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    api = from_configuration(client.Configuration(host=str(server.make_url("")).rstrip("/")))
     asked: list[bool] = []
 
     def fence() -> bool:
@@ -100,10 +98,7 @@ async def test_a_write_whose_body_waits_its_turn_while_the_leader_is_stopped_is_
         asked.append(answer)
         return answer
 
-    try:
+    async with api_server(received) as api:
         with pytest.raises(Fenced):
             await api.fenced(fence).create(kinds.EVENTS, {"metadata": {"name": "a"}}, "ns")
         assert received == []
-    finally:
-        await api.close()
-        await server.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -197,16 +198,9 @@ class Reconciler:
 
     def _defer_reports(self, reports: Mapping[GangKey, Sequence[Step]]) -> None:
         for key, steps in reports.items():
-            self.deferred.defer(key, steps, self._retry_gang(key), dropped=self._tell_again(key))
-
-    def _tell_again(self, key: GangKey) -> Callable[[], None]:
-        """For a report a pass dropped unwritten: the next pass tells it again if the gang
-        still waits."""
-
-        def dropped() -> None:
-            self.state.mark_dirty([key])
-
-        return dropped
+            # A report a pass drops unwritten is told again next pass, if the gang still waits.
+            dropped = functools.partial(self.state.mark_dirty, [key])
+            self.deferred.defer(key, steps, self._retry_gang(key), dropped=dropped)
 
     async def _apply(self, decisions: Decisions, now: float, stats: PassStats) -> set[GangKey]:
         """Evictions, then admissions (none if an eviction failed: they counted on the
@@ -253,14 +247,10 @@ class Reconciler:
                 self.metrics.reconcile_errors.inc()
                 self.state.mark_queues_dirty([name])
 
-            def queue_written(name: str = step.name) -> None:
-                # Compared again with what the API server now holds: a newer change may have
-                # been compared, and found equal, while this one waited.
-                self.state.mark_queues_dirty([name])
-
-            self.deferred.defer(
-                ("ClusterQueue", step.name), [step], queue_failed, written=queue_written
-            )
+            # Once written, compared again with what the API server now holds: a newer change
+            # may have been compared, and found equal, while this one waited.
+            written = functools.partial(self.state.mark_queues_dirty, [step.name])
+            self.deferred.defer(("ClusterQueue", step.name), [step], queue_failed, written=written)
         for name in queues:
             self.metrics.report_queue(name, self.state.queue_figures(name))
         cohort_steps, cohorts = self.state.cohort_steps(now)

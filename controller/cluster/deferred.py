@@ -60,7 +60,7 @@ class DeferredWrites:
         self._busy = 0
 
     def __len__(self) -> int:
-        return len(self._queued) + len(self._events) + len(self._in_flight)
+        return len(self._queued) + len(self._events) + self._busy  # events in flight too
 
     def defer(
         self,

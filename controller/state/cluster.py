@@ -50,7 +50,7 @@ from controller.state.steps import (
     WriteQueueStatus,
     WriteWorkloadStatus,
 )
-from controller.workloads.base import Delete, PodSetFlavors, WorkloadAdapter
+from controller.workloads.base import Delete, Finished, PodSetFlavors, WorkloadAdapter
 from controller.workloads.pod import alike
 from controller.workloads.registry import ADAPTERS
 from controller.workloads.requests import pod_requests
@@ -446,13 +446,16 @@ class ClusterState:
         if gang.finished is not None:
             if gang.workload_finished:
                 return []
-            message = f"Gang {gang.finished.value.lower()}; its quota is released"
-            return [
+            steps: list[Step] = [
                 WriteWorkloadStatus(
                     gang.namespace, gang.name, objects.finished_status(gang, gang.finished, now)
-                ),
-                objects.event(gang, Reason.FINISHED, message),
+                )
             ]
+            if gang.finished is Finished.FAILED:
+                # (one that succeeded has its own controller's Event, e.g. a Job's Completed)
+                message = "Gang failed; its quota is released"
+                steps.append(objects.event(gang, Reason.FINISHED, message))
+            return steps
         if gang.workload_finished:
             return []
         return None

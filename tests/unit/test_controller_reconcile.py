@@ -6,6 +6,8 @@ done admission, takes back a release that has no quota behind it, and never admi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from controller.api import kinds
@@ -188,3 +190,32 @@ async def test_a_namespace_its_cluster_queue_does_not_select_gets_nothing_until_
     await world.reconciler.reconcile_once()
 
     assert world.suspended("train") is False
+
+
+def _reasons_on_job(world: World, name: str) -> list[str]:
+    events = world.api.objects.get(("", "v1", "events"), {}).values()
+    found = [json.loads(text) for text in events]
+    return [e["reason"] for e in found if e["involvedObject"]["name"] == name]
+
+
+@pytest.mark.parametrize(
+    ("job_condition", "event_expected"), [("Complete", False), ("Failed", True)]
+)
+async def test_a_finished_job_gives_its_quota_back_with_an_event_only_when_it_failed(
+    started: list[World], job_condition: str, event_expected: bool
+) -> None:
+    world = await start(started, World((kinds.JOBS, held_job("train", 2))))
+    await world.reconciler.reconcile_once()
+    job = world.api.read_back(kinds.JOBS, "train", "ns")
+    assert job is not None
+    job["status"] = {"conditions": [{"type": job_condition, "status": "True"}]}
+    world.api.put(kinds.JOBS, job)
+    await world.api.settle()
+
+    await world.reconciler.reconcile_once()
+
+    finished = condition(world.workload("job-train"), "Finished")
+    assert finished is not None and finished["status"] == "True"
+    # A Job that succeeded has the Job controller's own Completed Event; kohort adds none.
+    assert ("Finished" in _reasons_on_job(world, "train")) is event_expected
+    assert "Admitted" in _reasons_on_job(world, "train")

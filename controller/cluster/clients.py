@@ -1,4 +1,4 @@
-"""The one module that imports kubernetes-asyncio: connect, and JSON requests by `Kind`.
+"""Connect (see `kubeconfig`), and JSON requests by `Kind` on one aiohttp session.
 
 Every verb takes a `decode` function from the response's bytes to the object the caller wants:
 `decoder(model)` gives one for a typed view or one of our API models (the controller's cache
@@ -20,9 +20,9 @@ from urllib.parse import urlencode, urlsplit
 import aiohttp
 import msgspec
 import pydantic
-from kubernetes_asyncio import client, config
 
 from controller.api.kinds import Kind
+from controller.cluster.kubeconfig import Endpoint, load
 
 JSONDict = dict[str, Any]
 M = TypeVar("M")
@@ -138,10 +138,19 @@ class Fenced(Exception):
 
 
 class Client:
-    """JSON requests over one kubernetes-asyncio ApiClient (connection pool, auth, TLS)."""
+    """JSON requests to one API server over one aiohttp session (its connection pool, TLS)."""
 
-    def __init__(self, api: client.ApiClient, *, request_timeout: float = 30.0) -> None:
-        self.api = api
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        session: aiohttp.ClientSession,
+        *,
+        user_agent: str | None = None,
+        request_timeout: float = 30.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self.session = session
+        self.user_agent = user_agent or "kohort"
         self.request_timeout = request_timeout
 
     def fenced(self, allowed: Callable[[], bool]) -> Client:
@@ -149,7 +158,7 @@ class Client:
         return FencedClient(self, allowed)
 
     async def close(self) -> None:
-        await self.api.close()
+        await self.session.close()
 
     async def _send(
         self,
@@ -161,33 +170,31 @@ class Client:
         content_type: str = "application/json",
         request_timeout: Any = None,
     ) -> aiohttp.ClientResponse:
-        """One request on the ApiClient's session, its auth and headers; the body encoded once
-        by msgspec (not walked and re-encoded by the generated client)."""
-        api = self.api
-        headers = {**api.default_headers, "Accept": "application/json"}
-        headers["Content-Type"] = content_type
-        queries = list((query or {}).items())
-        await api.update_params_for_auth(headers, queries, ["BearerToken"])
-        url = f"{api.configuration.host}{path}"
-        if queries:
-            url += "?" + urlencode(queries)
-        rest = api.rest_client
+        """One request with the endpoint's credentials; the body encoded once by msgspec."""
+        endpoint = self.endpoint
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": content_type,
+            "User-Agent": self.user_agent,
+        }
+        await endpoint.auth.apply(headers)
+        url = f"{endpoint.host}{path}"
+        if query:
+            url += "?" + urlencode(query)
         wanted = self.request_timeout if request_timeout is None else request_timeout
         if isinstance(wanted, tuple):
             connect, read = wanted
             timeout = aiohttp.ClientTimeout(connect=connect, sock_connect=connect, sock_read=read)
         else:
             timeout = aiohttp.ClientTimeout(total=wanted)
-        session: aiohttp.ClientSession = rest.pool_manager
-        return await session.request(
+        return await self.session.request(
             method,
             url,
             data=None if body is None else encode(body),
             headers=headers,
             timeout=timeout,
-            proxy=rest.proxy,
-            proxy_headers=rest.proxy_headers,
-            server_hostname=rest.server_hostname,
+            proxy=endpoint.proxy,
+            server_hostname=endpoint.server_hostname,
         )
 
     async def fetch(
@@ -373,31 +380,30 @@ class Client:
 async def connect(
     kubeconfig: str | None = None, *, qps_timeout: float = 30.0, user_agent: str | None = None
 ) -> Client:
-    """A Client from a kubeconfig file, else the default kubeconfig, else in-cluster config;
-    `user_agent` names this process in the API server's audit log."""
-    configuration = client.Configuration()
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            await config.load_kube_config(client_configuration=configuration)
-    return from_configuration(configuration, qps_timeout=qps_timeout, user_agent=user_agent)
+    """A Client from a kubeconfig file, else the in-cluster service account, else the default
+    kubeconfig (see `kubeconfig.load`); `user_agent` names this process in the API server's
+    audit log."""
+    return from_endpoint(await load(kubeconfig), qps_timeout=qps_timeout, user_agent=user_agent)
 
 
-def from_configuration(
-    configuration: client.Configuration,
-    *,
-    qps_timeout: float = 30.0,
-    user_agent: str | None = None,
+def from_endpoint(
+    endpoint: Endpoint, *, qps_timeout: float = 30.0, user_agent: str | None = None
 ) -> Client:
-    """A Client for a loaded kubernetes-asyncio configuration (see `connect`)."""
-    api_client = client.ApiClient(configuration)
-    _use_fenceable_session(api_client, configuration.host or "")
-    if user_agent:
-        api_client.user_agent = user_agent
-    return Client(api_client, request_timeout=qps_timeout)
+    """A Client of `endpoint` (see `connect`), on a session that asks a FencedClient's fence
+    on the wire (see `_fenceable_session`)."""
+    if endpoint.proxy is None:
+        endpoint.proxy = _proxy_for(endpoint.host)
+    session = _fenceable_session(endpoint)
+    return Client(endpoint, session, user_agent=user_agent, request_timeout=qps_timeout)
+
+
+def _proxy_for(host: str) -> str | None:
+    """The proxy the environment names for `host`, read once here (aiohttp's trust_env reads
+    the environment and ~/.netrc on every request)."""
+    url = urlsplit(host)
+    if url.hostname and not urllib.request.proxy_bypass(url.hostname):
+        return urllib.request.getproxies().get(url.scheme or "https")
+    return None
 
 
 # The fence of the request being sent by the current task (set by FencedClient.fetch).
@@ -414,34 +420,21 @@ async def _ask_fence(
         raise Fenced(f"{params.method} {params.url.path}: this replica does not hold the Lease")
 
 
-def _use_fenceable_session(api_client: client.ApiClient, host: str) -> None:
-    """Give `api_client` a session that asks a FencedClient's fence again when the request
-    holds its connection and its headers are about to be written (after any wait for a
-    connection or a TLS handshake), and last when its body is about to be written with them:
-    aiohttp keeps the headers back to send them with the body, which on Python 3.11 a task of
-    its own writes, a turn of the event loop later. No await is left after that last check.
-
-    The session also reads proxy settings once, here, not on every request (aiohttp's
-    trust_env reads the environment and ~/.netrc per request)."""
-    rest = api_client.rest_client
-    previous: aiohttp.ClientSession = rest.pool_manager
-    connector = previous.connector
-    previous.detach()
+def _fenceable_session(endpoint: Endpoint) -> aiohttp.ClientSession:
+    """A session that asks a FencedClient's fence again when the request holds its connection
+    and its headers are about to be written (after any wait for a connection or a TLS
+    handshake), and last when its body is about to be written with them: aiohttp keeps the
+    headers back to send them with the body, which on Python 3.11 a task of its own writes, a
+    turn of the event loop later. No await is left after that last check."""
     fence = aiohttp.TraceConfig()
     fence.on_request_headers_sent.append(_ask_fence)
     fence.on_request_chunk_sent.append(_ask_fence)
-    rest.pool_manager = aiohttp.ClientSession(
-        connector=connector,
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=endpoint.max_connections, ssl=endpoint.ssl),
         trust_env=False,
         read_bufsize=2**21,  # watch events of large objects
         trace_configs=[fence],
     )
-    if not rest.proxy:
-        url = urlsplit(host)
-        if url.hostname and not urllib.request.proxy_bypass(url.hostname):
-            proxy = urllib.request.getproxies().get(url.scheme or "https")
-            if proxy:
-                rest.proxy = proxy
 
 
 class FencedClient(Client):
@@ -452,7 +445,7 @@ class FencedClient(Client):
     again when it resumes, before the request's bytes leave."""
 
     def __init__(self, inner: Client, allowed: Callable[[], bool]) -> None:
-        # No ApiClient of its own: every request goes through `inner.fetch`.
+        # No session of its own: every request goes through `inner.fetch`.
         self.request_timeout = getattr(inner, "request_timeout", 30.0)
         self.inner = inner
         self.allowed = allowed

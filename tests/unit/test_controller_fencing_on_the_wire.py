@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from kubernetes_asyncio import client
 
 from controller.api import kinds
-from controller.cluster.clients import Client, Fenced, from_configuration
+from controller.cluster.clients import Client, Fenced, from_endpoint
+from controller.cluster.kubeconfig import Endpoint
 
 
 @asynccontextmanager
@@ -37,10 +37,10 @@ async def api_server(
     app.router.add_route("*", "/{tail:.*}", handler)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
-    configuration = client.Configuration(host=str(server.make_url("")).rstrip("/"))
+    endpoint = Endpoint(str(server.make_url("")).rstrip("/"))
     if connections is not None:
-        configuration.connection_pool_maxsize = connections
-    api = from_configuration(configuration)
+        endpoint.max_connections = connections
+    api = from_endpoint(endpoint)
     try:
         yield api
     finally:

@@ -1,0 +1,269 @@
+"""Where the API server is and how to talk to it: the in-cluster service account, or a
+kubeconfig file.
+
+Rule: the cases kohort's processes run with (the service account of their pod; a kubeconfig
+whose user is a client certificate, a token or a token file) are read here; any other user
+(an exec credential plugin, an auth provider, basic auth) or a $KUBECONFIG of several files is
+handed to kubernetes-asyncio's loader, imported only then. Importing kubernetes-asyncio costs
+the controller 38 MiB and over half a second of CPU at start (docs/performance.md), for a few
+lines of YAML and TLS set-up in the common case.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import ssl
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+# How long a token read from a file is used before the file is read again (the kubelet
+# rewrites a projected service account token well before it expires).
+TOKEN_FILE_REREAD = 60.0
+# The keys of a kubeconfig user that kohort reads itself; a user with any other goes to
+# kubernetes-asyncio.
+_OWN_USER_KEYS = frozenset(
+    {"client-certificate", "client-certificate-data", "client-key", "client-key-data"}
+    | {"token", "tokenFile"}
+)
+
+
+class ConfigError(Exception):
+    """No usable configuration: what was looked for and what was wrong."""
+
+
+class Auth(Protocol):
+    async def apply(self, headers: dict[str, str]) -> None:
+        """Add the request's credentials to `headers`."""
+
+
+class NoAuth:
+    async def apply(self, headers: dict[str, str]) -> None:
+        return None
+
+
+@dataclass
+class BearerToken:
+    token: str
+
+    async def apply(self, headers: dict[str, str]) -> None:
+        headers["Authorization"] = f"Bearer {self.token}"
+
+
+@dataclass
+class TokenFile:
+    """A token read from a file, and read again every `reread` seconds (rotated tokens)."""
+
+    path: Path
+    reread: float = TOKEN_FILE_REREAD
+    clock: Callable[[], float] = time.monotonic
+    _token: str = ""
+    _read_at: float | None = field(default=None, repr=False)
+
+    async def apply(self, headers: dict[str, str]) -> None:
+        now = self.clock()
+        if self._read_at is None or now - self._read_at >= self.reread:
+            try:
+                self._token = self.path.read_text().strip()
+            except OSError as err:
+                if self._read_at is None:
+                    raise ConfigError(f"cannot read the token file {self.path}: {err}") from err
+                # (keep the last token: the file may be in the middle of being replaced)
+            self._read_at = now
+        headers["Authorization"] = f"Bearer {self._token}"
+
+
+class LibraryAuth:
+    """Credentials from a kubernetes-asyncio Configuration (exec plugins, auth providers),
+    refreshed by its own hooks."""
+
+    def __init__(self, configuration: Any) -> None:
+        self.configuration = configuration
+
+    async def apply(self, headers: dict[str, str]) -> None:
+        settings = await self.configuration.auth_settings()
+        bearer = settings.get("BearerToken")
+        if bearer:  # a token, or basic auth as the loader writes it
+            headers["Authorization"] = bearer["value"]
+
+
+@dataclass
+class Endpoint:
+    """An API server and how to reach it."""
+
+    host: str
+    ssl: ssl.SSLContext | bool = True
+    server_hostname: str | None = None
+    proxy: str | None = None
+    auth: Auth = field(default_factory=NoAuth)
+    # Requests in flight at once (connections to the server).
+    max_connections: int = 100
+
+
+async def load(kubeconfig: str | None = None) -> Endpoint:
+    """The endpoint of `kubeconfig`; without one, of the pod's service account, else of
+    $KUBECONFIG or ~/.kube/config."""
+    if kubeconfig:
+        return await _from_file(Path(kubeconfig))
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT / "token").exists():
+        return in_cluster()
+    files = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if len(files) > 1:
+        return await _from_library(None)
+    return await _from_file(Path(files[0]) if files else Path.home() / ".kube" / "config")
+
+
+def in_cluster(
+    environ: Mapping[str, str] = os.environ, account: Path = SERVICE_ACCOUNT
+) -> Endpoint:
+    """The API server's Service, as the pod's service account sees it."""
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        raise ConfigError("not in a pod: KUBERNETES_SERVICE_HOST/PORT are not set")
+    if ":" in host:
+        host = f"[{host}]"  # IPv6
+    context = ssl.create_default_context(cafile=str(account / "ca.crt"))
+    return Endpoint(f"https://{host}:{port}", context, auth=TokenFile(account / "token"))
+
+
+async def _from_file(path: Path) -> Endpoint:
+    cluster, user = _current(_read(path), path)
+    if not set(user) <= _OWN_USER_KEYS:
+        return await _from_library(path)
+    return from_kubeconfig(cluster, user, path.parent)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The kubeconfig file (read once, at start)."""
+    try:
+        document = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read the kubeconfig {path}: {err}") from err
+    if not isinstance(document, dict):
+        raise ConfigError(f"kubeconfig {path}: not a kubeconfig")
+    return document
+
+
+def _named(document: Mapping[str, Any], section: str, name: str, path: Path) -> dict[str, Any]:
+    for entry in document.get(section) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            found = entry.get(section[:-1])
+            if isinstance(found, dict):
+                return found
+    raise ConfigError(f"kubeconfig {path}: no {section[:-1]} named {name!r}")
+
+
+def _current(document: Mapping[str, Any], path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The cluster and the user of the current context."""
+    name = document.get("current-context")
+    if not name:
+        raise ConfigError(f"kubeconfig {path}: no current-context")
+    context = _named(document, "contexts", name, path)
+    cluster = _named(document, "clusters", context.get("cluster", ""), path)
+    user_name = context.get("user")
+    user = _named(document, "users", user_name, path) if user_name else {}
+    return cluster, user
+
+
+def from_kubeconfig(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> Endpoint:
+    """The endpoint of a kubeconfig's cluster and user entries (relative file names are
+    relative to the kubeconfig's directory, `base`)."""
+    server = cluster.get("server")
+    if not server:
+        raise ConfigError("kubeconfig: the cluster has no server")
+    context = ssl.create_default_context(
+        cafile=_file(cluster.get("certificate-authority"), base),
+        cadata=_text(cluster.get("certificate-authority-data")),
+    )
+    if cluster.get("insecure-skip-tls-verify"):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    certificate = _pem(user, "client-certificate", base)
+    key = _pem(user, "client-key", base)
+    if certificate is not None:
+        with _as_files(certificate, key) as (cert_file, key_file):
+            context.load_cert_chain(cert_file, key_file)
+    auth: Auth = NoAuth()
+    if user.get("token"):
+        auth = BearerToken(str(user["token"]))
+    elif user.get("tokenFile"):
+        auth = TokenFile(base / str(user["tokenFile"]))
+    return Endpoint(
+        str(server).rstrip("/"),
+        context,
+        server_hostname=cluster.get("tls-server-name") or None,
+        proxy=cluster.get("proxy-url") or None,
+        auth=auth,
+    )
+
+
+def _file(name: Any, base: Path) -> str | None:
+    return str(base / str(name)) if name else None
+
+
+def _text(data: Any) -> str | None:
+    if not data:
+        return None
+    return base64.b64decode(str(data)).decode()
+
+
+def _pem(user: Mapping[str, Any], key: str, base: Path) -> bytes | None:
+    if user.get(f"{key}-data"):
+        return base64.b64decode(str(user[f"{key}-data"]))
+    if user.get(key):
+        return (base / str(user[key])).read_bytes()
+    return None
+
+
+@contextlib.contextmanager
+def _as_files(certificate: bytes, key: bytes | None) -> Iterator[tuple[str, str | None]]:
+    """The PEM blocks as files that exist only while `ssl` loads them."""
+    with tempfile.TemporaryDirectory(prefix="kohort-tls-") as directory:
+        cert_file = Path(directory) / "tls.crt"
+        cert_file.write_bytes(certificate)
+        key_file = None
+        if key is not None:
+            key_file = Path(directory) / "tls.key"
+            key_file.touch(mode=0o600)
+            key_file.write_bytes(key)
+        yield str(cert_file), str(key_file) if key_file else None
+
+
+async def _from_library(path: Path | None) -> Endpoint:
+    """The endpoint kubernetes-asyncio's loader makes of `path` (None: $KUBECONFIG)."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    try:
+        await config.load_kube_config(
+            config_file=str(path) if path else None, client_configuration=configuration
+        )
+    except config.ConfigException as err:
+        raise ConfigError(f"kubeconfig {path or os.environ.get('KUBECONFIG')}: {err}") from err
+    return from_configuration(configuration)
+
+
+def from_configuration(configuration: Any) -> Endpoint:
+    """The endpoint of a loaded kubernetes-asyncio Configuration."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return Endpoint(
+        configuration.host,
+        context,
+        server_hostname=configuration.tls_server_name,
+        proxy=configuration.proxy,
+        auth=LibraryAuth(configuration),
+        max_connections=configuration.connection_pool_maxsize,
+    )

@@ -3,13 +3,14 @@
 Rule: all state lives in the API server; the Workload's status is the durable record of an
 admission. One pass:
 
-1. settle: the gangs that changed get their bookkeeping (a Workload, Finished, orphans
-   removed) and converge (released with a PodGroup if they hold quota, held without one
-   otherwise: this completes whatever a killed controller left half done), and the engine
-   takes in what changed;
+1. settle: the gangs that changed get their bookkeeping (a Workload, orphans removed; a
+   Finished record goes out in step 3) and converge (released with a PodGroup if they hold
+   quota, held without one otherwise: this completes whatever a killed controller left half
+   done), and the engine takes in what changed;
 2. decide: one cycle of the long-lived decision engine;
 3. apply: evictions first, then admissions (the quota reservation before the PodGroup before
-   the release), then pending reasons; different gangs' writes go out concurrently;
+   the release), then pending reasons; different gangs' writes go out concurrently, and with
+   them the Finished records of gangs that are done (their quota was back at step 1);
 4. settle what those writes changed, then report: ClusterQueue and Cohort status, metrics.
 
 The pass waits for the writes decisions rest on (records, holds, releases, PodGroups); the
@@ -157,9 +158,16 @@ class Reconciler:
         stats = PassStats()
         self.state.resume_later()
         now = self.clock()
-        failed = await self._settle(now, stats)
+        finishing: dict[GangKey, list[Step]] = {}
+        failed = await self._settle(now, stats, finishing)
         decisions = self.state.decide(now)
-        failed |= await self._apply(decisions, now, stats)
+        try:
+            async with asyncio.TaskGroup() as group:
+                records = group.create_task(self._perform(finishing, stats))
+                applied = group.create_task(self._apply(decisions, now, stats))
+        except* LostLeadership:
+            raise LostLeadership() from None
+        failed |= records.result() | applied.result()
         failed |= await self._settle(now, stats)
         self.state.mark_dirty(failed)  # tried again next pass
         self._report(now, stats, failed)
@@ -169,12 +177,19 @@ class Reconciler:
             await self.deferred.drain()
         return stats
 
-    async def _settle(self, now: float, stats: PassStats) -> set[GangKey]:
+    async def _settle(
+        self,
+        now: float,
+        stats: PassStats,
+        finishing: dict[GangKey, list[Step]] | None = None,
+    ) -> set[GangKey]:
         """Sync the gangs that changed and write what they need until nothing is left; the
         gangs whose writes failed. New gangs (their Workloads to create) have a budget per
         pass, oldest first: the rest are synced next pass, which comes at once, so a burst of
         new gangs does not hold up decisions. Gangs that have a Workload are never put off:
-        their writes (records, holds, releases) are what decisions rest on."""
+        their writes (records, holds, releases) are what decisions rest on. With `finishing`,
+        the Finished records of gangs that are done go there instead, to be written beside the
+        decision's writes (their quota is back already)."""
         failed: set[GangKey] = set()
         budget = self.settings.concurrent_writes * SETTLE_BUDGET_ROUNDS
         for _ in range(SYNC_ROUNDS):
@@ -183,6 +198,9 @@ class Reconciler:
             for key in reports.keys() & work.keys():
                 work[key] = [*work[key], *reports.pop(key)]  # in order, in this pass
             self._defer_reports(reports)
+            if finishing is not None:
+                for key in [k for k in work if self.state.is_finishing(k)]:
+                    finishing[key] = work.pop(key)
             new = sorted((key for key in work if self.state.is_new(key)), key=self.state.age)
             if len(new) > budget:
                 later = new[max(budget, 0) :]

@@ -421,6 +421,18 @@ class ClusterState:
         gang = self.index.get(key)
         return gang is not None and gang.workload is None and gang.owner is not None
 
+    def is_finishing(self, key: GangKey) -> bool:
+        """Whether the gang is done and its Workload is yet to say so (its quota is already
+        back: no decision waits for that write)."""
+        gang = self.index.get(key)
+        return (
+            gang is not None
+            and gang.owner is not None
+            and gang.finished is not None
+            and gang.workload is not None
+            and not gang.workload_finished
+        )
+
     def age(self, key: GangKey) -> float:
         """When the gang's object was created (0 when unknown): older gangs go first."""
         gang = self.index.get(key)

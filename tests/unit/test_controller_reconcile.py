@@ -6,11 +6,14 @@ done admission, takes back a release that has no quota behind it, and never admi
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
 
 import pytest
 
 from controller.api import kinds
+from controller.cluster.clients import plain
 from controller.cluster.testing import condition, local_queue
 from controller.reconciler import LostLeadership
 from tests.unit.controller_world import World, held_job, start, workload
@@ -219,3 +222,44 @@ async def test_a_finished_job_gives_its_quota_back_with_an_event_only_when_it_fa
     # A Job that succeeded has the Job controller's own Completed Event; kohort adds none.
     assert ("Finished" in _reasons_on_job(world, "train")) is event_expected
     assert "Admitted" in _reasons_on_job(world, "train")
+
+
+async def test_quota_a_finished_job_gives_back_admits_the_next_before_its_finished_record_lands(
+    started: list[World],
+) -> None:
+    world = await start(
+        started,
+        World((kinds.JOBS, held_job("first", 4)), (kinds.JOBS, held_job("second", 4))),
+    )
+    await world.reconciler.reconcile_once()
+    await world.api.settle()
+    assert world.suspended("second") is True  # 4 CPU of quota: one at a time
+    done = world.api.read_back(kinds.JOBS, "first", "ns")
+    assert done is not None
+    done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    world.api.put(kinds.JOBS, done)
+    await world.api.settle()
+    # The API server is slow to take the first Job's Finished record.
+    record_may_land = asyncio.Event()
+    fetch = world.api.fetch
+
+    async def slow_finished_records(method: str, path: str, **request: Any) -> bytes:
+        if path.endswith("/workloads/job-first/status") and "Finished" in json.dumps(
+            plain(request.get("body"))
+        ):
+            await record_may_land.wait()
+        return await fetch(method, path, **request)
+
+    world.api.fetch = slow_finished_records  # type: ignore[method-assign]
+    passing = asyncio.create_task(world.reconciler.reconcile_once())
+    for _ in range(200):
+        if world.suspended("second") is False:
+            break
+        await asyncio.sleep(0.01)
+
+    assert world.suspended("second") is False
+    assert condition(world.workload("job-first"), "Finished") is None
+    record_may_land.set()
+    await passing
+    finished = condition(world.workload("job-first"), "Finished")
+    assert finished is not None and finished["status"] == "True"

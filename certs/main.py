@@ -14,10 +14,14 @@ import ipaddress
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from certs.authority import CA_VALIDITY, LEAF_VALIDITY, CertificateAuthority, service_dns_names
 from certs.rotation import Bundle, Policy
+
+if TYPE_CHECKING:  # (both imported when a rotator is built: `generate` needs neither)
+    from certs.rotator import Rotator
+    from controller.cluster.clients import Client
 
 DEFAULT_CONFIGURATION = "kohort"
 
@@ -136,21 +140,16 @@ def policy_from(args: argparse.Namespace) -> Policy:
     )
 
 
-async def kube_api_client(kubeconfig: str | None) -> Any:
-    from kubernetes_asyncio import client, config
+async def kube_api_client(kubeconfig: str | None) -> Client:
+    """A client of the API server: `kubeconfig`, else the pod's service account."""
+    from controller.cluster.clients import connect
 
-    if kubeconfig:
-        configuration = client.Configuration()
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    else:
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return client.ApiClient(configuration)
+    return await connect(kubeconfig, user_agent="kohort-certs")
 
 
 def build_rotator(
-    api_client: Any, args: argparse.Namespace, secret: str, on_bundle: Callable[[Bundle], None]
-) -> Any:
+    api: Client, args: argparse.Namespace, secret: str, on_bundle: Callable[[Bundle], None]
+) -> Rotator:
     from certs.rotator import KubeSecretStore, Rotator, WebhookConfigurationTarget
 
     namespace, _, name = secret.partition("/")
@@ -158,11 +157,11 @@ def build_rotator(
         raise SystemExit("the Secret is given as NAMESPACE/NAME")
     configurations = args.webhook_configuration or [DEFAULT_CONFIGURATION]
     targets = [
-        WebhookConfigurationTarget(api_client, kind, config)
+        WebhookConfigurationTarget(api, kind, config)
         for config in configurations
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
     ]
-    store = KubeSecretStore(api_client, namespace, name)
+    store = KubeSecretStore(api, namespace, name)
     return Rotator(store, targets, policy_from(args), on_bundle=on_bundle)
 
 
@@ -173,12 +172,15 @@ async def rotate(args: argparse.Namespace) -> int:
         if args.cert_dir is not None:
             write_cert_dir(args.cert_dir, bundle)
 
-    async with await kube_api_client(args.kubeconfig) as api_client:
-        rotator = build_rotator(api_client, args, args.secret, on_bundle)
+    api = await kube_api_client(args.kubeconfig)
+    try:
+        rotator = build_rotator(api, args, args.secret, on_bundle)
         if args.once:
             await rotator.reconcile()
             return 0
         await rotator.run(dt.timedelta(seconds=args.rotation_interval))
+    finally:
+        await api.close()
     return 0
 
 

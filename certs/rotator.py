@@ -29,8 +29,14 @@ from certs.rotation import (
     needed,
     renew,
 )
+from controller.api import kinds
+from controller.cluster.clients import JSON_PATCH, ApiError, Client
 
 log = logging.getLogger(__name__)
+_CONFIGURATION_KINDS = {
+    kinds.MUTATING_WEBHOOK_CONFIGURATIONS.kind: kinds.MUTATING_WEBHOOK_CONFIGURATIONS,
+    kinds.VALIDATING_WEBHOOK_CONFIGURATIONS.kind: kinds.VALIDATING_WEBHOOK_CONFIGURATIONS,
+}
 
 Clock = Callable[[], dt.datetime]
 MAX_RACES = 5
@@ -130,38 +136,27 @@ def write_cert_dir(cert_dir: Path, bundle: Bundle) -> None:
         os.replace(tmp, cert_dir / name)
 
 
-# --- Kubernetes I/O (kubernetes_asyncio) ---------------------------------------------------
-
-
-def _status(err: BaseException) -> int | None:
-    status = getattr(err, "status", None)
-    return status if isinstance(status, int) else None
+# --- Kubernetes I/O -------------------------------------------------------------------------
 
 
 class KubeSecretStore:
-    def __init__(self, api_client: Any, namespace: str, name: str) -> None:
-        from kubernetes_asyncio import client
-
-        self.core = client.CoreV1Api(api_client)
+    def __init__(self, api: Client, namespace: str, name: str) -> None:
+        self.api = api
         self.namespace, self.name = namespace, name
         # A Secret's type cannot change: a replace keeps the type the Secret was created with.
         self.type = "kubernetes.io/tls"
 
     async def read(self) -> tuple[dict[str, str] | None, str | None]:
-        from kubernetes_asyncio.client.exceptions import ApiException
-
         try:
-            secret = await self.core.read_namespaced_secret(self.name, self.namespace)
-        except ApiException as err:
-            if _status(err) == 404:
+            secret = await self.api.get(kinds.SECRETS, self.name, self.namespace)
+        except ApiError as err:
+            if err.status == 404:
                 return None, None
             raise
-        self.type = secret.type or self.type
-        return secret.data or None, secret.metadata.resource_version
+        self.type = secret.get("type") or self.type
+        return secret.get("data") or None, (secret.get("metadata") or {}).get("resourceVersion")
 
     async def write(self, data: dict[str, str], resource_version: str | None) -> bool:
-        from kubernetes_asyncio.client.exceptions import ApiException
-
         body: Any = {
             "apiVersion": "v1",
             "kind": "Secret",
@@ -171,12 +166,12 @@ class KubeSecretStore:
         }
         try:
             if resource_version is None:
-                await self.core.create_namespaced_secret(self.namespace, body)
+                await self.api.create(kinds.SECRETS, body, self.namespace)
             else:
                 body["metadata"]["resourceVersion"] = resource_version
-                await self.core.replace_namespaced_secret(self.name, self.namespace, body)
-        except ApiException as err:
-            if _status(err) == 409:
+                await self.api.replace(kinds.SECRETS, self.name, body, self.namespace)
+        except ApiError as err:
+            if err.status == 409:
                 return False
             raise
         return True
@@ -204,46 +199,29 @@ def ca_bundle_patch(config: Mapping[str, Any], ca_bundle: bytes) -> list[dict[st
 class WebhookConfigurationTarget:
     """caBundle of one MutatingWebhookConfiguration or ValidatingWebhookConfiguration."""
 
-    def __init__(self, api_client: Any, kind: str, name: str) -> None:
-        from kubernetes_asyncio import client
-
-        if kind not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+    def __init__(self, api: Client, kind: str, name: str) -> None:
+        if kind not in _CONFIGURATION_KINDS:
             raise ValueError(f"not a webhook configuration kind: {kind}")
-        self.api = client.AdmissionregistrationV1Api(api_client)
-        self.api_client = api_client
+        self.api = api
         self.kind, self.name = kind, name
 
     async def inject(self, ca_bundle: bytes) -> None:
-        from kubernetes_asyncio.client.exceptions import ApiException
-
-        mutating = self.kind == "MutatingWebhookConfiguration"
-        read = (
-            self.api.read_mutating_webhook_configuration
-            if mutating
-            else self.api.read_validating_webhook_configuration
-        )
-        patch = (
-            self.api.patch_mutating_webhook_configuration
-            if mutating
-            else self.api.patch_validating_webhook_configuration
-        )
+        kind = _CONFIGURATION_KINDS[self.kind]
         for _ in range(MAX_RACES):
             try:
-                config = await read(self.name)
-            except ApiException as err:
-                if _status(err) == 404:
+                config = await self.api.get(kind, self.name)
+            except ApiError as err:
+                if err.status == 404:
                     log.warning("%s %s not found; caBundle not set", self.kind, self.name)
                     return
                 raise
-            operations = ca_bundle_patch(
-                self.api_client.sanitize_for_serialization(config), ca_bundle
-            )
+            operations = ca_bundle_patch(config, ca_bundle)
             if not operations:
                 return
             try:
-                await patch(self.name, operations)
+                await self.api.patch(kind, self.name, operations, content_type=JSON_PATCH)
                 return
-            except ApiException as err:
-                if _status(err) not in (409, 422):  # the resourceVersion test failed
+            except ApiError as err:
+                if err.status not in (409, 422):  # the resourceVersion test failed
                     raise
         raise RuntimeError(f"{self.kind} {self.name} kept changing; caBundle not set")

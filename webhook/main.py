@@ -130,8 +130,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         def on_bundle(bundle: Bundle) -> None:
             reloader.load_pem(bundle.serving.cert_pem, bundle.serving.key_pem)
 
-        api_client = await certs_main.kube_api_client(args.kubeconfig)
-        rotator = certs_main.build_rotator(api_client, args, args.rotate_secret, on_bundle)
+        api = await certs_main.kube_api_client(args.kubeconfig)
+        rotator = certs_main.build_rotator(api, args, args.rotate_secret, on_bundle)
         await rotator.reconcile()
         interval = dt.timedelta(seconds=args.rotation_interval)
         tasks.append(asyncio.create_task(rotator.run(interval)))
@@ -148,7 +148,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             task.cancel()
         await server.stop()
         if args.rotate_secret:
-            await api_client.close()
+            await api.close()
     return 0
 
 

@@ -45,6 +45,21 @@ PYTORCHJOBS = Kind("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 RAYCLUSTERS = Kind("ray.io", "v1", "rayclusters", "RayCluster")
 RAYJOBS = Kind("ray.io", "v1", "rayjobs", "RayJob")
 LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease")
+SECRETS = Kind("", "v1", "secrets", "Secret")
+MUTATING_WEBHOOK_CONFIGURATIONS = Kind(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
+VALIDATING_WEBHOOK_CONFIGURATIONS = Kind(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
 PRIORITY_CLASSES = Kind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
 )

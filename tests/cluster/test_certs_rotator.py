@@ -19,6 +19,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from certs.authority import service_dns_names
 from certs.rotation import Bundle, Policy
 from certs.rotator import KubeSecretStore, Rotator, WebhookConfigurationTarget
+from controller.cluster.clients import Client
 from hack.localcluster import LocalCluster
 from kohort import cli
 from kohort.cli import build_parser
@@ -66,18 +67,18 @@ async def configuration(api: client.ApiClient, namespace: str) -> AsyncIterator[
 
 
 async def test_replicas_racing_on_one_secret_agree_and_set_the_ca_bundle(
-    api: client.ApiClient, namespace: str, configuration: str
+    api: client.ApiClient, admin: Client, namespace: str, configuration: str
 ) -> None:
     policy = Policy(dns_names=tuple(service_dns_names("kohort-webhook", namespace)))
     served: list[bytes] = []
 
     def replica() -> Rotator:
         targets = [
-            WebhookConfigurationTarget(api, kind, configuration)
+            WebhookConfigurationTarget(admin, kind, configuration)
             for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
         ]
         return Rotator(
-            KubeSecretStore(api, namespace, "kohort-webhook-certs"),
+            KubeSecretStore(admin, namespace, "kohort-webhook-certs"),
             targets,
             policy,
             on_bundle=lambda bundle: served.append(bundle.serving.cert_pem),
@@ -101,10 +102,10 @@ async def test_replicas_racing_on_one_secret_agree_and_set_the_ca_bundle(
 
 
 async def test_a_due_serving_certificate_is_renewed_in_the_secret(
-    api: client.ApiClient, namespace: str, configuration: str
+    admin: Client, namespace: str, configuration: str
 ) -> None:
     policy = Policy(dns_names=("kohort-webhook",), serving_validity=dt.timedelta(days=30))
-    store = KubeSecretStore(api, namespace, "kohort-webhook-certs")
+    store = KubeSecretStore(admin, namespace, "kohort-webhook-certs")
     first = await Rotator(store, [], policy).reconcile()
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=25)
     second = await Rotator(store, [], policy, clock=lambda: later).reconcile()
@@ -113,13 +114,13 @@ async def test_a_due_serving_certificate_is_renewed_in_the_secret(
 
 
 async def test_a_secret_created_with_another_type_keeps_it(
-    api: client.ApiClient, namespace: str
+    api: client.ApiClient, admin: Client, namespace: str
 ) -> None:
     core = client.CoreV1Api(api)
     await core.create_namespaced_secret(
         namespace, {"metadata": {"name": "prepared"}, "type": "Opaque", "data": {}}
     )
-    store = KubeSecretStore(api, namespace, "prepared")
+    store = KubeSecretStore(admin, namespace, "prepared")
     await Rotator(store, [], Policy(dns_names=("kohort-webhook",))).reconcile()
     secret = await core.read_namespaced_secret("prepared", namespace)
     assert secret.type == "Opaque"

@@ -22,6 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from certs.authority import CertificateAuthority
 from certs.reload import server_context
 from controller.api import names
+from controller.cluster.clients import Client
 from hack.localcluster import LocalCluster
 from tests.support import eventually
 from webhook.registration import mutating_configuration, url_client, validating_configuration
@@ -475,7 +476,7 @@ async def test_a_leaderworkerset_gets_gated_templates_and_its_pods_their_groups_
 
 
 async def test_certificate_rotation_while_requests_flow_loses_none(
-    api: client.ApiClient, webhook: Webhook
+    api: client.ApiClient, admin: Client, webhook: Webhook
 ) -> None:
     """Three new serving certificates (the last from a new CA, trusted through caBundle first)
     while dry-run creates run back to back: every request still reaches the webhook."""
@@ -498,7 +499,7 @@ async def test_certificate_rotation_while_requests_flow_loses_none(
         reloader.load_pem(pair.cert_pem, pair.key_pem)
 
     next_ca = CertificateAuthority.create(common_name="kohort-webhook-next-ca")
-    await _trust(api, webhook, webhook.ca.cert_pem + next_ca.cert_pem)
+    await _trust(admin, webhook, webhook.ca.cert_pem + next_ca.cert_pem)
     await asyncio.sleep(3.0)  # the API server picks up configuration changes asynchronously
     pair = next_ca.issue_server(dns_names=["localhost"], ips=["127.0.0.1"])
     reloader.load_pem(pair.cert_pem, pair.key_pem)
@@ -511,7 +512,7 @@ async def test_certificate_rotation_while_requests_flow_loses_none(
     print(f"{len(results)} requests through 3 certificate changes, none lost")
 
 
-async def _trust(api: client.ApiClient, webhook: Webhook, ca_bundle: bytes) -> None:
+async def _trust(api: Client, webhook: Webhook, ca_bundle: bytes) -> None:
     from certs.rotator import WebhookConfigurationTarget
 
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):

@@ -26,7 +26,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -73,8 +73,10 @@ class Reconciler:
         metrics: ControllerMetrics,
         *,
         clock: Callable[[], float] = time.time,
+        debounce: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.state, self.writers, self.settings, self.metrics = state, writers, settings, metrics
+        self._debounce = debounce
         self.deferred = DeferredWrites(writers, fenced=self._reports_fenced)
         # The fence refused a report (and every queued one was dropped): start afresh.
         self._lost_reports = False
@@ -116,12 +118,16 @@ class Reconciler:
         self._leading = is_leader
         errors, leading = 0, False
         while True:
+            # Changes that came while the last pass ran have waited long enough: the next pass
+            # starts at once. Into an idle loop, one change is followed by the rest of its burst.
+            busy = self._wake.is_set()
             timer, wait = self.state.next_timer(), self.settings.resync_period
             if timer is not None and leading:
                 wait = max(0.0, min(wait, timer - self.clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
-            await asyncio.sleep(self.settings.debounce)
+            if not busy:
+                await self._debounce(self.settings.debounce)
             self._wake.clear()
             if not is_leader() or not synced():
                 if leading:

@@ -18,7 +18,8 @@ class Settings:
     reason_refresh: float = 30.0
     # A pass runs at least this often (it also runs when an event or a timer is due).
     resync_period: float = 5.0
-    # Events arriving within this window are handled by one pass.
+    # After a change into an idle loop, wait this long so that its burst is one pass (changes
+    # that come while a pass runs are taken up right after it, without this wait).
     debounce: float = 0.1
     # Writes of different gangs in flight at once.
     concurrent_writes: int = 32

@@ -7,6 +7,7 @@ done admission, takes back a release that has no quota behind it, and never admi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -263,3 +264,46 @@ async def test_quota_a_finished_job_gives_back_admits_the_next_before_its_finish
     await passing
     finished = condition(world.workload("job-first"), "Finished")
     assert finished is not None and finished["status"] == "True"
+
+
+async def test_changes_that_come_while_a_pass_runs_are_taken_up_without_the_debounce_wait(
+    started: list[World],
+) -> None:
+    world = World((kinds.JOBS, held_job("first", 4)), (kinds.JOBS, held_job("second", 4)))
+    debounced: list[float] = []
+
+    async def debounce(seconds: float) -> None:
+        debounced.append(seconds)
+
+    world.reconciler._debounce = debounce
+    await start(started, world)
+    loop = asyncio.create_task(world.reconciler.run(lambda: True, lambda: True))
+    try:
+        # The caches' first events, then the admission of `first` (it changes the picture),
+        # each come while the loop is busy: no wait before the passes that follow.
+        for _ in range(300):
+            if world.suspended("first") is False:
+                break
+            await asyncio.sleep(0.01)
+        assert world.suspended("first") is False and world.suspended("second") is True
+        await asyncio.sleep(0.2)  # idle now
+        assert debounced == []
+
+        # A Job that finishes into the idle loop is debounced once; the pass that follows
+        # admits `second`, and the pass after that (its own admission woke it) is not.
+        done = world.api.read_back(kinds.JOBS, "first", "ns")
+        assert done is not None
+        done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+        world.api.put(kinds.JOBS, done)
+        for _ in range(300):
+            if world.suspended("second") is False:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+
+    assert world.suspended("second") is False
+    assert debounced == [world.reconciler.settings.debounce]

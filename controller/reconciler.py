@@ -8,9 +8,10 @@ admission. One pass:
    quota, held without one otherwise: this completes whatever a killed controller left half
    done), and the engine takes in what changed;
 2. decide: one cycle of the long-lived decision engine;
-3. apply: evictions first, then admissions (the quota reservation before the PodGroup before
-   the release), then pending reasons; different gangs' writes go out concurrently, and with
-   them the Finished records of gangs that are done (their quota was back at step 1);
+3. apply: evictions first, then admissions (every quota reservation of the pass, then their
+   PodGroups and releases), then pending reasons; different gangs' writes go out
+   concurrently, and with them the Finished records of gangs that are done (their quota was
+   back at step 1);
 4. settle what those writes changed, then report: ClusterQueue and Cohort status, metrics.
 
 The pass waits for the writes decisions rest on (records, holds, releases, PodGroups); the
@@ -234,12 +235,16 @@ class Reconciler:
         for eviction in (e for e in decisions.evictions if state.key(e.gang) not in failed):
             stats.evicted += 1
             self.metrics.evictions.labels(eviction.queue, Reason.PREEMPTED).inc()
-        admissions = state.admission_work(decisions.admissions, now)
+        records, releases = state.admission_work(decisions.admissions, now)
         if failed:
             log.warning("an eviction failed; admissions of this pass are skipped")
-            failed |= admissions.keys()
+            failed |= records.keys()
         else:
-            failed |= await self._perform(admissions, stats)
+            # Every admission's record first: a gang is admitted once its record is written,
+            # and its release (after it) does not hold up the next gang's.
+            failed |= await self._perform(records, stats)
+            releases = {key: steps for key, steps in releases.items() if key not in failed}
+            failed |= await self._perform(releases, stats)
         for admission in (a for a in decisions.admissions if state.key(a.gang) not in failed):
             stats.admitted += 1
             log.info("admitted %s in %s", admission.gang, admission.queue)

@@ -723,8 +723,14 @@ class ClusterState:
 
     def admission_work(
         self, admissions: Iterable[Admission], now: float
-    ) -> dict[GangKey, list[Step]]:
-        return {self.key(a.gang): self.admission_steps(a, now) for a in admissions}
+    ) -> tuple[dict[GangKey, list[Step]], dict[GangKey, list[Step]]]:
+        """The records of `admissions`, and their releases (each written after its record)."""
+        records: dict[GangKey, list[Step]] = {}
+        releases: dict[GangKey, list[Step]] = {}
+        for admission in admissions:
+            key = self.key(admission.gang)
+            records[key], releases[key] = self.admission_steps(admission, now)
+        return records, releases
 
     def reason_work(self, reasons: Mapping[str, Pending], now: float) -> dict[GangKey, list[Step]]:
         return {self.key(g): self.reason_steps(g, why, now) for g, why in reasons.items()}
@@ -737,25 +743,28 @@ class ClusterState:
         preempted = Reason.IN_CLUSTER_QUEUE if same_queue else Reason.IN_COHORT_RECLAMATION
         return self._evict(gang, Reason.PREEMPTED, eviction.describe(), preempted, now)
 
-    def admission_steps(self, admission: Admission, now: float) -> list[Step]:
+    def admission_steps(self, admission: Admission, now: float) -> tuple[list[Step], list[Step]]:
+        """The admission's record (the Workload's status and an Event), and what releases the
+        gang (its PodGroup, then its release through its adapter), to be written after it."""
         gang = self.index.get(self.key(admission.gang))
         if gang is None or gang.owner is None:
-            return []
+            return [], []
         self._reported.pop(gang.key, None)
         status = objects.admitted_status(gang, admission, now)
-        steps: list[Step] = [WriteWorkloadStatus(gang.namespace, gang.name, status)]
+        record: list[Step] = [WriteWorkloadStatus(gang.namespace, gang.name, status)]
+        release: list[Step] = []
         missing = self._missing_flavors(admission.flavors)
         if missing:
             self._unreleased.add(gang.key)
             status.pending_reason = objects.missing_flavors(missing)
         else:
-            steps += self._release(gang, admission.flavors)
+            release = self._release(gang, admission.flavors)
         message = f"Admitted by ClusterQueue {admission.queue}: {admission.describe()}"
-        steps.append(objects.event(gang, Reason.ADMITTED, message))
+        record.append(objects.event(gang, Reason.ADMITTED, message))
         if missing:
             text = status.pending_reason or ""
-            steps.append(objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True))
-        return steps
+            record.append(objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True))
+        return record, release
 
     def reason_steps(self, gang_id: str, why: Pending, now: float) -> list[Step]:
         gang = self.gang(gang_id)

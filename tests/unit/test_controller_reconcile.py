@@ -307,3 +307,20 @@ async def test_changes_that_come_while_a_pass_runs_are_taken_up_without_the_debo
 
     assert world.suspended("second") is False
     assert debounced == [world.reconciler.settings.debounce]
+
+
+async def test_every_admission_of_a_pass_is_recorded_before_any_of_its_gangs_is_released(
+    started: list[World],
+) -> None:
+    world = await start(
+        started, World((kinds.JOBS, held_job("one", 2)), (kinds.JOBS, held_job("two", 2)))
+    )
+
+    stats = await world.reconciler.reconcile_once()
+
+    assert stats.admitted == 2
+    writes = [(verb, kind) for verb, kind, _ in world.api.log]
+    last_record = max(i for i, w in enumerate(writes) if w == ("patch", "workloads/status"))
+    first_release = min(i for i, w in enumerate(writes) if w == ("patch", "jobs"))
+    assert last_record < first_release
+    assert world.suspended("one") is False and world.suspended("two") is False

@@ -11,7 +11,7 @@ admission. One pass:
 3. apply: evictions first, then admissions (every quota reservation of the pass, then their
    PodGroups and releases), then pending reasons; different gangs' writes go out
    concurrently, and with them the Finished records of gangs that are done (their quota was
-   back at step 1);
+   back at step 1) and the Workloads of a burst of new gangs;
 4. settle what those writes changed, then report: ClusterQueue and Cohort status, metrics.
 
 The pass waits for the writes decisions rest on (records, holds, releases, PodGroups); the
@@ -165,16 +165,16 @@ class Reconciler:
         stats = PassStats()
         self.state.resume_later()
         now = self.clock()
-        finishing: dict[GangKey, list[Step]] = {}
-        failed = await self._settle(now, stats, finishing)
+        aside: dict[GangKey, list[Step]] = {}
+        failed = await self._settle(now, stats, aside)
         decisions = self.state.decide(now)
         try:
             async with asyncio.TaskGroup() as group:
-                records = group.create_task(self._perform(finishing, stats))
+                beside = group.create_task(self._perform(aside, stats))
                 applied = group.create_task(self._apply(decisions, now, stats))
         except* LostLeadership:
             raise LostLeadership() from None
-        failed |= records.result() | applied.result()
+        failed |= beside.result() | applied.result()
         failed |= await self._settle(now, stats)
         self.state.mark_dirty(failed)  # tried again next pass
         self._report(now, stats, failed)
@@ -188,15 +188,17 @@ class Reconciler:
         self,
         now: float,
         stats: PassStats,
-        finishing: dict[GangKey, list[Step]] | None = None,
+        aside: dict[GangKey, list[Step]] | None = None,
     ) -> set[GangKey]:
         """Sync the gangs that changed and write what they need until nothing is left; the
         gangs whose writes failed. New gangs (their Workloads to create) have a budget per
-        pass, oldest first: the rest are synced next pass, which comes at once, so a burst of
-        new gangs does not hold up decisions. Gangs that have a Workload are never put off:
-        their writes (records, holds, releases) are what decisions rest on. With `finishing`,
-        the Finished records of gangs that are done go there instead, to be written beside the
-        decision's writes (their quota is back already)."""
+        pass, oldest first: the rest are synced next pass, which comes at once. Gangs that
+        have a Workload are never put off: their writes (records, holds, releases) are what
+        decisions rest on. With `aside`, the writes no decision of this pass waits for go
+        there, to be written beside the decision's: the Finished records of gangs that are
+        done (their quota is back already), and the Workloads of a burst of new gangs (more
+        than `concurrent_writes`; they are decided next pass, and the others' decisions do
+        not wait for them)."""
         failed: set[GangKey] = set()
         budget = self.settings.concurrent_writes * SETTLE_BUDGET_ROUNDS
         for _ in range(SYNC_ROUNDS):
@@ -205,9 +207,6 @@ class Reconciler:
             for key in reports.keys() & work.keys():
                 work[key] = [*work[key], *reports.pop(key)]  # in order, in this pass
             self._defer_reports(reports)
-            if finishing is not None:
-                for key in [k for k in work if self.state.is_finishing(k)]:
-                    finishing[key] = work.pop(key)
             new = sorted((key for key in work if self.state.is_new(key)), key=self.state.age)
             if len(new) > budget:
                 later = new[max(budget, 0) :]
@@ -215,9 +214,14 @@ class Reconciler:
                 for key in later:
                     del work[key]
                 self._wake.set()
+            budget -= len(new)
+            if aside is not None:
+                burst = len(new) > self.settings.concurrent_writes
+                for key in [k for k in work if self.state.is_finishing(k)] + (new if burst else []):
+                    if key in work:
+                        aside[key] = work.pop(key)
             if not work:
                 break
-            budget -= len(new)
             failed |= await self._perform(work, stats)
         return failed
 

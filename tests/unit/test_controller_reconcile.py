@@ -324,3 +324,39 @@ async def test_every_admission_of_a_pass_is_recorded_before_any_of_its_gangs_is_
     first_release = min(i for i, w in enumerate(writes) if w == ("patch", "jobs"))
     assert last_record < first_release
     assert world.suspended("one") is False and world.suspended("two") is False
+
+
+async def test_a_burst_of_new_jobs_does_not_hold_up_the_admission_of_a_job_already_waiting(
+    started: list[World],
+) -> None:
+    waiting = held_job("waiting", 2)
+    burst = [held_job(f"new-{i}", 1, cpu="100") for i in range(40)]  # more than 32 at once
+    world = await start(
+        started,
+        World(
+            (kinds.JOBS, waiting),
+            (kinds.WORKLOADS, workload(waiting, reserved=False)),
+            *((kinds.JOBS, job) for job in burst),
+        ),
+    )
+    # The API server is slow to create Workloads.
+    creates_may_land = asyncio.Event()
+    fetch = world.api.fetch
+
+    async def slow_creates(method: str, path: str, **request: Any) -> bytes:
+        if method == "POST" and path.endswith("/workloads"):
+            await creates_may_land.wait()
+        return await fetch(method, path, **request)
+
+    world.api.fetch = slow_creates  # type: ignore[method-assign]
+    passing = asyncio.create_task(world.reconciler.reconcile_once())
+    for _ in range(200):
+        if world.suspended("waiting") is False:
+            break
+        await asyncio.sleep(0.01)
+
+    assert world.suspended("waiting") is False
+    assert world.workload("job-new-0") is None
+    creates_may_land.set()
+    await passing
+    assert all(world.workload(f"job-new-{i}") is not None for i in range(40))

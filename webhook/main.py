@@ -21,6 +21,7 @@ from certs.rotation import Bundle
 from controller.api import names
 from controller.workloads.base import Backend, Placement
 from kohort.service import run_until_signalled
+from webhook.memory import keep_large_blocks_mapped, return_freed_memory
 from webhook.server import WebhookServer
 from webhook.settings import (
     DEFAULT_CONTROLLER_SERVICE_ACCOUNT,
@@ -141,6 +142,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
                 return 0
         tasks.append(asyncio.create_task(reloader.watch(args.cert_reload_interval)))
     await server.start()
+    tasks.append(asyncio.create_task(return_freed_memory(server.activity)))
     try:
         await stop.wait()
     finally:
@@ -169,4 +171,5 @@ async def _wait(stop: asyncio.Event, seconds: float) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    keep_large_blocks_mapped()  # for the whole process: see webhook/memory.py
     return run_until_signalled(serve, args)

@@ -19,11 +19,12 @@ from cryptography import x509
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from certs.reload import CertificateReloader
+from controller.workloads.registry import ADAPTERS
 from webhook import pruned_reviews, reviews
 from webhook.metrics import WebhookMetrics
 from webhook.mutation import mutate
 from webhook.settings import Settings
-from webhook.validation import validate
+from webhook.validation import MODELS, PODGROUP_KINDS, validate
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,19 @@ def _kind_of(review: Any) -> str:
         return str(review["request"]["kind"]["kind"])
     except (KeyError, TypeError):
         return ""
+
+
+# The kinds the webhook answers for label its metrics; any other kind a request names is counted
+# as OTHER_KIND, so that requests naming made-up kinds cannot grow the metrics without bound.
+COUNTED_KINDS = frozenset(
+    {k.kind for k in ADAPTERS} | set(MODELS) | {kind for _, kind in PODGROUP_KINDS}
+)
+OTHER_KIND = "other"
+
+
+def _counted_kind(review: Any) -> str:
+    kind = _kind_of(review)
+    return kind if kind in COUNTED_KINDS else OTHER_KIND
 
 
 def _uid_of(review: Any) -> Any:
@@ -162,9 +176,9 @@ class AdmissionApp:
     def _count(self, webhook: str, review: Any, answer: dict[str, Any]) -> None:
         response = answer["response"]
         if not response["allowed"]:
-            self.metrics.denials.labels(webhook, _kind_of(review)).inc()
+            self.metrics.denials.labels(webhook, _counted_kind(review)).inc()
         elif "patch" in response:
-            kind = _kind_of(review)
+            kind = _counted_kind(review)
             counter = self._patches.get(kind)
             if counter is None:  # labels() takes a lock and builds a key: once per kind
                 counter = self._patches[kind] = self.metrics.patches.labels(kind)
@@ -260,6 +274,12 @@ class WebhookServer:
                 self.metrics_port = _bound_port(metrics_site)
         self.readiness.listening = True
         log.info("webhook serving", extra={"port": self.port, "metricsPort": self.metrics_port})
+
+    def activity(self) -> tuple[int, int]:
+        """Requests received and connections open on the admission port so far: changes
+        whenever the server was busy."""
+        server = self._runners[0].server if self._runners else None
+        return (server.requests_count, len(server.connections)) if server else (0, 0)
 
     async def stop(self) -> None:
         self.readiness.listening = False

@@ -153,17 +153,35 @@ async def test_metrics_count_requests_patches_and_denials(server: WebhookServer)
     await post(server, "/mutate", json.dumps(make_review(make_job())).encode())
     await post(server, "/mutate", json.dumps(make_review(make_job(parallelism=-1))).encode())
     await post(server, "/validate", b"garbage")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"http://127.0.0.1:{server.metrics_port}/metrics") as response,
-    ):
-        text = await response.text()
+    text = await metrics_text(server)
     assert 'kohort_webhook_requests_total{code="200",webhook="mutate"} 2.0' in text
     assert 'kohort_webhook_requests_total{code="400",webhook="validate"} 1.0' in text
     assert 'kohort_webhook_patches_total{kind="Job"} 1.0' in text
     assert 'kohort_webhook_denials_total{kind="Job",webhook="mutate"} 1.0' in text
     assert "kohort_webhook_latency_seconds_bucket" in text
     assert "kohort_webhook_certificate_expiry_timestamp_seconds" in text
+
+
+async def test_denials_of_kinds_the_webhook_does_not_know_are_counted_as_other(
+    server: WebhookServer,
+) -> None:
+    # Anyone who reaches the port may name any kind: each must not become a metric of its own.
+    for i in range(50):
+        review = make_review("not an object", kind=f"MadeUp{i}")
+        await post(server, "/validate", json.dumps(review).encode())
+    await post(server, "/validate", json.dumps(make_review("not an object", kind="Pod")).encode())
+    text = await metrics_text(server)
+    assert 'kohort_webhook_denials_total{kind="other",webhook="validate"} 50.0' in text
+    assert 'kohort_webhook_denials_total{kind="Pod",webhook="validate"} 1.0' in text
+    assert "MadeUp" not in text
+
+
+async def metrics_text(server: WebhookServer) -> str:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{server.metrics_port}/metrics") as response,
+    ):
+        return await response.text()
 
 
 async def served_certificate(port: int, context: ssl.SSLContext) -> x509.Certificate:

@@ -141,10 +141,14 @@ def policy_from(args: argparse.Namespace) -> Policy:
 
 
 async def kube_api_client(kubeconfig: str | None) -> Client:
-    """A client of the API server: `kubeconfig`, else the pod's service account."""
-    from controller.cluster.clients import connect
+    """A client of the API server: `kubeconfig`, else the pod's service account (never the
+    default kubeconfig: the rotator writes a Secret and webhook configurations)."""
+    from controller.cluster.clients import connect, from_endpoint
+    from controller.cluster.kubeconfig import in_cluster
 
-    return await connect(kubeconfig, user_agent="kohort-certs")
+    if kubeconfig:
+        return await connect(kubeconfig, user_agent="kohort-certs")
+    return from_endpoint(in_cluster(), user_agent="kohort-certs")
 
 
 def build_rotator(

@@ -133,7 +133,11 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
         api = await certs_main.kube_api_client(args.kubeconfig)
         rotator = certs_main.build_rotator(api, args, args.rotate_secret, on_bundle)
-        await rotator.reconcile()
+        try:
+            await rotator.reconcile()
+        except BaseException:
+            await api.close()
+            raise
         interval = dt.timedelta(seconds=args.rotation_interval)
         tasks.append(asyncio.create_task(rotator.run(interval)))
     else:

@@ -52,7 +52,7 @@ class NoAuth:
 
 @dataclass
 class BearerToken:
-    token: str
+    token: str = field(repr=False)
 
     async def apply(self, headers: dict[str, str]) -> None:
         headers["Authorization"] = f"Bearer {self.token}"
@@ -65,25 +65,35 @@ class TokenFile:
     path: Path
     reread: float = TOKEN_FILE_REREAD
     clock: Callable[[], float] = time.monotonic
-    _token: str = ""
+    _token: str = field(default="", repr=False)
     _read_at: float | None = field(default=None, repr=False)
+
+    def read(self) -> str:
+        """The token now in the file; ConfigError when it cannot be read or is empty."""
+        try:
+            token = self.path.read_text().strip()
+        except OSError as err:
+            raise ConfigError(f"cannot read the token file {self.path}: {err}") from err
+        if not token:
+            raise ConfigError(f"the token file {self.path} is empty")
+        return token
 
     async def apply(self, headers: dict[str, str]) -> None:
         now = self.clock()
         if self._read_at is None or now - self._read_at >= self.reread:
             try:
-                self._token = self.path.read_text().strip()
-            except OSError as err:
+                self._token = self.read()
+            except ConfigError:
                 if self._read_at is None:
-                    raise ConfigError(f"cannot read the token file {self.path}: {err}") from err
+                    raise
                 # (keep the last token: the file may be in the middle of being replaced)
             self._read_at = now
         headers["Authorization"] = f"Bearer {self._token}"
 
 
 class LibraryAuth:
-    """Credentials from a kubernetes-asyncio Configuration (exec plugins, auth providers),
-    refreshed by its own hooks."""
+    """Credentials from a kubernetes-asyncio Configuration (exec plugins, auth providers), as
+    its loader left them (and its refresh hook, where it installs one, renews them)."""
 
     def __init__(self, configuration: Any) -> None:
         self.configuration = configuration
@@ -112,13 +122,13 @@ async def load(kubeconfig: str | None = None) -> Endpoint:
     """The endpoint of `kubeconfig`; without one, of the pod's service account, else of
     $KUBECONFIG or ~/.kube/config."""
     if kubeconfig:
-        return await _from_file(Path(kubeconfig))
+        return await _from_file(_resolved(kubeconfig))
     if os.environ.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT / "token").exists():
         return in_cluster()
     files = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     if len(files) > 1:
         return await _from_library(None)
-    return await _from_file(Path(files[0]) if files else Path.home() / ".kube" / "config")
+    return await _from_file(_resolved(files[0] if files else "~/.kube/config"))
 
 
 def in_cluster(
@@ -130,15 +140,27 @@ def in_cluster(
         raise ConfigError("not in a pod: KUBERNETES_SERVICE_HOST/PORT are not set")
     if ":" in host:
         host = f"[{host}]"  # IPv6
-    context = ssl.create_default_context(cafile=str(account / "ca.crt"))
-    return Endpoint(f"https://{host}:{port}", context, auth=TokenFile(account / "token"))
+    try:
+        context = ssl.create_default_context(cafile=str(account / "ca.crt"))
+    except (OSError, ssl.SSLError) as err:
+        raise ConfigError(f"service account CA {account / 'ca.crt'}: {err}") from err
+    token = TokenFile(account / "token")
+    token.read()  # now, not at the first request
+    return Endpoint(f"https://{host}:{port}", context, auth=token)
 
 
 async def _from_file(path: Path) -> Endpoint:
     cluster, user = _current(_read(path), path)
     if not set(user) <= _OWN_USER_KEYS:
         return await _from_library(path)
-    return from_kubeconfig(cluster, user, path.parent)
+    try:
+        return from_kubeconfig(cluster, user, path.parent)
+    except ConfigError as err:
+        raise ConfigError(f"kubeconfig {path}: {err}") from err
+
+
+def _resolved(name: str) -> Path:
+    return Path(name).expanduser().resolve()
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -175,14 +197,17 @@ def _current(document: Mapping[str, Any], path: Path) -> tuple[dict[str, Any], d
 
 def from_kubeconfig(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> Endpoint:
     """The endpoint of a kubeconfig's cluster and user entries (relative file names are
-    relative to the kubeconfig's directory, `base`)."""
+    relative to the kubeconfig's directory, `base`); ConfigError names the entry at fault."""
     server = cluster.get("server")
     if not server:
-        raise ConfigError("kubeconfig: the cluster has no server")
-    context = ssl.create_default_context(
-        cafile=_file(cluster.get("certificate-authority"), base),
-        cadata=_text(cluster.get("certificate-authority-data")),
-    )
+        raise ConfigError("the cluster has no server")
+    authority = _pem(cluster, "certificate-authority", base)  # the data, else the file
+    try:
+        context = ssl.create_default_context(
+            cadata=authority.decode() if authority is not None else None
+        )
+    except (ssl.SSLError, ValueError) as err:
+        raise ConfigError(f"certificate-authority: {err}") from err
     if cluster.get("insecure-skip-tls-verify"):
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -190,12 +215,17 @@ def from_kubeconfig(cluster: Mapping[str, Any], user: Mapping[str, Any], base: P
     key = _pem(user, "client-key", base)
     if certificate is not None:
         with _as_files(certificate, key) as (cert_file, key_file):
-            context.load_cert_chain(cert_file, key_file)
+            try:
+                context.load_cert_chain(cert_file, key_file)
+            except ssl.SSLError as err:
+                raise ConfigError(f"client-certificate and client-key: {err}") from err
     auth: Auth = NoAuth()
     if user.get("token"):
         auth = BearerToken(str(user["token"]))
     elif user.get("tokenFile"):
-        auth = TokenFile(base / str(user["tokenFile"]))
+        token_file = TokenFile(base / str(user["tokenFile"]))
+        token_file.read()  # now, not at the first request
+        auth = token_file
     return Endpoint(
         str(server).rstrip("/"),
         context,
@@ -205,21 +235,19 @@ def from_kubeconfig(cluster: Mapping[str, Any], user: Mapping[str, Any], base: P
     )
 
 
-def _file(name: Any, base: Path) -> str | None:
-    return str(base / str(name)) if name else None
-
-
-def _text(data: Any) -> str | None:
-    if not data:
-        return None
-    return base64.b64decode(str(data)).decode()
-
-
-def _pem(user: Mapping[str, Any], key: str, base: Path) -> bytes | None:
-    if user.get(f"{key}-data"):
-        return base64.b64decode(str(user[f"{key}-data"]))
-    if user.get(key):
-        return (base / str(user[key])).read_bytes()
+def _pem(entry: Mapping[str, Any], key: str, base: Path) -> bytes | None:
+    """The PEM of `key`: from `key-data` (base64), else from the file `key` names."""
+    if entry.get(f"{key}-data"):
+        try:
+            return base64.b64decode(str(entry[f"{key}-data"]), validate=True)
+        except ValueError as err:
+            raise ConfigError(f"{key}-data: not base64: {err}") from err
+    if entry.get(key):
+        path = base / str(entry[key])
+        try:
+            return path.read_bytes()
+        except OSError as err:
+            raise ConfigError(f"{key}: cannot read {path}: {err}") from err
     return None
 
 

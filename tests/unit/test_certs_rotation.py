@@ -235,3 +235,19 @@ def test_certs_generate_without_names_is_an_error(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     assert run(parser.parse_args(argv)) == 2
+
+
+async def test_the_rotator_without_a_kubeconfig_uses_the_pod_and_never_the_users_kubeconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from certs.main import kube_api_client
+    from controller.cluster.kubeconfig import ConfigError
+
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text("current-context: a-developers-cluster\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+    with pytest.raises(ConfigError, match="not in a pod"):
+        await kube_api_client(None)

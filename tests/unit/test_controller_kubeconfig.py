@@ -250,3 +250,36 @@ async def test_a_broken_kubeconfig_is_refused_with_what_is_wrong(
 async def test_a_missing_kubeconfig_is_refused_with_its_path(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=str(tmp_path / "nowhere")):
         await kubeconfig.load(str(tmp_path / "nowhere"))
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user", "message"),
+    [
+        ({"certificate-authority": "missing.crt"}, {}, "certificate-authority: cannot read"),
+        ({"certificate-authority-data": "not base64!"}, {}, "certificate-authority-data: not"),
+        ({"certificate-authority-data": _b64(b"no PEM here")}, {}, "certificate-authority:"),
+        ({}, {"client-certificate": "missing.crt"}, "client-certificate: cannot read"),
+        ({}, {"tokenFile": "missing-token"}, "cannot read the token file"),
+        ({}, {"tokenFile": "empty-token"}, "the token file .*empty-token is empty"),
+    ],
+)
+async def test_a_kubeconfig_entry_that_cannot_be_used_is_refused_naming_it(
+    tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any], message: str
+) -> None:
+    (tmp_path / "empty-token").write_text("\n")
+    path = write_kubeconfig(
+        tmp_path / "config", {"server": "https://127.0.0.1:6443", **cluster}, user
+    )
+
+    with pytest.raises(ConfigError, match=f"kubeconfig {path}: {message}"):
+        await kubeconfig.load(str(path))
+
+
+async def test_tokens_never_show_in_what_a_log_line_prints_of_an_endpoint(tmp_path: Path) -> None:
+    path = write_kubeconfig(
+        tmp_path / "config", {"server": "https://127.0.0.1:6443"}, {"token": "s3cret"}
+    )
+
+    endpoint = await kubeconfig.load(str(path))
+
+    assert "s3cret" not in repr(endpoint)

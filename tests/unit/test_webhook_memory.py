@@ -202,6 +202,7 @@ def test_freed_buffers_of_256_kib_go_back_to_the_system_at_once() -> None:
     assert kept("kept-mapped") < 2 * MIB
 
 
+@glibc_only
 async def test_freed_memory_is_returned_after_busy_intervals_and_idle_ones_cost_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -217,7 +217,10 @@ class Reconciler:
             budget -= len(new)
             if aside is not None:
                 burst = len(new) > self.settings.concurrent_writes
-                for key in [k for k in work if self.state.is_finishing(k)] + (new if burst else []):
+                finishing = [k for k in work if self.state.is_finishing(k)]
+                # (a gang set aside in an earlier round that changed since: its newer steps)
+                again = [k for k in work if k in aside]
+                for key in finishing + (new if burst else []) + again:
                     if key in work:
                         aside[key] = work.pop(key)
             if not work:
@@ -247,9 +250,11 @@ class Reconciler:
             # Every admission's record first: a gang is admitted once its record is written,
             # and its release (after it) does not hold up the next gang's.
             failed |= await self._perform(records, stats)
-            releases = {key: steps for key, steps in releases.items() if key not in failed}
-            failed |= await self._perform(releases, stats)
-        for admission in (a for a in decisions.admissions if state.key(a.gang) not in failed):
+        recorded = [a for a in decisions.admissions if state.key(a.gang) not in failed]
+        # (a release that fails is tried again next pass: its gang is admitted all the same)
+        releases = {key: steps for key, steps in releases.items() if key not in failed}
+        failed |= await self._perform(releases, stats)
+        for admission in recorded:
             stats.admitted += 1
             log.info("admitted %s in %s", admission.gang, admission.queue)
             gang = state.gang(admission.gang)

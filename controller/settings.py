@@ -21,6 +21,7 @@ class Settings:
     # After a change into an idle loop, wait this long so that its burst is one pass (changes
     # that come while a pass runs are taken up right after it, without this wait).
     debounce: float = 0.1
-    # Writes of different gangs in flight at once.
+    # Writes of different gangs in flight at once for a pass's decisions; as many again for
+    # the writes beside them (Finished records, a burst of new Workloads).
     concurrent_writes: int = 32
     core: quota.Config = field(default_factory=quota.Config.measured)

@@ -463,9 +463,11 @@ class ClusterState:
                     gang.namespace, gang.name, objects.finished_status(gang, gang.finished, now)
                 )
             ]
-            if gang.finished is Finished.FAILED:
-                # (one that succeeded has its own controller's Event, e.g. a Job's Completed)
-                message = "Gang failed; its quota is released"
+            # A gang of a controller that succeeded has that controller's Event (a Job's
+            # Completed); pods have no controller to tell.
+            pods_only = gang.owner.kind == kube.Pod.KIND
+            if gang.finished is Finished.FAILED or pods_only:
+                message = f"Gang {gang.finished.value.lower()}; its quota is released"
                 steps.append(objects.event(gang, Reason.FINISHED, message))
             return steps
         if gang.workload_finished:

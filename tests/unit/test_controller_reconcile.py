@@ -360,3 +360,21 @@ async def test_a_burst_of_new_jobs_does_not_hold_up_the_admission_of_a_job_alrea
     creates_may_land.set()
     await passing
     assert all(world.workload(f"job-new-{i}") is not None for i in range(40))
+
+
+async def test_a_gang_whose_release_fails_is_admitted_and_released_by_the_next_pass(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, held_job("train", 2))))
+    world.api.failing[("patch", "jobs")] = 500
+
+    stats = await world.reconciler.reconcile_once()
+
+    assert stats.admitted == 1 and stats.failed >= 1  # (tried again in the same pass)
+    reserved = condition(world.workload("job-train"), "QuotaReserved")
+    assert reserved is not None and reserved["status"] == "True"
+    assert world.suspended("train") is True
+    del world.api.failing[("patch", "jobs")]
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+    assert world.suspended("train") is False

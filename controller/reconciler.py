@@ -27,6 +27,7 @@ import functools
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -243,18 +244,16 @@ class Reconciler:
             stats.evicted += 1
             self.metrics.evictions.labels(eviction.queue, Reason.PREEMPTED).inc()
         records, releases = state.admission_work(decisions.admissions, now)
+        recorded: set[GangKey] = set()
         if failed:
             log.warning("an eviction failed; admissions of this pass are skipped")
             failed |= records.keys()
         else:
             # Every admission's record first: a gang is admitted once its record is written,
-            # and its release (after it) does not hold up the next gang's.
-            failed |= await self._perform(records, stats)
-        recorded = [a for a in decisions.admissions if state.key(a.gang) not in failed]
+            # and its release (after it) does not hold up the next gang's record.
+            failed |= await self._perform(records, stats, then=releases, written=recorded)
         # (a release that fails is tried again next pass: its gang is admitted all the same)
-        releases = {key: steps for key, steps in releases.items() if key not in failed}
-        failed |= await self._perform(releases, stats)
-        for admission in recorded:
+        for admission in (a for a in decisions.admissions if state.key(a.gang) in recorded):
             stats.admitted += 1
             log.info("admitted %s in %s", admission.gang, admission.queue)
             gang = state.gang(admission.gang)
@@ -299,34 +298,57 @@ class Reconciler:
         for name, status in cohorts.items():
             self.metrics.report_cohort(name, status.weighted_share)
 
-    async def _perform(self, work: Mapping[K, Sequence[Step]], stats: PassStats) -> set[K]:
+    async def _perform(
+        self,
+        work: Mapping[K, Sequence[Step]],
+        stats: PassStats,
+        then: Mapping[K, Sequence[Step]] | None = None,
+        written: set[K] | None = None,
+    ) -> set[K]:
         """Each entry's steps in order, `concurrent_writes` entries at a time; the entries that
         failed. A failed write (a namespace being deleted, a conflict) stops only its own
-        entry. Every write checks the Lease first.
+        entry. Every write checks the Lease first. With `then`, an entry whose steps were all
+        written has its `then` steps written after them, once no entry of `work` is left to
+        start (no barrier: they start while the last of `work` are still in flight). `written`
+        collects the entries whose steps (not their `then` steps) were all written.
         """
         failed: set[K] = set()
-        entries = iter([(name, steps) for name, steps in work.items() if steps])
+        first = deque((name, steps) for name, steps in work.items() if steps)
+        after: deque[tuple[K, Sequence[Step]]] = deque()
+        following = then or {}
+
+        async def write(name: K, steps: Sequence[Step]) -> bool:
+            await self.deferred.claim(name)
+            for step in steps:
+                if not self._leading():
+                    raise LostLeadership()
+                if isinstance(step, RecordEvent):
+                    self.deferred.event(step)
+                    continue
+                try:
+                    await self.writers.perform(step)
+                except Fenced:
+                    raise LostLeadership() from None
+                except ApiError as err:
+                    failed.add(name)
+                    stats.failed += 1
+                    self.metrics.reconcile_errors.inc()
+                    log.warning("%s: %s failed: %s", name, type(step).__name__, err)
+                    return False
+                stats.writes += 1
+            return True
 
         async def worker() -> None:
-            for name, steps in entries:
-                await self.deferred.claim(name)
-                for step in steps:
-                    if not self._leading():
-                        raise LostLeadership()
-                    if isinstance(step, RecordEvent):
-                        self.deferred.event(step)
-                        continue
-                    try:
-                        await self.writers.perform(step)
-                    except Fenced:
-                        raise LostLeadership() from None
-                    except ApiError as err:
-                        failed.add(name)
-                        stats.failed += 1
-                        self.metrics.reconcile_errors.inc()
-                        log.warning("%s: %s failed: %s", name, type(step).__name__, err)
-                        break
-                    stats.writes += 1
+            while first or after:
+                if first:
+                    name, steps = first.popleft()
+                    if await write(name, steps):
+                        if written is not None:
+                            written.add(name)
+                        if following.get(name):
+                            after.append((name, following[name]))
+                else:
+                    await write(*after.popleft())
 
         try:
             with self.deferred.foreground():

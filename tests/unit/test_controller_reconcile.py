@@ -378,3 +378,34 @@ async def test_a_gang_whose_release_fails_is_admitted_and_released_by_the_next_p
     await world.api.settle()
     await world.reconciler.reconcile_once()
     assert world.suspended("train") is False
+
+
+async def test_a_slow_record_does_not_hold_up_the_release_of_a_gang_already_recorded(
+    started: list[World],
+) -> None:
+    world = await start(
+        started, World((kinds.JOBS, held_job("slow", 2)), (kinds.JOBS, held_job("quick", 2)))
+    )
+    record_may_land = asyncio.Event()
+    fetch = world.api.fetch
+
+    async def slow_record(method: str, path: str, **request: Any) -> bytes:
+        if path.endswith("/workloads/job-slow/status") and "QuotaReserved" in json.dumps(
+            plain(request.get("body"))
+        ):
+            await record_may_land.wait()
+        return await fetch(method, path, **request)
+
+    world.api.fetch = slow_record  # type: ignore[method-assign]
+    passing = asyncio.create_task(world.reconciler.reconcile_once())
+    for _ in range(200):
+        if world.suspended("quick") is False:
+            break
+        await asyncio.sleep(0.01)
+
+    assert world.suspended("quick") is False
+    assert world.suspended("slow") is True  # its release waits for its own record
+    record_may_land.set()
+    stats = await passing
+    assert stats.admitted == 2
+    assert world.suspended("slow") is False

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import json
 import shutil
 import socket
@@ -629,10 +630,34 @@ class LocalCluster:
         ca_bundle = base64.b64encode(self.ca_pem).decode()
         url = f"https://127.0.0.1:{ports.webhook}"
         for config in controller.webhook_configurations(url, ca_bundle):
+            # Ready (readyz) is not yet serving every webhook path: wait until each answers
+            # something other than 404, or the API server's first calls fail closed.
+            for webhook in config.get("webhooks") or []:
+                hook: str = webhook["clientConfig"]["url"]
+                serves = functools.partial(self._serves, hook)
+                processes.wait_until(f"{name} serving {hook}", serves, START_TIMEOUT, [proc])
             plural = workload_controllers.WEBHOOK_KINDS[config["kind"]]
             path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{config['metadata']['name']}"
             self.rest.apply(path, config)
         return proc
+
+    def _serves(self, url: str) -> bool:
+        """Whether a webhook URL has a handler (an empty review gets anything but 404)."""
+        import ssl
+        import urllib.error
+        import urllib.request
+
+        context = ssl.create_default_context(cadata=self.ca_pem.decode())
+        request = urllib.request.Request(
+            url, b"{}", headers={"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=2, context=context):
+                return True
+        except urllib.error.HTTPError as err:
+            return err.code != 404
+        except OSError:
+            return False
 
     def _mount_secret(self, proc: ManagedProcess, namespace: str, name: str, where: str) -> None:
         """Write a Secret's data as files into `where` once it has some, as a pod's volume

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +19,29 @@ from controller.cluster.clients import plain
 from controller.cluster.testing import condition, local_queue
 from controller.reconciler import LostLeadership
 from tests.unit.controller_world import World, held_job, start, workload
+
+
+def hold(world: World, held: Callable[[str, str, Any], bool]) -> asyncio.Event:
+    """Requests to the API server in memory that `held(method, path, body)` picks wait until
+    the event returned is set (a slow API server)."""
+    may_land = asyncio.Event()
+    fetch = world.api.fetch
+
+    async def slow(method: str, path: str, **request: Any) -> bytes:
+        if held(method, path, plain(request.get("body"))):
+            await may_land.wait()
+        return await fetch(method, path, **request)
+
+    world.api.fetch = slow  # type: ignore[method-assign]
+    return may_land
+
+
+async def soon(condition: Callable[[], bool], tries: int = 200) -> None:
+    """Until `condition` holds, or `tries` turns of 10 ms went by (the caller asserts it)."""
+    for _ in range(tries):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
 
 
 async def test_a_new_held_job_gets_a_workload_and_is_admitted_in_one_pass(
@@ -241,22 +265,14 @@ async def test_quota_a_finished_job_gives_back_admits_the_next_before_its_finish
     world.api.put(kinds.JOBS, done)
     await world.api.settle()
     # The API server is slow to take the first Job's Finished record.
-    record_may_land = asyncio.Event()
-    fetch = world.api.fetch
-
-    async def slow_finished_records(method: str, path: str, **request: Any) -> bytes:
-        if path.endswith("/workloads/job-first/status") and "Finished" in json.dumps(
-            plain(request.get("body"))
-        ):
-            await record_may_land.wait()
-        return await fetch(method, path, **request)
-
-    world.api.fetch = slow_finished_records  # type: ignore[method-assign]
+    record_may_land = hold(
+        world,
+        lambda method, path, body: (
+            path.endswith("/workloads/job-first/status") and "Finished" in json.dumps(body)
+        ),
+    )
     passing = asyncio.create_task(world.reconciler.reconcile_once())
-    for _ in range(200):
-        if world.suspended("second") is False:
-            break
-        await asyncio.sleep(0.01)
+    await soon(lambda: world.suspended("second") is False)
 
     assert world.suspended("second") is False
     assert condition(world.workload("job-first"), "Finished") is None
@@ -281,10 +297,7 @@ async def test_changes_that_come_while_a_pass_runs_are_taken_up_without_the_debo
     try:
         # The caches' first events, then the admission of `first` (it changes the picture),
         # each come while the loop is busy: no wait before the passes that follow.
-        for _ in range(300):
-            if world.suspended("first") is False:
-                break
-            await asyncio.sleep(0.01)
+        await soon(lambda: world.suspended("first") is False, tries=300)
         assert world.suspended("first") is False and world.suspended("second") is True
         await asyncio.sleep(0.2)  # idle now
         assert debounced == []
@@ -295,10 +308,7 @@ async def test_changes_that_come_while_a_pass_runs_are_taken_up_without_the_debo
         assert done is not None
         done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
         world.api.put(kinds.JOBS, done)
-        for _ in range(300):
-            if world.suspended("second") is False:
-                break
-            await asyncio.sleep(0.01)
+        await soon(lambda: world.suspended("second") is False, tries=300)
         await asyncio.sleep(0.2)
     finally:
         loop.cancel()
@@ -340,20 +350,11 @@ async def test_a_burst_of_new_jobs_does_not_hold_up_the_admission_of_a_job_alrea
         ),
     )
     # The API server is slow to create Workloads.
-    creates_may_land = asyncio.Event()
-    fetch = world.api.fetch
-
-    async def slow_creates(method: str, path: str, **request: Any) -> bytes:
-        if method == "POST" and path.endswith("/workloads"):
-            await creates_may_land.wait()
-        return await fetch(method, path, **request)
-
-    world.api.fetch = slow_creates  # type: ignore[method-assign]
+    creates_may_land = hold(
+        world, lambda method, path, body: method == "POST" and path.endswith("/workloads")
+    )
     passing = asyncio.create_task(world.reconciler.reconcile_once())
-    for _ in range(200):
-        if world.suspended("waiting") is False:
-            break
-        await asyncio.sleep(0.01)
+    await soon(lambda: world.suspended("waiting") is False)
 
     assert world.suspended("waiting") is False
     assert world.workload("job-new-0") is None
@@ -386,22 +387,14 @@ async def test_a_slow_record_does_not_hold_up_the_release_of_a_gang_already_reco
     world = await start(
         started, World((kinds.JOBS, held_job("slow", 2)), (kinds.JOBS, held_job("quick", 2)))
     )
-    record_may_land = asyncio.Event()
-    fetch = world.api.fetch
-
-    async def slow_record(method: str, path: str, **request: Any) -> bytes:
-        if path.endswith("/workloads/job-slow/status") and "QuotaReserved" in json.dumps(
-            plain(request.get("body"))
-        ):
-            await record_may_land.wait()
-        return await fetch(method, path, **request)
-
-    world.api.fetch = slow_record  # type: ignore[method-assign]
+    record_may_land = hold(
+        world,
+        lambda method, path, body: (
+            path.endswith("/workloads/job-slow/status") and "QuotaReserved" in json.dumps(body)
+        ),
+    )
     passing = asyncio.create_task(world.reconciler.reconcile_once())
-    for _ in range(200):
-        if world.suspended("quick") is False:
-            break
-        await asyncio.sleep(0.01)
+    await soon(lambda: world.suspended("quick") is False)
 
     assert world.suspended("quick") is False
     assert world.suspended("slow") is True  # its release waits for its own record

@@ -2,17 +2,22 @@
 kubeconfig file.
 
 Rule: the cases kohort's processes run with (the service account of their pod; a kubeconfig
-whose user is a client certificate, a token or a token file) are read here; any other user
-(an exec credential plugin, an auth provider, basic auth) or a $KUBECONFIG of several files is
-handed to kubernetes-asyncio's loader, imported only then. Importing kubernetes-asyncio costs
+whose user is a client certificate, a token or a token file) are read here; an exec credential
+plugin that gives a token is run through kubernetes-asyncio's ExecProvider, and run again
+before the token expires; any other user (a plugin that gives a client certificate, an auth
+provider, basic auth) or a $KUBECONFIG of several files is handed to kubernetes-asyncio's
+loader. kubernetes-asyncio is imported only in those cases. Importing kubernetes-asyncio costs
 the controller 38 MiB and over half a second of CPU at start (docs/performance.md), for a few
 lines of YAML and TLS set-up in the common case.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import datetime as dt
+import logging
 import os
 import ssl
 import tempfile
@@ -24,6 +29,7 @@ from typing import Any, Protocol
 
 import yaml
 
+log = logging.getLogger("kohort.kubeconfig")
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # How long a token read from a file is used before the file is read again (the kubelet
 # rewrites a projected service account token well before it expires).
@@ -34,6 +40,10 @@ _OWN_USER_KEYS = frozenset(
     {"client-certificate", "client-certificate-data", "client-key", "client-key-data"}
     | {"token", "tokenFile"}
 )
+# A plugin's token is renewed this long before the expiry it gave; a plugin that failed is run
+# again no sooner than this after.
+EXEC_RENEW_BEFORE = dt.timedelta(seconds=30)
+EXEC_RETRY_AFTER = dt.timedelta(seconds=10)
 
 
 class ConfigError(Exception):
@@ -91,9 +101,85 @@ class TokenFile:
         headers["Authorization"] = f"Bearer {self._token}"
 
 
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class ExecPlugin:
+    """A token from an exec credential plugin (kubernetes-asyncio's ExecProvider runs it), kept
+    until shortly before the expiry the plugin gave with it (without one, for good, as
+    client-go keeps it), then asked for again. A renewal that fails keeps the last token and is
+    retried after EXEC_RETRY_AFTER; the API server's 401 then says what is wrong."""
+
+    def __init__(
+        self, exec_config: Mapping[str, Any], clock: Callable[[], dt.datetime] = _utcnow
+    ) -> None:
+        from kubernetes_asyncio.config.config_exception import ConfigException
+        from kubernetes_asyncio.config.exec_provider import ExecProvider
+        from kubernetes_asyncio.config.kube_config import ConfigNode
+
+        self.command = str(exec_config.get("command", ""))
+        try:
+            self._provider = ExecProvider(ConfigNode("exec", dict(exec_config)))
+        except ConfigException as err:
+            raise ConfigError(str(err)) from err
+        self._clock = clock
+        self._token: str | None = None
+        self._renew_at: dt.datetime | None = None
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"ExecPlugin(command={self.command!r})"
+
+    async def start(self) -> dict[str, Any]:
+        """Run the plugin for the first time; its status (ConfigError if it failed)."""
+        from kubernetes_asyncio.config.config_exception import ConfigException
+
+        try:
+            status = await self._provider.run()
+        except (ConfigException, OSError) as err:
+            raise ConfigError(f"exec plugin {self.command}: {err}") from err
+        if not isinstance(status, dict):
+            raise ConfigError(f"exec plugin {self.command}: its status is not an object")
+        self._take(status)
+        return status
+
+    def _take(self, status: Mapping[str, Any]) -> None:
+        token, expiry = status.get("token"), status.get("expirationTimestamp")
+        self._token = str(token) if token else None
+        self._renew_at = None
+        if expiry:
+            try:
+                when = dt.datetime.fromisoformat(str(expiry))
+            except ValueError as err:
+                raise ConfigError(f"exec plugin {self.command}: {err}") from err
+            if when.tzinfo is None:  # (RFC 3339 has an offset; taken as UTC without one)
+                when = when.replace(tzinfo=dt.UTC)
+            self._renew_at = when - EXEC_RENEW_BEFORE
+
+    async def apply(self, headers: dict[str, str]) -> None:
+        if self._renew_at is not None and self._clock() >= self._renew_at:
+            async with self._lock:
+                if self._renew_at is not None and self._clock() >= self._renew_at:
+                    await self._renew()
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+
+    async def _renew(self) -> None:
+        try:
+            status = await self._provider.run()
+            if not isinstance(status, dict) or not status.get("token"):
+                raise ConfigError("it gave no token")
+            self._take(status)
+        except Exception as err:  # a broken plugin must not take the process down
+            log.warning("exec plugin %s: renewing the token failed: %s", self.command, err)
+            self._renew_at = self._clock() + EXEC_RETRY_AFTER
+
+
 class LibraryAuth:
-    """Credentials from a kubernetes-asyncio Configuration (exec plugins, auth providers), as
-    its loader left them (and its refresh hook, where it installs one, renews them)."""
+    """Credentials from a kubernetes-asyncio Configuration (auth providers, basic auth, a
+    plugin's client certificate), as its loader left them (and its refresh hook, where it
+    installs one, renews them)."""
 
     def __init__(self, configuration: Any) -> None:
         self.configuration = configuration
@@ -118,17 +204,25 @@ class Endpoint:
     max_connections: int = 100
 
 
-async def load(kubeconfig: str | None = None) -> Endpoint:
-    """The endpoint of `kubeconfig`; without one, of the pod's service account, else of
-    $KUBECONFIG or ~/.kube/config."""
+async def load(
+    kubeconfig: str | None = None,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    account: Path = SERVICE_ACCOUNT,
+) -> Endpoint:
+    """The endpoint of `kubeconfig`; without one, the first of: the files $KUBECONFIG names,
+    the pod's service account, ~/.kube/config (the order kubectl and controller-runtime
+    follow)."""
     if kubeconfig:
         return await _from_file(_resolved(kubeconfig))
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT / "token").exists():
-        return in_cluster()
-    files = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    files = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     if len(files) > 1:
-        return await _from_library(None)
-    return await _from_file(_resolved(files[0] if files else "~/.kube/config"))
+        return await _from_library(os.pathsep.join(files))  # merged as the library merges
+    if files:
+        return await _from_file(_resolved(files[0]))
+    if environ.get("KUBERNETES_SERVICE_HOST") and (account / "token").exists():
+        return in_cluster(environ, account)
+    return await _from_file(_resolved("~/.kube/config"))
 
 
 def in_cluster(
@@ -151,12 +245,24 @@ def in_cluster(
 
 async def _from_file(path: Path) -> Endpoint:
     cluster, user = _current(_read(path), path)
-    if not set(user) <= _OWN_USER_KEYS:
-        return await _from_library(path)
+    plugin: ExecPlugin | None = None
+    if isinstance(user.get("exec"), dict) and set(user) - {"exec"} <= _OWN_USER_KEYS:
+        try:
+            plugin = ExecPlugin(user["exec"])
+            status = await plugin.start()
+        except ConfigError as err:
+            raise ConfigError(f"kubeconfig {path}: {err}") from err
+        if not status.get("token"):  # a client certificate: the library's loader reads it
+            return await _from_library(str(path))
+    elif not set(user) <= _OWN_USER_KEYS:
+        return await _from_library(str(path))
     try:
-        return from_kubeconfig(cluster, user, path.parent)
+        endpoint = from_kubeconfig(cluster, user, path.parent)
     except ConfigError as err:
         raise ConfigError(f"kubeconfig {path}: {err}") from err
+    if plugin is not None:
+        endpoint.auth = plugin
+    return endpoint
 
 
 def _resolved(name: str) -> Path:
@@ -265,17 +371,16 @@ def _as_files(certificate: bytes, key: bytes | None) -> Iterator[tuple[str, str 
         yield str(cert_file), str(key_file) if key_file else None
 
 
-async def _from_library(path: Path | None) -> Endpoint:
-    """The endpoint kubernetes-asyncio's loader makes of `path` (None: $KUBECONFIG)."""
+async def _from_library(source: str) -> Endpoint:
+    """The endpoint kubernetes-asyncio's loader makes of `source` (a file, or files joined by
+    os.pathsep: the library's own default is $KUBECONFIG as it was when it was imported)."""
     from kubernetes_asyncio import client, config
 
     configuration = client.Configuration()
     try:
-        await config.load_kube_config(
-            config_file=str(path) if path else None, client_configuration=configuration
-        )
+        await config.load_kube_config(config_file=source, client_configuration=configuration)
     except config.ConfigException as err:
-        raise ConfigError(f"kubeconfig {path or os.environ.get('KUBECONFIG')}: {err}") from err
+        raise ConfigError(f"kubeconfig {source}: {err}") from err
     return from_configuration(configuration)
 
 

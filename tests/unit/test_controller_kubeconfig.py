@@ -6,9 +6,9 @@ server that requires what the kubeconfig says."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import ssl
 import sys
-import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -183,45 +183,149 @@ async def test_in_a_pod_the_service_account_token_is_sent_to_the_kubernetes_serv
     assert seen == [{"cn": None, "authorization": "Bearer pod-token"}]
 
 
-async def test_an_exec_credential_plugin_is_run_through_kubernetes_asyncio(
-    tmp_path: Path,
-) -> None:
-    ca = CertificateAuthority.create("test-ca")
+# An exec credential plugin: each run counts itself in the file named by its first argument and
+# prints what its second asks for (a token of that run, with or without an expiry, a client
+# certificate from the files named next, or a failure).
+PLUGIN = """
+import json, sys
+from pathlib import Path
+runs = Path(sys.argv[1])
+run = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(run))
+mode = sys.argv[2]
+if mode == "fail" or (mode == "fail-after-first" and run > 1):
+    sys.exit("the identity provider is down")
+status = {"token": f"token-{run}"}
+if mode in ("expiring", "fail-after-first"):
+    status["expirationTimestamp"] = "2030-01-01T00:00:00Z"
+if mode == "certificate":
+    status = {
+        "clientCertificateData": Path(sys.argv[3]).read_text(),
+        "clientKeyData": Path(sys.argv[4]).read_text(),
+    }
+print(json.dumps({
+    "apiVersion": "client.authentication.k8s.io/v1",
+    "kind": "ExecCredential",
+    "status": status,
+}))
+"""
+EXPIRY = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+
+
+def exec_config(tmp_path: Path, *args: str) -> dict[str, Any]:
     plugin = tmp_path / "plugin.py"
-    plugin.write_text(
-        textwrap.dedent(
-            """
-            import json
-            print(json.dumps({
-                "apiVersion": "client.authentication.k8s.io/v1",
-                "kind": "ExecCredential",
-                "status": {"token": "from-the-plugin"},
-            }))
-            """
-        )
-    )
+    plugin.write_text(PLUGIN)
+    return {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": sys.executable,
+        "args": [str(plugin), str(tmp_path / "runs"), *args],
+        "interactiveMode": "Never",
+    }
+
+
+async def test_an_exec_credential_plugins_token_is_what_the_server_sees(tmp_path: Path) -> None:
+    ca = CertificateAuthority.create("test-ca")
     async with tls_server(tmp_path, ca) as (host, seen):
         path = write_kubeconfig(
             tmp_path / "config",
             {"server": host, "certificate-authority-data": _b64(ca.cert_pem)},
+            {"exec": exec_config(tmp_path, "token")},
+        )
+        endpoint = await kubeconfig.load(str(path))
+        api = from_endpoint(endpoint)
+        try:
+            await api.get(kinds.EVENTS, "x", "ns")
+            await api.get(kinds.EVENTS, "x", "ns")
+        finally:
+            await api.close()
+
+    assert isinstance(endpoint.auth, kubeconfig.ExecPlugin)
+    assert seen == [{"cn": None, "authorization": "Bearer token-1"}] * 2
+    assert (tmp_path / "runs").read_text() == "1"  # a token without an expiry is kept
+
+
+async def _authorization(plugin: kubeconfig.ExecPlugin) -> str:
+    headers: dict[str, str] = {}
+    await plugin.apply(headers)
+    return headers["Authorization"]
+
+
+async def test_a_plugins_token_is_renewed_shortly_before_it_expires_and_not_sooner(
+    tmp_path: Path,
+) -> None:
+    now = [EXPIRY - dt.timedelta(hours=1)]
+    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "expiring"), clock=lambda: now[0])
+    await plugin.start()
+
+    seen = [await _authorization(plugin)]
+    now[0] = EXPIRY - kubeconfig.EXEC_RENEW_BEFORE - dt.timedelta(seconds=1)
+    seen.append(await _authorization(plugin))
+    now[0] = EXPIRY - kubeconfig.EXEC_RENEW_BEFORE
+    seen.append(await _authorization(plugin))
+
+    assert seen == ["Bearer token-1", "Bearer token-1", "Bearer token-2"]
+
+
+async def test_a_renewal_that_fails_keeps_the_last_token_and_is_tried_again_later(
+    tmp_path: Path,
+) -> None:
+    now = [EXPIRY]
+    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "fail-after-first"), clock=lambda: now[0])
+    await plugin.start()
+
+    seen = [await _authorization(plugin), await _authorization(plugin)]
+    runs_after_a_failure = (tmp_path / "runs").read_text()
+    now[0] = EXPIRY + kubeconfig.EXEC_RETRY_AFTER
+    seen.append(await _authorization(plugin))
+
+    assert seen == ["Bearer token-1"] * 3
+    assert runs_after_a_failure == "2"  # the second request did not run it again
+    assert (tmp_path / "runs").read_text() == "3"
+
+
+@pytest.mark.parametrize(
+    ("plugin", "message"),
+    [
+        ("fail", r"exec plugin .*the identity provider is down"),
+        ("no command", "missing key 'command'"),
+    ],
+)
+async def test_a_plugin_that_cannot_give_a_token_at_start_is_refused_saying_why(
+    tmp_path: Path, plugin: str, message: str
+) -> None:
+    config = exec_config(tmp_path, plugin)
+    if plugin == "no command":
+        del config["command"]
+    path = write_kubeconfig(
+        tmp_path / "config", {"server": "https://127.0.0.1:6443"}, {"exec": config}
+    )
+
+    with pytest.raises(ConfigError, match=f"kubeconfig {path}: .*{message}"):
+        await kubeconfig.load(str(path))
+
+
+async def test_a_plugins_client_certificate_is_who_the_server_sees(tmp_path: Path) -> None:
+    ca = CertificateAuthority.create("test-ca")
+    user = ca.issue_client("from-a-plugin", ["kohort"])
+    user.write(tmp_path / "user.crt", tmp_path / "user.key")
+    async with tls_server(tmp_path, ca, client_certificates=True) as (host, seen):
+        path = write_kubeconfig(
+            tmp_path / "config",
+            {"server": host, "certificate-authority-data": _b64(ca.cert_pem)},
             {
-                "exec": {
-                    "apiVersion": "client.authentication.k8s.io/v1",
-                    "command": sys.executable,
-                    "args": [str(plugin)],
-                    "interactiveMode": "Never",
-                }
+                "exec": exec_config(
+                    tmp_path, "certificate", str(tmp_path / "user.crt"), str(tmp_path / "user.key")
+                )
             },
         )
         endpoint = await kubeconfig.load(str(path))
-        assert isinstance(endpoint.auth, kubeconfig.LibraryAuth)
         api = from_endpoint(endpoint)
         try:
             await api.get(kinds.EVENTS, "x", "ns")
         finally:
             await api.close()
 
-    assert seen == [{"cn": None, "authorization": "Bearer from-the-plugin"}]
+    assert seen == [{"cn": "from-a-plugin", "authorization": None}]
 
 
 @pytest.mark.parametrize(
@@ -283,3 +387,85 @@ async def test_tokens_never_show_in_what_a_log_line_prints_of_an_endpoint(tmp_pa
     endpoint = await kubeconfig.load(str(path))
 
     assert "s3cret" not in repr(endpoint)
+
+
+def _token_kubeconfig(path: Path, server: str, token: str) -> Path:
+    return write_kubeconfig(path, {"server": server}, {"token": token})
+
+
+async def _bearer(endpoint: kubeconfig.Endpoint) -> str:
+    headers: dict[str, str] = {}
+    await endpoint.auth.apply(headers)
+    return headers["Authorization"]
+
+
+@pytest.fixture
+def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A pod's service account, a home with ~/.kube/config, and two more kubeconfigs, each
+    naming a server and a token of its own."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "ca.crt").write_bytes(CertificateAuthority.create("test-ca").cert_pem)
+    (account / "token").write_text("pod-token")
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    _token_kubeconfig(home / ".kube" / "config", "https://home:6443", "home-token")
+    return {
+        "account": account,
+        "pod": {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"},
+        "flag": str(_token_kubeconfig(tmp_path / "flag", "https://flag:6443", "flag-token")),
+        "env": str(_token_kubeconfig(tmp_path / "env", "https://env:6443", "env-token")),
+    }
+
+
+@pytest.mark.parametrize(
+    ("flag", "environment", "in_pod", "expected"),
+    [
+        (True, True, True, ("https://flag:6443", "Bearer flag-token")),
+        (False, True, True, ("https://env:6443", "Bearer env-token")),
+        (False, False, True, ("https://10.0.0.1:443", "Bearer pod-token")),
+        (False, False, False, ("https://home:6443", "Bearer home-token")),
+    ],
+    ids=[
+        "--kubeconfig wins over everything",
+        "then $KUBECONFIG, even in a pod",
+        "then the pod's service account",
+        "else ~/.kube/config",
+    ],
+)
+async def test_the_controller_finds_its_api_server_in_kubectls_order(
+    places: dict[str, Any], flag: bool, environment: bool, in_pod: bool, expected: tuple[str, str]
+) -> None:
+    environ = dict(places["pod"]) if in_pod else {}
+    if environment:
+        environ["KUBECONFIG"] = places["env"]
+
+    endpoint = await kubeconfig.load(
+        places["flag"] if flag else None, environ=environ, account=places["account"]
+    )
+
+    assert (endpoint.host, await _bearer(endpoint)) == expected
+
+
+async def test_a_kubeconfig_of_several_files_is_merged_as_kubectl_merges_it(
+    tmp_path: Path,
+) -> None:
+    clusters = tmp_path / "clusters"
+    clusters.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://merged:6443"}}],
+                "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "ctx",
+            }
+        )
+    )
+    users = tmp_path / "users"
+    users.write_text(yaml.safe_dump({"users": [{"name": "u", "user": {"token": "merged"}}]}))
+    environ = {"KUBECONFIG": f"{clusters}:{users}"}
+
+    endpoint = await kubeconfig.load(environ=environ, account=tmp_path / "no-account")
+
+    assert isinstance(endpoint.auth, kubeconfig.LibraryAuth)
+    assert (endpoint.host, await _bearer(endpoint)) == ("https://merged:6443", "Bearer merged")

@@ -7,10 +7,13 @@ PYTEST := bash hack/pytest.sh
 
 .PHONY: demo test test-unit test-cluster lint testenv clean-testenv
 
+# The install compiles kohort's bytecode, as the image has it: with PYTHONDONTWRITEBYTECODE set,
+# every process the tests and benches start would compile kohort's modules from source.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m compileall -q kohort controller webhook certs hack
 	touch $(STAMP)
 
 # Installs everything, builds the local control plane, and runs the demo

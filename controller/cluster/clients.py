@@ -187,7 +187,7 @@ class Client:
             timeout = aiohttp.ClientTimeout(connect=connect, sock_connect=connect, sock_read=read)
         else:
             timeout = aiohttp.ClientTimeout(total=wanted)
-        return await self.session.request(
+        response = await self.session.request(
             method,
             url,
             data=None if body is None else encode(body),
@@ -196,6 +196,9 @@ class Client:
             proxy=endpoint.proxy,
             server_hostname=endpoint.server_hostname,
         )
+        if response.status == 401:
+            endpoint.auth.rejected()  # renewed for the next request, where that can be done
+        return response
 
     async def fetch(
         self,
@@ -380,9 +383,9 @@ class Client:
 async def connect(
     kubeconfig: str | None = None, *, qps_timeout: float = 30.0, user_agent: str | None = None
 ) -> Client:
-    """A Client from a kubeconfig file, else the in-cluster service account, else the default
-    kubeconfig (see `kubeconfig.load`); `user_agent` names this process in the API server's
-    audit log."""
+    """A Client from a kubeconfig file, else $KUBECONFIG, else the in-cluster service account,
+    else ~/.kube/config (see `kubeconfig.load`); `user_agent` names this process in the API
+    server's audit log."""
     return from_endpoint(await load(kubeconfig), qps_timeout=qps_timeout, user_agent=user_agent)
 
 

@@ -4,11 +4,12 @@ kubeconfig file.
 Rule: the cases kohort's processes run with (the service account of their pod; a kubeconfig
 whose user is a client certificate, a token or a token file) are read here; an exec credential
 plugin that gives a token is run through kubernetes-asyncio's ExecProvider, and run again
-before the token expires; any other user (a plugin that gives a client certificate, an auth
-provider, basic auth) or a $KUBECONFIG of several files is handed to kubernetes-asyncio's
-loader. kubernetes-asyncio is imported only in those cases. Importing kubernetes-asyncio costs
-the controller 38 MiB and over half a second of CPU at start (docs/performance.md), for a few
-lines of YAML and TLS set-up in the common case.
+before the token expires or once the server refuses it; any other user (a plugin that gives a
+client certificate, an auth provider, basic auth) or a $KUBECONFIG of several files is handed
+to kubernetes-asyncio's loader (renewed only where the library renews them). It is
+imported only in those cases: importing it costs the controller 38 MiB and over half a second
+of CPU at start (docs/performance.md), for a few lines of YAML and TLS set-up in the common
+case.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import base64
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import ssl
 import tempfile
@@ -40,10 +42,12 @@ _OWN_USER_KEYS = frozenset(
     {"client-certificate", "client-certificate-data", "client-key", "client-key-data"}
     | {"token", "tokenFile"}
 )
-# A plugin's token is renewed this long before the expiry it gave; a plugin that failed is run
-# again no sooner than this after.
+# A plugin's token is renewed this long before the expiry it gave; a plugin is run again no
+# sooner than this after its last run (a failed one, or a token the server refused), and is
+# given this long to answer.
 EXEC_RENEW_BEFORE = dt.timedelta(seconds=30)
 EXEC_RETRY_AFTER = dt.timedelta(seconds=10)
+EXEC_TIMEOUT = 30.0
 
 
 class ConfigError(Exception):
@@ -54,9 +58,16 @@ class Auth(Protocol):
     async def apply(self, headers: dict[str, str]) -> None:
         """Add the request's credentials to `headers`."""
 
+    def rejected(self) -> None:
+        """The server refused them (401): renew them for the next request, where that can be
+        done."""
+
 
 class NoAuth:
     async def apply(self, headers: dict[str, str]) -> None:
+        return None
+
+    def rejected(self) -> None:
         return None
 
 
@@ -66,6 +77,9 @@ class BearerToken:
 
     async def apply(self, headers: dict[str, str]) -> None:
         headers["Authorization"] = f"Bearer {self.token}"
+
+    def rejected(self) -> None:
+        return None
 
 
 @dataclass
@@ -100,6 +114,10 @@ class TokenFile:
             self._read_at = now
         headers["Authorization"] = f"Bearer {self._token}"
 
+    def rejected(self) -> None:
+        if self._read_at is not None:
+            self._read_at = -math.inf  # read again (keeping this token if that fails)
+
 
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
@@ -107,41 +125,53 @@ def _utcnow() -> dt.datetime:
 
 class ExecPlugin:
     """A token from an exec credential plugin (kubernetes-asyncio's ExecProvider runs it), kept
-    until shortly before the expiry the plugin gave with it (without one, for good, as
-    client-go keeps it), then asked for again. A renewal that fails keeps the last token and is
-    retried after EXEC_RETRY_AFTER; the API server's 401 then says what is wrong."""
+    until shortly before the expiry the plugin gave with it, or until the server refuses it
+    (401), then asked for again, as client-go does. The plugin is run at most every
+    EXEC_RETRY_AFTER and given EXEC_TIMEOUT to answer; a renewal that fails keeps the last token
+    (the server's 401 then says what is wrong)."""
 
     def __init__(
         self, exec_config: Mapping[str, Any], clock: Callable[[], dt.datetime] = _utcnow
     ) -> None:
-        from kubernetes_asyncio.config.config_exception import ConfigException
         from kubernetes_asyncio.config.exec_provider import ExecProvider
         from kubernetes_asyncio.config.kube_config import ConfigNode
 
         self.command = str(exec_config.get("command", ""))
         try:
             self._provider = ExecProvider(ConfigNode("exec", dict(exec_config)))
-        except ConfigException as err:
-            raise ConfigError(str(err)) from err
+        except Exception as err:  # the library's ConfigException, or a TypeError of bad YAML
+            raise ConfigError(f"exec plugin {self.command}: {err}") from err
         self._clock = clock
         self._token: str | None = None
         self._renew_at: dt.datetime | None = None
+        self._ran_at: dt.datetime | None = None
         self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"ExecPlugin(command={self.command!r})"
 
     async def start(self) -> dict[str, Any]:
-        """Run the plugin for the first time; its status (ConfigError if it failed)."""
-        from kubernetes_asyncio.config.config_exception import ConfigException
-
+        """Run the plugin for the first time; its status: a token (kept), or a client
+        certificate; ConfigError if it failed or gave neither."""
         try:
-            status = await self._provider.run()
-        except (ConfigException, OSError) as err:
+            status = await self._run()
+        except Exception as err:
             raise ConfigError(f"exec plugin {self.command}: {err}") from err
-        if not isinstance(status, dict):
-            raise ConfigError(f"exec plugin {self.command}: its status is not an object")
+        if not status.get("token") and not status.get("clientCertificateData"):
+            raise ConfigError(
+                f"exec plugin {self.command}: it gave neither a token nor a client certificate"
+            )
         self._take(status)
+        return status
+
+    async def _run(self) -> dict[str, Any]:
+        self._ran_at = self._clock()
+        try:
+            status = await asyncio.wait_for(self._provider.run(), EXEC_TIMEOUT)
+        except TimeoutError:
+            raise ConfigError(f"it did not answer within {EXEC_TIMEOUT:.0f} s") from None
+        if not isinstance(status, dict):
+            raise ConfigError("its status is not an object")
         return status
 
     def _take(self, status: Mapping[str, Any]) -> None:
@@ -156,19 +186,29 @@ class ExecPlugin:
             if when.tzinfo is None:  # (RFC 3339 has an offset; taken as UTC without one)
                 when = when.replace(tzinfo=dt.UTC)
             self._renew_at = when - EXEC_RENEW_BEFORE
+            if self._ran_at is not None:  # (a token that expires at once is not asked for
+                # again at every request)
+                self._renew_at = max(self._renew_at, self._ran_at + EXEC_RETRY_AFTER)
 
     async def apply(self, headers: dict[str, str]) -> None:
-        if self._renew_at is not None and self._clock() >= self._renew_at:
+        if self._due():
             async with self._lock:
-                if self._renew_at is not None and self._clock() >= self._renew_at:
+                if self._due():
                     await self._renew()
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
 
+    def _due(self) -> bool:
+        return self._renew_at is not None and self._clock() >= self._renew_at
+
+    def rejected(self) -> None:
+        soonest = (self._ran_at or self._clock()) + EXEC_RETRY_AFTER
+        self._renew_at = min(self._renew_at or soonest, soonest)
+
     async def _renew(self) -> None:
         try:
-            status = await self._provider.run()
-            if not isinstance(status, dict) or not status.get("token"):
+            status = await self._run()
+            if not status.get("token"):
                 raise ConfigError("it gave no token")
             self._take(status)
         except Exception as err:  # a broken plugin must not take the process down
@@ -183,6 +223,9 @@ class LibraryAuth:
 
     def __init__(self, configuration: Any) -> None:
         self.configuration = configuration
+
+    def rejected(self) -> None:
+        return None
 
     async def apply(self, headers: dict[str, str]) -> None:
         settings = await self.configuration.auth_settings()
@@ -211,8 +254,7 @@ async def load(
     account: Path = SERVICE_ACCOUNT,
 ) -> Endpoint:
     """The endpoint of `kubeconfig`; without one, the first of: the files $KUBECONFIG names,
-    the pod's service account, ~/.kube/config (the order kubectl and controller-runtime
-    follow)."""
+    the pod's service account, ~/.kube/config (controller-runtime's order)."""
     if kubeconfig:
         return await _from_file(_resolved(kubeconfig))
     files = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]

@@ -5,8 +5,10 @@ server that requires what the kubeconfig says."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
+import os
 import ssl
 import sys
 from collections.abc import AsyncIterator
@@ -32,10 +34,15 @@ def _b64(data: bytes) -> str:
 
 @asynccontextmanager
 async def tls_server(
-    tmp_path: Path, ca: CertificateAuthority, *, client_certificates: bool = False
+    tmp_path: Path,
+    ca: CertificateAuthority,
+    *,
+    client_certificates: bool = False,
+    refused: frozenset[str] = frozenset(),
 ) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     """An HTTPS server on 127.0.0.1 with a certificate of `ca`; it answers every request with
-    who asked (the client certificate's CN, the Authorization header)."""
+    who asked (the client certificate's CN, the Authorization header), or 401 to an
+    Authorization header in `refused`."""
     seen: list[dict[str, Any]] = []
 
     async def handler(request: web.Request) -> web.Response:
@@ -44,6 +51,8 @@ async def tls_server(
         seen.append(
             {"cn": subject.get("commonName"), "authorization": request.headers.get("Authorization")}
         )
+        if request.headers.get("Authorization") in refused:
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
         return web.json_response({"metadata": {"name": "x"}})
 
     serving = ca.issue_server(["localhost"], ["127.0.0.1"])
@@ -163,6 +172,22 @@ async def test_a_token_file_is_read_again_once_its_token_may_have_been_rotated(
     assert headers["Authorization"] == "Bearer second"
 
 
+async def test_a_token_file_whose_token_the_server_refused_is_read_again_at_once(
+    tmp_path: Path,
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("first\n")
+    auth = TokenFile(token_file, reread=60.0, clock=lambda: 0.0)
+    headers: dict[str, str] = {}
+    await auth.apply(headers)
+    token_file.write_text("second\n")
+
+    auth.rejected()
+    await auth.apply(headers)
+
+    assert headers["Authorization"] == "Bearer second"
+
+
 async def test_in_a_pod_the_service_account_token_is_sent_to_the_kubernetes_service(
     tmp_path: Path,
 ) -> None:
@@ -185,7 +210,7 @@ async def test_in_a_pod_the_service_account_token_is_sent_to_the_kubernetes_serv
 
 # An exec credential plugin: each run counts itself in the file named by its first argument and
 # prints what its second asks for (a token of that run, with or without an expiry, a client
-# certificate from the files named next, or a failure).
+# certificate from the files named next, nothing, no answer, or a failure).
 PLUGIN = """
 import json, sys
 from pathlib import Path
@@ -195,7 +220,10 @@ runs.write_text(str(run))
 mode = sys.argv[2]
 if mode == "fail" or (mode == "fail-after-first" and run > 1):
     sys.exit("the identity provider is down")
-status = {"token": f"token-{run}"}
+if mode == "hang":
+    import time
+    time.sleep(60)
+status = {"token": f"token-{run}"} if mode != "empty" else {}
 if mode in ("expiring", "fail-after-first"):
     status["expirationTimestamp"] = "2030-01-01T00:00:00Z"
 if mode == "certificate":
@@ -223,15 +251,22 @@ def exec_config(tmp_path: Path, *args: str) -> dict[str, Any]:
     }
 
 
+async def load_exec_kubeconfig(
+    tmp_path: Path, ca: CertificateAuthority, host: str, *args: str
+) -> kubeconfig.Endpoint:
+    """The endpoint of a kubeconfig for `host` whose user is the plugin run with `args`."""
+    path = write_kubeconfig(
+        tmp_path / "config",
+        {"server": host, "certificate-authority-data": _b64(ca.cert_pem)},
+        {"exec": exec_config(tmp_path, *args)},
+    )
+    return await kubeconfig.load(str(path))
+
+
 async def test_an_exec_credential_plugins_token_is_what_the_server_sees(tmp_path: Path) -> None:
     ca = CertificateAuthority.create("test-ca")
     async with tls_server(tmp_path, ca) as (host, seen):
-        path = write_kubeconfig(
-            tmp_path / "config",
-            {"server": host, "certificate-authority-data": _b64(ca.cert_pem)},
-            {"exec": exec_config(tmp_path, "token")},
-        )
-        endpoint = await kubeconfig.load(str(path))
+        endpoint = await load_exec_kubeconfig(tmp_path, ca, host, "token")
         api = from_endpoint(endpoint)
         try:
             await api.get(kinds.EVENTS, "x", "ns")
@@ -269,9 +304,10 @@ async def test_a_plugins_token_is_renewed_shortly_before_it_expires_and_not_soon
 async def test_a_renewal_that_fails_keeps_the_last_token_and_is_tried_again_later(
     tmp_path: Path,
 ) -> None:
-    now = [EXPIRY]
+    now = [EXPIRY - dt.timedelta(hours=1)]
     plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "fail-after-first"), clock=lambda: now[0])
     await plugin.start()
+    now[0] = EXPIRY
 
     seen = [await _authorization(plugin), await _authorization(plugin)]
     runs_after_a_failure = (tmp_path / "runs").read_text()
@@ -283,16 +319,79 @@ async def test_a_renewal_that_fails_keeps_the_last_token_and_is_tried_again_late
     assert (tmp_path / "runs").read_text() == "3"
 
 
+async def test_a_token_the_server_refuses_is_asked_for_again_for_the_next_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kubeconfig, "EXEC_RETRY_AFTER", dt.timedelta(0))
+    ca = CertificateAuthority.create("test-ca")
+    async with tls_server(tmp_path, ca, refused=frozenset({"Bearer token-1"})) as (host, seen):
+        endpoint = await load_exec_kubeconfig(tmp_path, ca, host, "token")
+        api = from_endpoint(endpoint)
+        try:
+            with pytest.raises(ApiError) as refused:
+                await api.get(kinds.EVENTS, "x", "ns")
+            await api.get(kinds.EVENTS, "x", "ns")
+        finally:
+            await api.close()
+
+    assert refused.value.status == 401
+    assert [s["authorization"] for s in seen] == ["Bearer token-1", "Bearer token-2"]
+
+
+async def test_a_refused_token_is_not_asked_for_again_sooner_than_the_retry_interval(
+    tmp_path: Path,
+) -> None:
+    now = [EXPIRY]
+    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "token"), clock=lambda: now[0])
+    await plugin.start()
+
+    plugin.rejected()
+    seen = [await _authorization(plugin)]
+    now[0] = EXPIRY + kubeconfig.EXEC_RETRY_AFTER
+    seen.append(await _authorization(plugin))
+
+    assert seen == ["Bearer token-1", "Bearer token-2"]
+
+
+async def test_a_token_that_expires_at_once_is_not_asked_for_again_at_every_request(
+    tmp_path: Path,
+) -> None:
+    now = [EXPIRY]
+    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "expiring"), clock=lambda: now[0])
+    await plugin.start()
+
+    seen = [await _authorization(plugin) for _ in range(3)]
+    now[0] = EXPIRY + kubeconfig.EXEC_RETRY_AFTER
+    seen.append(await _authorization(plugin))
+
+    assert seen == ["Bearer token-1"] * 3 + ["Bearer token-2"]
+
+
+async def test_requests_that_all_find_the_token_due_run_the_plugin_once(tmp_path: Path) -> None:
+    now = [EXPIRY - dt.timedelta(hours=1)]
+    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "expiring"), clock=lambda: now[0])
+    await plugin.start()
+    now[0] = EXPIRY
+
+    seen = await asyncio.gather(*(_authorization(plugin) for _ in range(5)))
+
+    assert seen == ["Bearer token-2"] * 5
+    assert (tmp_path / "runs").read_text() == "2"
+
+
 @pytest.mark.parametrize(
     ("plugin", "message"),
     [
         ("fail", r"exec plugin .*the identity provider is down"),
         ("no command", "missing key 'command'"),
+        ("empty", "it gave neither a token nor a client certificate"),
+        ("hang", "it did not answer within 1 s"),
     ],
 )
 async def test_a_plugin_that_cannot_give_a_token_at_start_is_refused_saying_why(
-    tmp_path: Path, plugin: str, message: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin: str, message: str
 ) -> None:
+    monkeypatch.setattr(kubeconfig, "EXEC_TIMEOUT", 1.0)
     config = exec_config(tmp_path, plugin)
     if plugin == "no command":
         del config["command"]
@@ -309,16 +408,14 @@ async def test_a_plugins_client_certificate_is_who_the_server_sees(tmp_path: Pat
     user = ca.issue_client("from-a-plugin", ["kohort"])
     user.write(tmp_path / "user.crt", tmp_path / "user.key")
     async with tls_server(tmp_path, ca, client_certificates=True) as (host, seen):
-        path = write_kubeconfig(
-            tmp_path / "config",
-            {"server": host, "certificate-authority-data": _b64(ca.cert_pem)},
-            {
-                "exec": exec_config(
-                    tmp_path, "certificate", str(tmp_path / "user.crt"), str(tmp_path / "user.key")
-                )
-            },
+        endpoint = await load_exec_kubeconfig(
+            tmp_path,
+            ca,
+            host,
+            "certificate",
+            str(tmp_path / "user.crt"),
+            str(tmp_path / "user.key"),
         )
-        endpoint = await kubeconfig.load(str(path))
         api = from_endpoint(endpoint)
         try:
             await api.get(kinds.EVENTS, "x", "ns")
@@ -434,7 +531,7 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "else ~/.kube/config",
     ],
 )
-async def test_the_controller_finds_its_api_server_in_kubectls_order(
+async def test_the_controller_finds_its_api_server_in_controller_runtimes_order(
     places: dict[str, Any], flag: bool, environment: bool, in_pod: bool, expected: tuple[str, str]
 ) -> None:
     environ = dict(places["pod"]) if in_pod else {}
@@ -448,7 +545,7 @@ async def test_the_controller_finds_its_api_server_in_kubectls_order(
     assert (endpoint.host, await _bearer(endpoint)) == expected
 
 
-async def test_a_kubeconfig_of_several_files_is_merged_as_kubectl_merges_it(
+async def test_a_kubeconfig_of_several_files_is_merged_by_the_library(
     tmp_path: Path,
 ) -> None:
     clusters = tmp_path / "clusters"
@@ -463,7 +560,7 @@ async def test_a_kubeconfig_of_several_files_is_merged_as_kubectl_merges_it(
     )
     users = tmp_path / "users"
     users.write_text(yaml.safe_dump({"users": [{"name": "u", "user": {"token": "merged"}}]}))
-    environ = {"KUBECONFIG": f"{clusters}:{users}"}
+    environ = {"KUBECONFIG": os.pathsep.join([str(clusters), str(users)])}
 
     endpoint = await kubeconfig.load(environ=environ, account=tmp_path / "no-account")
 

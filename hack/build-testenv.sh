@@ -109,7 +109,7 @@ build_k8s_at() {
     go_directive=$(go mod edit -json "$kk_mod" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Go"])')
     go mod edit -go="$go_directive" -godebug="default=go$(echo "$go_directive" | cut -d. -f1,2)"
     go get "k8s.io/kubernetes@$version" >/dev/null
-    log "k8s $version: compiling (cold: about 15 minutes on 2 cores)"
+    log "k8s $version: compiling (cold: about 10 minutes on 2 cores)"
     go build -trimpath -ldflags "$(version_ldflags "$version")" -o "$w/out/" \
       "${bins[@]/#/k8s.io/kubernetes/cmd/}"
   )

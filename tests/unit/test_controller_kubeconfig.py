@@ -279,6 +279,16 @@ async def test_an_exec_credential_plugins_token_is_what_the_server_sees(tmp_path
     assert (tmp_path / "runs").read_text() == "1"  # a token without an expiry is kept
 
 
+async def started_plugin(
+    tmp_path: Path, mode: str, *, at: dt.datetime
+) -> tuple[kubeconfig.ExecPlugin, list[dt.datetime]]:
+    """The plugin run with `mode`, started at `at`, and the clock it reads (now[0])."""
+    now = [at]
+    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, mode), clock=lambda: now[0])
+    await plugin.start()
+    return plugin, now
+
+
 async def _authorization(plugin: kubeconfig.ExecPlugin) -> str:
     headers: dict[str, str] = {}
     await plugin.apply(headers)
@@ -288,9 +298,7 @@ async def _authorization(plugin: kubeconfig.ExecPlugin) -> str:
 async def test_a_plugins_token_is_renewed_shortly_before_it_expires_and_not_sooner(
     tmp_path: Path,
 ) -> None:
-    now = [EXPIRY - dt.timedelta(hours=1)]
-    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "expiring"), clock=lambda: now[0])
-    await plugin.start()
+    plugin, now = await started_plugin(tmp_path, "expiring", at=EXPIRY - dt.timedelta(hours=1))
 
     seen = [await _authorization(plugin)]
     now[0] = EXPIRY - kubeconfig.EXEC_RENEW_BEFORE - dt.timedelta(seconds=1)
@@ -304,9 +312,9 @@ async def test_a_plugins_token_is_renewed_shortly_before_it_expires_and_not_soon
 async def test_a_renewal_that_fails_keeps_the_last_token_and_is_tried_again_later(
     tmp_path: Path,
 ) -> None:
-    now = [EXPIRY - dt.timedelta(hours=1)]
-    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "fail-after-first"), clock=lambda: now[0])
-    await plugin.start()
+    plugin, now = await started_plugin(
+        tmp_path, "fail-after-first", at=EXPIRY - dt.timedelta(hours=1)
+    )
     now[0] = EXPIRY
 
     seen = [await _authorization(plugin), await _authorization(plugin)]
@@ -341,9 +349,7 @@ async def test_a_token_the_server_refuses_is_asked_for_again_for_the_next_reques
 async def test_a_refused_token_is_not_asked_for_again_sooner_than_the_retry_interval(
     tmp_path: Path,
 ) -> None:
-    now = [EXPIRY]
-    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "token"), clock=lambda: now[0])
-    await plugin.start()
+    plugin, now = await started_plugin(tmp_path, "token", at=EXPIRY)
 
     plugin.rejected()
     seen = [await _authorization(plugin)]
@@ -356,9 +362,7 @@ async def test_a_refused_token_is_not_asked_for_again_sooner_than_the_retry_inte
 async def test_a_token_that_expires_at_once_is_not_asked_for_again_at_every_request(
     tmp_path: Path,
 ) -> None:
-    now = [EXPIRY]
-    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "expiring"), clock=lambda: now[0])
-    await plugin.start()
+    plugin, now = await started_plugin(tmp_path, "expiring", at=EXPIRY)
 
     seen = [await _authorization(plugin) for _ in range(3)]
     now[0] = EXPIRY + kubeconfig.EXEC_RETRY_AFTER
@@ -368,9 +372,7 @@ async def test_a_token_that_expires_at_once_is_not_asked_for_again_at_every_requ
 
 
 async def test_requests_that_all_find_the_token_due_run_the_plugin_once(tmp_path: Path) -> None:
-    now = [EXPIRY - dt.timedelta(hours=1)]
-    plugin = kubeconfig.ExecPlugin(exec_config(tmp_path, "expiring"), clock=lambda: now[0])
-    await plugin.start()
+    plugin, now = await started_plugin(tmp_path, "expiring", at=EXPIRY - dt.timedelta(hours=1))
     now[0] = EXPIRY
 
     seen = await asyncio.gather(*(_authorization(plugin) for _ in range(5)))

@@ -60,30 +60,25 @@ class Auth(Protocol):
 
     def rejected(self) -> None:
         """The server refused them (401): renew them for the next request, where that can be
-        done."""
-
-
-class NoAuth:
-    async def apply(self, headers: dict[str, str]) -> None:
+        done (by default, nothing can)."""
         return None
 
-    def rejected(self) -> None:
+
+class NoAuth(Auth):
+    async def apply(self, headers: dict[str, str]) -> None:
         return None
 
 
 @dataclass
-class BearerToken:
+class BearerToken(Auth):
     token: str = field(repr=False)
 
     async def apply(self, headers: dict[str, str]) -> None:
         headers["Authorization"] = f"Bearer {self.token}"
 
-    def rejected(self) -> None:
-        return None
-
 
 @dataclass
-class TokenFile:
+class TokenFile(Auth):
     """A token read from a file, and read again every `reread` seconds (rotated tokens)."""
 
     path: Path
@@ -123,7 +118,7 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-class ExecPlugin:
+class ExecPlugin(Auth):
     """A token from an exec credential plugin (kubernetes-asyncio's ExecProvider runs it), kept
     until shortly before the expiry the plugin gave with it, or until the server refuses it
     (401), then asked for again, as client-go does. The plugin is run at most every
@@ -216,16 +211,13 @@ class ExecPlugin:
             self._renew_at = self._clock() + EXEC_RETRY_AFTER
 
 
-class LibraryAuth:
+class LibraryAuth(Auth):
     """Credentials from a kubernetes-asyncio Configuration (auth providers, basic auth, a
     plugin's client certificate), as its loader left them (and its refresh hook, where it
     installs one, renews them)."""
 
     def __init__(self, configuration: Any) -> None:
         self.configuration = configuration
-
-    def rejected(self) -> None:
-        return None
 
     async def apply(self, headers: dict[str, str]) -> None:
         settings = await self.configuration.auth_settings()

@@ -36,6 +36,16 @@ def hold(world: World, held: Callable[[str, str, Any], bool]) -> asyncio.Event:
     return may_land
 
 
+def hold_record(world: World, workload: str, condition: str) -> asyncio.Event:
+    """As `hold`, for the writes of `workload`'s status that carry `condition`."""
+    return hold(
+        world,
+        lambda method, path, body: (
+            path.endswith(f"/workloads/{workload}/status") and condition in json.dumps(body)
+        ),
+    )
+
+
 async def soon(condition: Callable[[], bool], tries: int = 200) -> None:
     """Until `condition` holds, or `tries` turns of 10 ms went by (the caller asserts it)."""
     for _ in range(tries):
@@ -265,12 +275,7 @@ async def test_quota_a_finished_job_gives_back_admits_the_next_before_its_finish
     world.api.put(kinds.JOBS, done)
     await world.api.settle()
     # The API server is slow to take the first Job's Finished record.
-    record_may_land = hold(
-        world,
-        lambda method, path, body: (
-            path.endswith("/workloads/job-first/status") and "Finished" in json.dumps(body)
-        ),
-    )
+    record_may_land = hold_record(world, "job-first", "Finished")
     passing = asyncio.create_task(world.reconciler.reconcile_once())
     await soon(lambda: world.suspended("second") is False)
 
@@ -387,12 +392,7 @@ async def test_a_slow_record_does_not_hold_up_the_release_of_a_gang_already_reco
     world = await start(
         started, World((kinds.JOBS, held_job("slow", 2)), (kinds.JOBS, held_job("quick", 2)))
     )
-    record_may_land = hold(
-        world,
-        lambda method, path, body: (
-            path.endswith("/workloads/job-slow/status") and "QuotaReserved" in json.dumps(body)
-        ),
-    )
+    record_may_land = hold_record(world, "job-slow", "QuotaReserved")
     passing = asyncio.create_task(world.reconciler.reconcile_once())
     await soon(lambda: world.suspended("quick") is False)
 

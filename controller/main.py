@@ -210,9 +210,8 @@ class Controller:
     async def stop(self) -> None:
         for task in self.tasks:
             task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Not suppress(CancelledError) around each: that would also swallow the caller's own.
+        await asyncio.gather(*self.tasks, return_exceptions=True)
         if self.elector is not None:
             await self.elector.release()
         await self.cache.stop()

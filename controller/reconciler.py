@@ -127,7 +127,8 @@ class Reconciler:
             if timer is not None and leading:
                 wait = max(0.0, min(wait, timer - self.clock()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
             if not busy:
                 await self._debounce(self.settings.debounce)
             self._wake.clear()

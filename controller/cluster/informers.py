@@ -9,7 +9,6 @@ write. Every change, from the watch or from a write, reaches the listener as (ol
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable
@@ -185,8 +184,7 @@ class Informer(Generic[T]):
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.gather(self._task, return_exceptions=True)  # the caller's cancel passes
             self._task = None
 
     async def run(self) -> None:

@@ -700,7 +700,8 @@ async def run_where(
             stats = await reconciler.reconcile_once()
             passes += 1
             # The reports (pending reasons) are written beside the passes.
-            await asyncio.wait_for(reconciler.deferred.drain(), 300)
+            async with asyncio.timeout(300):
+                await reconciler.deferred.drain()
             await api.settle()
             log(
                 f"pass {passes}: {stats.admitted} admitted, {stats.evicted} evicted;"

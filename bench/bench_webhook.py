@@ -258,7 +258,8 @@ class Pool:
     async def post(self, request: bytes) -> bool:
         connection = await self.idle.get()
         try:
-            ok = await asyncio.wait_for(connection.send(request), timeout=5) == 200
+            async with asyncio.timeout(5):
+                ok = await connection.send(request) == 200
         except (TimeoutError, ConnectionError):
             connection = await self._replace(connection)
             ok = False

@@ -999,7 +999,8 @@ async def webhook_process(
             if server.alive():
                 process.send_signal(signal.SIGTERM)
                 try:
-                    await asyncio.wait_for(process.wait(), 10)
+                    async with asyncio.timeout(10):
+                        await process.wait()
                 except TimeoutError:
                     process.kill()
                     await process.wait()

@@ -101,7 +101,8 @@ class KohortStack:
             identity=f"in-process-{self.ident}",
             namespace_selector=f"{STACK_LABEL}={self.ident}",
         )
-        await asyncio.wait_for(self.controller.cache.wait_synced(), 60)
+        async with asyncio.timeout(60):
+            await self.controller.cache.wait_synced()
         return self.controller
 
     async def stop_controller(self) -> None:

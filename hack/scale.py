@@ -840,7 +840,8 @@ async def _drive(
                 if watch.done():
                     watch.result()  # the watch failed: raise its error
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(recorder.done.wait(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await recorder.done.wait()
             if options.progress and time.monotonic() >= next_report:
                 next_report += options.progress_every
                 options.progress(_progress(result, recorder, started))
@@ -1370,9 +1371,11 @@ async def run_kueue_harness(scenario: Scenario, options: RunOptions) -> RunResul
                     sampling = asyncio.create_task(sampler.run())
                     break
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(proc.wait(), 0.2)
+                    async with asyncio.timeout(0.2):
+                        await proc.wait()
             try:
-                await asyncio.wait_for(proc.wait(), options.time_limit + 120)
+                async with asyncio.timeout(options.time_limit + 120):
+                    await proc.wait()
             except TimeoutError:
                 result.errors.append("the runner did not end in time")
         finally:

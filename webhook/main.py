@@ -170,7 +170,8 @@ async def _try_load(load: Callable[[], bool]) -> bool:
 async def _wait(stop: asyncio.Event, seconds: float) -> bool:
     """True when asked to stop within `seconds`."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+        async with asyncio.timeout(seconds):
+            await stop.wait()
     return stop.is_set()
 
 

@@ -162,7 +162,8 @@ class ExecPlugin(Auth):
     async def _run(self) -> dict[str, Any]:
         self._ran_at = self._clock()
         try:
-            status = await asyncio.wait_for(self._provider.run(), EXEC_TIMEOUT)
+            async with asyncio.timeout(EXEC_TIMEOUT):
+                status = await self._provider.run()
         except TimeoutError:
             raise ConfigError(f"it did not answer within {EXEC_TIMEOUT:.0f} s") from None
         if not isinstance(status, dict):

@@ -162,7 +162,8 @@ async def test_kohort_webhook_with_rotate_secret_serves_the_certificate_it_store
         assert base64.b64decode(config.webhooks[0].client_config.ca_bundle) == stored.ca.cert_pem
     finally:
         stop.set()
-        assert await asyncio.wait_for(server, 15) == 0
+        async with asyncio.timeout(15):
+            assert await server == 0
 
 
 async def _read_secret(api: client.ApiClient, namespace: str) -> dict[str, str] | None:

@@ -40,7 +40,8 @@ async def test_objects_can_be_created_read_updated_deleted_and_watched(
     assert read.data == {"mode": "gang"}
     await core.patch_namespaced_config_map("settings", namespace, {"data": {"mode": "quota"}})
     await core.delete_namespaced_config_map("settings", namespace)
-    await asyncio.wait_for(watcher, 30)
+    async with asyncio.timeout(30):
+        await watcher
 
     assert events == [("MODIFIED", {"mode": "quota"}), ("DELETED", {"mode": "quota"})]
     listed = await core.list_namespaced_config_map(namespace)

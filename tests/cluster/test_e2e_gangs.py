@@ -346,7 +346,8 @@ async def kubectl(cluster: LocalCluster, *args: str) -> str:
         *args,
         stdout=asyncio.subprocess.PIPE,
     )
-    out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    async with asyncio.timeout(30):
+        out, _ = await proc.communicate()
     return out.decode()
 
 

@@ -209,7 +209,8 @@ async def test_a_report_a_pass_claims_unwritten_is_told_again_and_draining_ends(
     writes.defer(("ns", "a"), [reason("a", "waiting")], never, dropped=lambda: again.append("a"))
 
     await writes.claim(("ns", "a"))
-    await asyncio.wait_for(writes.drain(), timeout=5)
+    async with asyncio.timeout(5):
+        await writes.drain()
 
     assert again == ["a"]
     assert writers.written == []

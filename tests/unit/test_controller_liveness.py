@@ -31,7 +31,8 @@ async def started(api: MemoryApi, **options: Any) -> Controller:
     controller = await controller_main.start(
         api, FAST, PodGroupSettings(), stuck_after=STUCK_AFTER, **options
     )
-    await asyncio.wait_for(controller.cache.wait_synced(), 5)
+    async with asyncio.timeout(5):
+        await controller.cache.wait_synced()
     return controller
 
 

@@ -17,7 +17,8 @@ _SERVE = textwrap.dedent(
         loop = asyncio.get_running_loop()
         print(type(loop).__module__, flush=True)
         loop.call_later(0.1, os.kill, os.getpid(), getattr(signal, args.signal))
-        await asyncio.wait_for(stop.wait(), 10)
+        async with asyncio.timeout(10):
+            await stop.wait()
         return 3
 
     raise SystemExit(run_until_signalled(serve, argparse.Namespace(signal={signal!r})))

@@ -117,4 +117,5 @@ async def test_the_server_listens_only_once_a_certificate_appears_and_reloads_ne
         await _eventually(lambda: _serial_served(port), second.cert.serial_number)
     finally:
         stop.set()
-        assert await asyncio.wait_for(server, 10) == 0
+        async with asyncio.timeout(10):
+            assert await server == 0

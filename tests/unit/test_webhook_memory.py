@@ -235,7 +235,8 @@ async def test_without_glibc_nothing_is_tuned_and_nothing_is_trimmed(
     assert memory.keep_large_blocks_mapped() is False
     assert memory.trim() is False
     # Returns at once instead of waking up every second for nothing.
-    await asyncio.wait_for(memory.return_freed_memory(lambda: 0, interval=0.01), 1)
+    async with asyncio.timeout(1):
+        await memory.return_freed_memory(lambda: 0, interval=0.01)
 
 
 async def test_activity_changes_with_every_request_and_every_connection() -> None:

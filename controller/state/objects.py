@@ -602,4 +602,5 @@ def as_patch(status: WorkloadStatus | ClusterQueueStatus | CohortStatus) -> dict
 
 
 def eviction_event(why: str, count: int, delay: float) -> str:
-    return f"Evicted: {why}; requeued (attempt {count}), back in the queue in {delay:.0f}s"
+    back = f"back in the queue in {delay:.0f}s" if delay > 0 else "back in the queue at once"
+    return f"Evicted: {why}; requeued (attempt {count}), {back}"

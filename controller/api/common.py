@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import functools
 import re
 import reprlib
 from collections.abc import Iterable, Mapping
@@ -40,15 +41,23 @@ def _check_quantity(value: object) -> str:
     text = value if isinstance(value, str) else str(value)
     if len(text) > QUANTITY_MAX_LENGTH:
         raise ValueError(f"must be a quantity of at most {QUANTITY_MAX_LENGTH} characters")
+    problem = _quantity_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantity_problem(text: str) -> str | None:
+    """What is wrong with quantity `text`, or None. Cached: a cluster's objects repeat the same
+    few quantities, and every Workload the controller reads carries several."""
     try:
         amount = exact_quantity(text)
     except QuantityError as err:
-        raise ValueError(str(err)) from err
+        return str(err)
     if amount < 0:
-        raise ValueError(
-            f"must not be negative (got {text!r}); write an amount such as '0', '500m' or '16Gi'"
-        )
-    return text
+        return f"must not be negative (got {text!r}); write an amount such as '0', '500m' or '16Gi'"
+    return None
 
 
 # A non-negative Kubernetes quantity, kept as written; `parse_quantity` gives milli-units. The

@@ -8,7 +8,7 @@ decision core never sees strings.
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, DecimalException
 from typing import Final
 
 _BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -55,14 +55,14 @@ def exact_quantity(value: str | int | float) -> Decimal:
     match = _PATTERN.match(text)
     if match is None:
         raise QuantityError(f"{value!r} is not a quantity (expected e.g. '500m', '2', '16Gi')")
+    suffix = match["suffix"] or ""
     try:
         number = Decimal(match["number"])
-    except InvalidOperation as err:  # pragma: no cover - the pattern already excludes this
-        raise QuantityError(f"{value!r} is not a quantity") from err
-    if match["exp"]:
-        number *= Decimal(10) ** int(match["exp"][1:])
-    suffix = match["suffix"] or ""
-    return number * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
+        if match["exp"]:
+            number *= Decimal(10) ** int(match["exp"][1:])
+        return number * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
+    except DecimalException as err:  # an exponent beyond what a Decimal holds: "1e9999999"
+        raise QuantityError(f"{value!r} is out of range for a quantity") from err
 
 
 def parse_quantity(value: str | int | float) -> int:

@@ -424,6 +424,14 @@ def test_quantities_have_at_most_64_characters() -> None:
     assert "at most 64 characters" in error_text(obj, ClusterQueue)
 
 
+def test_a_quantity_beyond_what_a_number_holds_is_refused_as_a_validation_error() -> None:
+    # The CRD's pattern lets "1e9999999" through; the model says what is wrong instead of
+    # raising decimal.Overflow past the informer's and the webhook's handling of bad objects.
+    obj = cluster_queue()
+    gpu_quota(obj)["nominalQuota"] = "1e9999999"
+    assert "out of range for a quantity" in error_text(obj, ClusterQueue)
+
+
 def test_lending_limit_is_compared_exactly() -> None:
     obj = cluster_queue()
     gpu_quota(obj).update(nominalQuota="1.0001", lendingLimit="1.0002")

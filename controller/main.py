@@ -210,12 +210,14 @@ class Controller:
     async def stop(self) -> None:
         for task in self.tasks:
             task.cancel()
-        # Not suppress(CancelledError) around each: that would also swallow the caller's own.
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        if self.elector is not None:
-            await self.elector.release()
-        await self.cache.stop()
-        await self.api.close()
+        try:
+            # Not suppress(CancelledError) around each: that would swallow the caller's own.
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        finally:
+            if self.elector is not None:
+                await self.elector.release()
+            await self.cache.stop()
+            await self.api.close()
 
 
 def _ending(task: asyncio.Task[None]) -> str:

@@ -33,7 +33,9 @@ async def test_a_controller_stopped_as_a_change_wakes_its_loop_stops(
     controller.reconciler.notify(kinds.EVENTS, None, None)
     for _ in range(ticks_after_the_change):
         await asyncio.sleep(0)
-    async with asyncio.timeout(5):
-        await controller.stop()
+    stopping = asyncio.create_task(controller.stop())
+    # Waited for, not cancelled: a cancellation would end a loop that ignored the first one.
+    done, _ = await asyncio.wait({stopping}, timeout=5)
 
+    assert stopping in done, "stop() still waits for a loop that did not end"
     assert all(task.done() for task in controller.tasks)

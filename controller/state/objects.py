@@ -209,7 +209,6 @@ class EvictionRecord:
     message: str  # why, the Eviction's describe()
     preempted: Reason | None  # InClusterQueue / InCohortReclamation for preemptions
     requeue_count: int
-    pods_ready_timeouts: int
     requeue_at: float  # whole seconds, as the record keeps it
     pending_reason: str
 
@@ -244,9 +243,7 @@ def evicted_status(gang: ManagedGang, eviction: EvictionRecord, now: float) -> W
     status.admission = None
     status.pending_reason = eviction.pending_reason
     status.requeue_state = RequeueState(
-        count=eviction.requeue_count,
-        pods_ready_timeouts=eviction.pods_ready_timeouts,
-        requeue_at=format_time(eviction.requeue_at),
+        count=eviction.requeue_count, requeue_at=format_time(eviction.requeue_at)
     )
     return status
 

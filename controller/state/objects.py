@@ -602,5 +602,4 @@ def as_patch(status: WorkloadStatus | ClusterQueueStatus | CohortStatus) -> dict
 
 
 def eviction_event(why: str, count: int, delay: float) -> str:
-    back = f"back in the queue in {delay:.0f}s" if delay > 0 else "back in the queue at once"
-    return f"Evicted: {why}; requeued (attempt {count}), {back}"
+    return f"Evicted: {why}; requeued (attempt {count}), back in the queue in {delay:.0f}s"

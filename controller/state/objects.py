@@ -214,7 +214,7 @@ class EvictionRecord:
 
 
 def evicted_status(gang: ManagedGang, eviction: EvictionRecord, now: float) -> WorkloadStatus:
-    """Evicted, and back in the queue at once or after a backoff; the admission record is gone."""
+    """Evicted and back in the queue after its backoff; the admission record is gone."""
     status = _status(gang)
     conditions = set_condition(
         status.conditions, WorkloadCondition.EVICTED, True, eviction.reason, eviction.message, now

@@ -252,8 +252,11 @@ class Run:
             for task in (submit, inject):
                 if time.monotonic() - self.started > self.deadline:
                     task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                # Waited for, not awaited inside suppress(CancelledError): that would also
+                # swallow a cancellation of this run itself.
+                await asyncio.wait({task})
+                if not task.cancelled():
+                    task.result()
         finally:
             for task in (submit, inject, *self._tasks):
                 task.cancel()

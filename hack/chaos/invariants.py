@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,14 +219,16 @@ def charged_milli(
     return dict(total)
 
 
-def _quota_problems(snapshot: Snapshot) -> Iterable[Problem]:
+def _quota_problems(snapshot: Snapshot, done: Set[str] = frozenset()) -> Iterable[Problem]:
     """Every ClusterQueue, and every cohort at every level, within its subtree quota plus its
-    borrowing limit (the root within its subtree quota), counted here from the objects alone."""
+    borrowing limit (the root within its subtree quota), counted here from the objects alone.
+    The gangs in `done` (finished by their own objects' say) are not charged: their quota is
+    back as soon as their Job or pods say so, before their Workloads' Finished records land."""
     nodes = quota_tree(snapshot)
     usage: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for wl in snapshot.workloads:
         queue = f"queue/{lookup(wl, ['status', 'admission', 'clusterQueue'])}"
-        if holds_quota(wl) and queue in nodes:
+        if holds_quota(wl) and queue in nodes and _name(wl) not in done:
             for fr, milli in charged_milli(wl, nodes[queue].first_flavor).items():
                 usage[queue][fr] += milli
 
@@ -264,7 +266,19 @@ class _Gang:
     owner: str  # "Job/x", "StatefulSet/x", "LeaderWorkerSet/x", "pod group x"
     owner_uids: set[str] = field(default_factory=set)
     released: bool | None = None  # Job: not suspended; None: judged by its pods' gates
+    job_done: bool = False  # its Job's conditions say it is done
     pods: list[JSONDict] = field(default_factory=list)
+
+    def done(self) -> bool:
+        """Finished by its own objects' say: its Job met its success criteria or its failure
+        target (or completed, or failed), or, a plain pod group, some of its pods have run
+        and none of the others still runs."""
+        if self.job_done:
+            return True
+        if not self.owner.startswith("pod group"):
+            return False
+        ran = any(lookup(p, ["status", "phase"]) in ("Succeeded", "Failed") for p in self.pods)
+        return ran and not any(_live(p) and not _gated(p) for p in self.pods)
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
@@ -276,6 +290,16 @@ def _controller_uid(obj: Mapping[str, Any]) -> str | None:
         if owner.get("controller"):
             return str(owner.get("uid"))
     return None
+
+
+# The Job conditions that end a Job's claim on its quota (the Job controller sets the first two
+# before it is done with the pods' tracking finalizers, and Complete or Failed after that).
+JOB_DONE = frozenset({"SuccessCriteriaMet", "FailureTarget", "Complete", "Failed"})
+
+
+def _true_conditions(obj: Mapping[str, Any]) -> set[str]:
+    found = lookup(obj, ["status", "conditions"]) or []
+    return {str(c.get("type")) for c in found if c.get("status") == "True"}
 
 
 def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem], dict[str, int]]:
@@ -310,6 +334,7 @@ def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem], dict[st
             per_owner[_uid(obj)] = 1
             if kind == "Job":
                 entry.released = lookup(obj, ["spec", "suspend"]) is not True
+                entry.job_done = bool(_true_conditions(obj) & JOB_DONE)
     owners = {uid for gang in gangs.values() for uid in gang.owner_uids} | made_by_lws
     for pod in snapshot.pods:
         controller = _controller_uid(pod)
@@ -330,8 +355,8 @@ def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem], dict[st
 
 def problems(snapshot: Snapshot) -> list[Problem]:
     """Everything wrong with one snapshot, safety and consistency alike."""
-    found = list(_quota_problems(snapshot))
     gangs, escaped, per_owner = _gangs(snapshot)
+    found = list(_quota_problems(snapshot, {name for name, g in gangs.items() if g.done()}))
     found += escaped
     workloads = {_name(wl): wl for wl in snapshot.workloads}
     podgroups = {

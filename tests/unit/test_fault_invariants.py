@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from controller.api import names
 from controller.cluster.testing import cluster_queue
 from hack.chaos.invariants import Check, Checker, Snapshot, problems
@@ -197,6 +199,54 @@ def test_a_finished_gang_is_judged_no_more() -> None:
         podgroups=[podgroup("job-a")],
     )
     assert problems(snapshot) == []
+
+
+def with_conditions(obj: JSON, *types: str) -> JSON:
+    obj["status"] = {"conditions": [{"type": t, "status": "True"} for t in types]}
+    return obj
+
+
+@pytest.mark.parametrize("done", ["SuccessCriteriaMet", "Complete", "FailureTarget", "Failed"])
+def test_a_done_job_charges_nothing_while_its_workloads_finished_record_is_on_its_way(
+    done: str,
+) -> None:
+    # a1 holds 6 of its 4 + 2; job-a's quota is back once its Job says it is done
+    def over(job_a: JSON) -> set[Check]:
+        return checks(
+            Snapshot(
+                QUEUES,
+                [
+                    workload("job-a", "a1", 4, admitted=True),
+                    workload("job-b", "a1", 4, admitted=True),
+                ],
+                jobs=[job_a, job("b", suspended=False)],
+                podgroups=[podgroup("job-a"), podgroup("job-b")],
+            )
+        )
+
+    assert Check.QUEUE_OVER_LIMIT in over(job("a", suspended=False))
+    assert Check.QUEUE_OVER_LIMIT in over(with_conditions(job("a", suspended=False), "Suspended"))
+    assert over(with_conditions(job("a", suspended=False), done)) == set()
+
+
+def test_a_plain_pod_group_charges_nothing_once_its_pods_have_run_and_none_still_runs() -> None:
+    def finished(name: str, phase: str) -> JSON:
+        done = pod(name, "pg", gated=False, node="n1")
+        done["status"]["phase"] = phase
+        return done
+
+    def over(pods: list[JSON]) -> bool:
+        workloads = [
+            workload("pg", "a1", 2, admitted=True, owner=None),
+            workload("job-b", "a1", 6, admitted=True),
+        ]
+        snapshot = Snapshot(QUEUES, workloads, jobs=[job("b", suspended=False)], pods=pods)
+        return Check.QUEUE_OVER_LIMIT in checks(snapshot)
+
+    running = pod("pg-1", "pg", gated=False, node="n1")
+    assert over([finished("pg-0", "Succeeded"), running])
+    assert not over([finished("pg-0", "Succeeded"), finished("pg-1", "Failed")])
+    assert not over([finished("pg-0", "Succeeded"), pod("pg-1", "pg", gated=True)])
 
 
 def test_pods_whose_statefulset_is_gone_are_left_to_the_garbage_collector() -> None:

@@ -11,7 +11,8 @@ from controller import quota
 class Settings:
     # Evict a released gang whose pods are not all running after this long (None: never).
     pods_ready_timeout: float | None = 300.0
-    # Requeue backoff after an eviction: base * 2^(n-1), capped, with up to 10% jitter.
+    # Requeue backoff after a pods-ready timeout: base * 2^(n-1) for the gang's n-th timeout,
+    # capped, with up to 10% jitter (a preempted or resized gang is requeued at once).
     requeue_base: float = 10.0
     requeue_cap: float = 3600.0
     # A pending reason whose cause stays the same is rewritten (its numbers) at most this often.

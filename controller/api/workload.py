@@ -80,9 +80,11 @@ class AdmissionRecord(Lenient):
 
 
 class RequeueState(Lenient):
-    """How often the gang was evicted, and when it may be admitted again (backoff)."""
+    """How often the gang was evicted, how many of those were pods-ready timeouts (the requeue
+    backoff doubles with each), and when it may be admitted again."""
 
     count: int = 0
+    pods_ready_timeouts: int = 0
     requeue_at: str | None = None
 
 

@@ -776,14 +776,21 @@ class ClusterState:
         self, gang: ManagedGang, reason: Reason, why: str, preempted: Reason | None, now: float
     ) -> list[Step]:
         """Evict the whole gang: the record first (from then on it counts as pending and a
-        restart holds it), then the hold, the PodGroup, and an Event."""
+        restart holds it), then the hold, the PodGroup, and an Event. A gang whose pods did not
+        start in time waits out a backoff before it is back in its queue; a preempted or
+        resized one is back at once (its queue's minimumRuntimeSeconds keeps it from being
+        preempted again as soon as it is readmitted)."""
         assert gang.owner is not None
-        count = gang.requeue_count() + 1
-        delay = min(self.settings.requeue_cap, self.settings.requeue_base * 2 ** (count - 1))
-        delay *= self.rng.uniform(1.0, 1.1)
-        back = float(math.ceil(now + delay))  # the record keeps whole seconds
+        count, timeouts = gang.requeue_count() + 1, gang.pods_ready_timeouts()
+        if reason is Reason.PODS_READY_TIMEOUT:
+            timeouts += 1
+            delay = min(self.settings.requeue_cap, self.settings.requeue_base * 2 ** (timeouts - 1))
+            delay *= self.rng.uniform(1.0, 1.1)
+            back = float(math.ceil(now + delay))  # the record keeps whole seconds
+        else:
+            delay, back = 0.0, float(math.floor(now))
         requeued = Pending(PendingCause.REQUEUED, until=back, eviction=why)
-        record = EvictionRecord(reason, why, preempted, count, back, requeued.describe())
+        record = EvictionRecord(reason, why, preempted, count, timeouts, back, requeued.describe())
         self._reported[gang.key] = Reported(PendingCause.REQUEUED, now)
         status = objects.evicted_status(gang, record, now)
         message = objects.eviction_event(why, count, delay)

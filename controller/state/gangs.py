@@ -159,6 +159,10 @@ class ManagedGang:
         status = self.workload.status if self.workload else None
         return status.requeue_state.count if status and status.requeue_state else 0
 
+    def pods_ready_timeouts(self) -> int:
+        status = self.workload.status if self.workload else None
+        return status.requeue_state.pods_ready_timeouts if status and status.requeue_state else 0
+
     def evicted_because(self) -> str | None:
         """Why the gang was last evicted, as its Evicted condition says."""
         status = self.workload.status if self.workload else None

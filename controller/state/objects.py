@@ -209,12 +209,13 @@ class EvictionRecord:
     message: str  # why, the Eviction's describe()
     preempted: Reason | None  # InClusterQueue / InCohortReclamation for preemptions
     requeue_count: int
+    pods_ready_timeouts: int
     requeue_at: float  # whole seconds, as the record keeps it
     pending_reason: str
 
 
 def evicted_status(gang: ManagedGang, eviction: EvictionRecord, now: float) -> WorkloadStatus:
-    """Evicted and back in the queue after its backoff; the admission record is gone."""
+    """Evicted, and back in the queue at once or after a backoff; the admission record is gone."""
     status = _status(gang)
     conditions = set_condition(
         status.conditions, WorkloadCondition.EVICTED, True, eviction.reason, eviction.message, now
@@ -243,7 +244,9 @@ def evicted_status(gang: ManagedGang, eviction: EvictionRecord, now: float) -> W
     status.admission = None
     status.pending_reason = eviction.pending_reason
     status.requeue_state = RequeueState(
-        count=eviction.requeue_count, requeue_at=format_time(eviction.requeue_at)
+        count=eviction.requeue_count,
+        pods_ready_timeouts=eviction.pods_ready_timeouts,
+        requeue_at=format_time(eviction.requeue_at),
     )
     return status
 
@@ -602,4 +605,5 @@ def as_patch(status: WorkloadStatus | ClusterQueueStatus | CohortStatus) -> dict
 
 
 def eviction_event(why: str, count: int, delay: float) -> str:
-    return f"Evicted: {why}; requeued (attempt {count}), back in the queue in {delay:.0f}s"
+    back = f"back in the queue in {delay:.0f}s" if delay > 0 else "back in the queue at once"
+    return f"Evicted: {why}; requeued (attempt {count}), {back}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -86,20 +86,24 @@ class World:
         *objects: tuple[kinds.Kind, JSON],
         cpu_quota: str = "4",
         adapters: Mapping[kinds.Kind, WorkloadAdapter] = ADAPTERS,
+        pods_ready_timeout: float | None = None,
+        clock: Callable[[], float] = lambda: NOW,
     ) -> None:
-        self.api = MemoryApi(clock=lambda: NOW)
+        self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
         self.api.put(kinds.RESOURCE_FLAVORS, resource_flavor("default"))
         self.api.put(kinds.CLUSTER_QUEUES, cluster_queue("cq", {"cpu": cpu_quota}))
         self.api.put(kinds.LOCAL_QUEUES, local_queue("ns", "lq", "cq"))
         for kind, obj in objects:
             self.api.put(kind, obj)
-        settings = Settings(pods_ready_timeout=None, core=quota.Config(placement=False))
+        settings = Settings(
+            pods_ready_timeout=pods_ready_timeout, core=quota.Config(placement=False)
+        )
         self.state = ClusterState(settings, PodGroupSettings(), adapters=adapters)
         self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, adapters=adapters)
         writers = Writers(self.api, self.cache.informers)
         self.reconciler = Reconciler(
-            self.state, writers, settings, ControllerMetrics(), clock=lambda: NOW
+            self.state, writers, settings, ControllerMetrics(), clock=clock
         )
         self.cache.listen(self.reconciler.notify)
 

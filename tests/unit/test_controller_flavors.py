@@ -126,7 +126,8 @@ async def test_an_evicted_job_gets_its_original_template_back(started: list[Worl
     job = world.api.read_back(kinds.JOBS, "train", "ns")
     assert job is not None
     job["status"] = {"startTime": format_time(NOW)}  # as the Job controller starts it
-    job["spec"]["parallelism"] = job["spec"]["completions"] = 3  # resized: evicted
+    # Resized beyond what its queue holds: evicted, and held from then on.
+    job["spec"]["parallelism"] = job["spec"]["completions"] = 5
     world.api.put(kinds.JOBS, job)
     await world.api.settle()
     del world.api.log[:]

@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from controller.api import kinds
+from controller.api.common import parse_time
 from controller.cluster.clients import plain
 from controller.cluster.testing import condition, local_queue
+from controller.quota.outcomes import Eviction, EvictionCause
 from controller.reconciler import LostLeadership
-from tests.unit.controller_world import World, held_job, start, workload
+from tests.unit.controller_world import NOW, World, held_job, start, workload
 
 
 def hold(world: World, held: Callable[[str, str, Any], bool]) -> asyncio.Event:
@@ -402,3 +404,69 @@ async def test_a_slow_record_does_not_hold_up_the_release_of_a_gang_already_reco
     stats = await passing
     assert stats.admitted == 2
     assert world.suspended("slow") is False
+
+
+async def test_a_preempted_job_is_back_in_its_queue_at_once_and_readmitted_when_room_is_free(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, held_job("train", 2))))
+    await world.reconciler.reconcile_once()
+    assert world.suspended("train") is False
+
+    preempted = Eviction("ns/job-train", "cq", "ns/job-urgent", EvictionCause.PREEMPTED)
+    for steps in world.state.eviction_work([preempted], NOW).values():
+        for step in steps:
+            await world.reconciler.writers.perform(step)
+    await world.api.settle()
+    evicted = world.workload("job-train")
+    assert evicted is not None and world.suspended("train") is True
+    assert evicted["status"]["requeueState"]["count"] == 1
+    assert parse_time(evicted["status"]["requeueState"]["requeueAt"]) <= NOW
+    told = [e["message"] for e in world.api.all(kinds.EVENTS) if e["reason"] == "Preempted"]
+    assert any(m.endswith("requeued (attempt 1), back in the queue at once") for m in told), told
+
+    await world.reconciler.reconcile_once()  # the clock has not moved
+
+    assert world.suspended("train") is False
+
+
+async def test_a_job_whose_pods_do_not_start_in_time_waits_out_a_backoff_before_readmission(
+    started: list[World],
+) -> None:
+    clock = [NOW]
+    world = World(
+        (kinds.JOBS, held_job("train", 2)), pods_ready_timeout=5.0, clock=lambda: clock[0]
+    )
+    await start(started, world)
+    await world.reconciler.reconcile_once()
+    assert world.suspended("train") is False
+    # A preemption before does not lengthen the backoff: it doubles with each timeout only.
+    preempted = Eviction("ns/job-train", "cq", "ns/job-urgent", EvictionCause.PREEMPTED)
+    for steps in world.state.eviction_work([preempted], NOW).values():
+        for step in steps:
+            await world.reconciler.writers.perform(step)
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+    assert world.suspended("train") is False
+
+    clock[0] = NOW + 6  # no pod of it runs
+    for _ in range(2):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+
+    evicted = world.workload("job-train")
+    assert evicted is not None and world.suspended("train") is True
+    assert (condition(evicted, "Evicted") or {}).get("reason") == "PodsReadyTimeout"
+    requeue = evicted["status"]["requeueState"]
+    assert (requeue["count"], requeue["podsReadyTimeouts"]) == (2, 1)
+    back = parse_time(requeue["requeueAt"])
+    assert back is not None and NOW + 6 + 10 <= back <= NOW + 6 + 12  # --requeue-base, jitter
+    assert evicted["status"]["pendingReason"].startswith("Requeued after eviction; back in the")
+
+    clock[0] = back - 1
+    await world.reconciler.reconcile_once()
+    assert world.suspended("train") is True
+
+    clock[0] = back + 1
+    await world.reconciler.reconcile_once()
+    assert world.suspended("train") is False

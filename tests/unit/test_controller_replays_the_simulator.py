@@ -246,9 +246,9 @@ class Controller:
         for node in NODES:
             self.api.put(kinds.NODES, kube_node(node))
         self.api.put(kinds.RESOURCE_FLAVORS, resource_flavor("default"))
-        # No pods run here: the Workload's plan is where its pods are; requeue at once, as the
-        # simulator resubmits an evicted job.
-        settings = Settings(pods_ready_timeout=None, requeue_base=0.0, core=policy.engine.config)
+        # No pods run here: the Workload's plan is where its pods are. A preempted gang is back
+        # in its queue at once, as the simulator resubmits an evicted job.
+        settings = Settings(pods_ready_timeout=None, core=policy.engine.config)
         self.state = ClusterState(settings, PodGroupSettings())
         self.recorder = Recorder()
         self.recorder.wrap(self.state.engine)

@@ -205,6 +205,16 @@ class PodAdapter:
             # A managed Job's pods exist only once the Job is released.
             return None if group else _job_not_queued(obj)
         lws = pod_labels.get(names.LWS_NAME_LABEL)
+        if lws and not group:
+            # Its gang is its group's, named when the pod is made; a pod that missed that
+            # would keep its whole group from ever being complete.
+            return (
+                f"a pod of LeaderWorkerSet {lws} must carry {names.POD_GROUP_LABEL} (its"
+                f" group's gang), which kohort's mutating webhook adds when the pod is created"
+                f" from its {names.LWS_GROUP_INDEX_LABEL} label; that webhook did not answer or"
+                f" the label is missing, and the LeaderWorkerSet controller will create the pod"
+                f" again"
+            )
         if not lws and _declared_size(obj) is None and not of_gated_workload(obj):
             return _missing_size(str(group or "<name>"))
         return gate_problem(obj, [ROOT])

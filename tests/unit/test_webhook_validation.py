@@ -275,6 +275,24 @@ def test_pods_that_would_run_outside_their_gang_are_refused(
     assert want_words in response["status"]["message"]
 
 
+def test_a_leaderworkerset_pod_the_mutating_webhook_missed_is_refused_until_it_is_labelled() -> (
+    None
+):
+    # Gated by its StatefulSet's template, but its group's gang label is added only when the
+    # pod is created; if mutation failed open, the group could never be complete.
+    lws_labels = {names.LWS_NAME_LABEL: "llm", names.LWS_GROUP_INDEX_LABEL: "3"}
+    missed = make_pod(labels=lws_labels, owner_kind="StatefulSet", gates=(names.ADMISSION_GATE,))
+
+    refused = validate(make_review(missed), SETTINGS)["response"]
+    allowed = validate(make_review(held(missed)), SETTINGS)["response"]
+
+    assert refused["allowed"] is False
+    assert names.POD_GROUP_LABEL in refused["status"]["message"]
+    assert "LeaderWorkerSet llm" in refused["status"]["message"]
+    assert held(missed)["metadata"]["labels"][names.POD_GROUP_LABEL] == "lws-llm-3"
+    assert allowed["allowed"] is True
+
+
 def test_a_pod_or_template_that_names_its_node_is_refused() -> None:
     pod = held(make_pod())
     pod["spec"]["nodeName"] = "n1"

@@ -40,6 +40,7 @@ class Check(enum.StrEnum):
     PARTLY_RELEASED = "some pods of a gang released, others held"
     PODGROUP_WITHOUT_QUOTA = "a PodGroup for a gang that holds no quota"
     MISSING_PODGROUP = "an admitted gang without its PodGroup"
+    DONE_WITH_QUOTA = "a gang done by its objects' say whose Workload still holds quota"
 
     @property
     def safety(self) -> bool:
@@ -285,6 +286,13 @@ def _uid(obj: Mapping[str, Any]) -> str:
     return str(lookup(obj, ["metadata", "uid"]) or "")
 
 
+def _controller_kind(obj: Mapping[str, Any]) -> str | None:
+    for owner in lookup(obj, ["metadata", "ownerReferences"]) or []:
+        if owner.get("controller"):
+            return str(owner.get("kind"))
+    return None
+
+
 def _controller_uid(obj: Mapping[str, Any]) -> str | None:
     for owner in lookup(obj, ["metadata", "ownerReferences"]) or []:
         if owner.get("controller"):
@@ -334,7 +342,9 @@ def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem], dict[st
             per_owner[_uid(obj)] = 1
             if kind == "Job":
                 entry.released = lookup(obj, ["spec", "suspend"]) is not True
-                entry.job_done = bool(_true_conditions(obj) & JOB_DONE)
+                # (a JobSet's or RayJob's Jobs: their owner says when the gang is done)
+                if _controller_kind(obj) not in ("JobSet", "RayJob"):
+                    entry.job_done = bool(_true_conditions(obj) & JOB_DONE)
     owners = {uid for gang in gangs.values() for uid in gang.owner_uids} | made_by_lws
     for pod in snapshot.pods:
         controller = _controller_uid(pod)
@@ -419,6 +429,9 @@ def _gang_problems(gang: _Gang, workload: JSONDict | None, has_podgroup: bool) -
         return found
     if finished(workload):
         return found
+    if gang.done() and holds_quota(workload):
+        # (not charged by the quota checks: its Finished record must follow within the grace)
+        found.append(Problem(Check.DONE_WITH_QUOTA, gang.name, gang.owner))
     released = gang.released if gang.released is not None else bool(ungated)
     if holds_quota(workload):
         if not released and (gang.released is not None or gated):

@@ -226,7 +226,44 @@ def test_a_done_job_charges_nothing_while_its_workloads_finished_record_is_on_it
 
     assert Check.QUEUE_OVER_LIMIT in over(job("a", suspended=False))
     assert Check.QUEUE_OVER_LIMIT in over(with_conditions(job("a", suspended=False), "Suspended"))
-    assert over(with_conditions(job("a", suspended=False), done)) == set()
+    # (its Workload must say Finished within the grace: a consistency check, not a safety one)
+    assert over(with_conditions(job("a", suspended=False), done)) == {Check.DONE_WITH_QUOTA}
+    assert not Check.DONE_WITH_QUOTA.safety
+
+
+def test_a_done_job_whose_workload_keeps_its_quota_past_the_grace_is_a_violation() -> None:
+    snapshot = Snapshot(
+        QUEUES,
+        [workload("job-a", "a1", 2, admitted=True)],
+        jobs=[with_conditions(job("a", suspended=False), "Complete")],
+        podgroups=[podgroup("job-a")],
+    )
+    checker = Checker(grace=5)
+
+    checker.observe(snapshot, 0.0)
+    assert checker.violations == []
+    checker.observe(snapshot, 6.0)
+
+    assert [v.problem.check for v in checker.violations] == [Check.DONE_WITH_QUOTA]
+
+
+def test_a_jobset_is_charged_until_the_jobset_is_done_whatever_its_jobs_say() -> None:
+    def child(name: str, *conditions: str) -> JSON:
+        obj = with_conditions(job(name, suspended=False), *conditions)
+        obj["metadata"]["ownerReferences"] = [{"kind": "JobSet", "uid": "js", "controller": True}]
+        obj["spec"]["template"]["metadata"]["labels"][names.POD_GROUP_LABEL] = "jobset-js"
+        return obj
+
+    for jobs in ([child("w0", "Complete"), child("w1")], [child("w1"), child("w0", "Complete")]):
+        snapshot = Snapshot(
+            QUEUES,
+            [
+                workload("jobset-js", "a1", 4, admitted=True, owner="js"),
+                workload("job-b", "a1", 4, admitted=True),
+            ],
+            jobs=[*jobs, job("b", suspended=False)],
+        )
+        assert Check.QUEUE_OVER_LIMIT in checks(snapshot)
 
 
 def test_a_plain_pod_group_charges_nothing_once_its_pods_have_run_and_none_still_runs() -> None:

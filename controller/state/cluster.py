@@ -298,7 +298,10 @@ class ClusterState:
             self._on_node.get(before, {}).pop(ref, None)
             self._dirty_nodes.add(before)
         if new is not None and new.spec.node_name and not new.finished():
-            self._on_node.setdefault(new.spec.node_name, {})[ref] = (key, _pod_usage(new))
+            # A pod shutting down counts on its node whatever its gang's state: an evicted gang
+            # may be admitted again (with a new placement) before its old pods are gone.
+            gang = key if new.metadata.deletion_timestamp is None else None
+            self._on_node.setdefault(new.spec.node_name, {})[ref] = (gang, _pod_usage(new))
             self._dirty_nodes.add(new.spec.node_name)
 
     # -- one pass: bring the engine in step and plan the writes -----------------------------

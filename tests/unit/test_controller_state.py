@@ -228,6 +228,49 @@ def test_the_engine_counts_foreign_pods_as_used_and_pending_gangs_in_their_clust
     assert queue is not None and queue.name == "cq-a"
 
 
+def test_pods_shutting_down_hold_their_nodes_even_once_their_gang_is_admitted_again() -> None:
+    # A preempted gang goes back in its queue at once: it can be admitted again, on n1, while
+    # its old pod on n2 still shuts down.
+    job = held(make_job("train", namespace="team-a", parallelism=1, completions=1), JobAdapter())
+    body = workload_for(gang_with_workload(job), priority=0).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    readmitted = Admission("team-a/job-train", "research", (PodPlacement("main", "n1", 1),))
+    status = admitted_status(gang_with_workload(job), readmitted, NOW)
+    body["status"] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    old_pod = {
+        "metadata": {
+            "namespace": "team-a",
+            "name": "train-old",
+            "labels": {names.POD_GROUP_LABEL: "job-train"},
+            "ownerReferences": [
+                {"kind": "Job", "name": "train", "uid": "uid-train", "controller": True}
+            ],
+            "deletionTimestamp": "2026-11-22T01:05:00Z",
+        },
+        "spec": {
+            "nodeName": "n2",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    state = state_of(
+        (kinds.JOBS, job),
+        (kinds.WORKLOADS, body),
+        (kinds.PODS, old_pod),
+        (kinds.CLUSTER_QUEUES, cluster_queue("cq-a", {"cpu": "10"})),
+        (kinds.LOCAL_QUEUES, local_queue("team-a", "research", "cq-a")),
+        (kinds.NODES, node("n1")),
+        (kinds.NODES, node("n2")),
+    )
+
+    state.sync(NOW)
+
+    index = state.engine.index
+    assert state.members[("team-a", "job-train")].state == "admitted"
+    assert index.free[index.by_name["n2"]][index.order.index("cpu")] == 8000 - 3000
+
+
 def test_a_gang_whose_local_queue_is_missing_waits_and_says_so() -> None:
     job = held(make_job("train", namespace="team-a"), JobAdapter())
     state = state_of((kinds.JOBS, job), (kinds.WORKLOADS, workload_of("job-train")))

@@ -210,10 +210,11 @@ class PodAdapter:
             # would keep its whole group from ever being complete.
             return (
                 f"a pod of LeaderWorkerSet {lws} must carry {names.POD_GROUP_LABEL} (its"
-                f" group's gang), which kohort's mutating webhook adds when the pod is created"
-                f" from its {names.LWS_GROUP_INDEX_LABEL} label; that webhook did not answer or"
-                f" the label is missing, and the LeaderWorkerSet controller will create the pod"
-                f" again"
+                f" group's gang), which kohort's mutating webhook adds when the pod is created,"
+                f" from the {names.LWS_GROUP_INDEX_LABEL} label LeaderWorkerSet's own webhook"
+                f" sets: kohort's webhook did not answer (the StatefulSet controller creates"
+                f" the pod again), or that label is missing (is LeaderWorkerSet's webhook"
+                f" running?)"
             )
         if not lws and _declared_size(obj) is None and not of_gated_workload(obj):
             return _missing_size(str(group or "<name>"))

@@ -286,17 +286,11 @@ def _uid(obj: Mapping[str, Any]) -> str:
     return str(lookup(obj, ["metadata", "uid"]) or "")
 
 
-def _controller_kind(obj: Mapping[str, Any]) -> str | None:
+def _controller(obj: Mapping[str, Any], field: str) -> str | None:
+    """`field` ("uid", "kind") of the object's controller ownerReference, if it has one."""
     for owner in lookup(obj, ["metadata", "ownerReferences"]) or []:
         if owner.get("controller"):
-            return str(owner.get("kind"))
-    return None
-
-
-def _controller_uid(obj: Mapping[str, Any]) -> str | None:
-    for owner in lookup(obj, ["metadata", "ownerReferences"]) or []:
-        if owner.get("controller"):
-            return str(owner.get("uid"))
+            return str(owner.get(field))
     return None
 
 
@@ -327,7 +321,7 @@ def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem], dict[st
             group = f"lws-{_name(lws)}-{i}"
             gangs[group] = _Gang(group, f"LeaderWorkerSet/{_name(lws)}", {_uid(lws)})
     lws_uids = set(per_owner)
-    made_by_lws = {_uid(s) for s in snapshot.statefulsets if _controller_uid(s) in lws_uids}
+    made_by_lws = {_uid(s) for s in snapshot.statefulsets if _controller(s, "uid") in lws_uids}
     for kind, objects in (("Job", snapshot.jobs), ("StatefulSet", snapshot.statefulsets)):
         for obj in objects:
             if names.QUEUE_LABEL not in _labels(obj) or _uid(obj) in made_by_lws:
@@ -343,11 +337,11 @@ def _gangs(snapshot: Snapshot) -> tuple[dict[str, _Gang], list[Problem], dict[st
             if kind == "Job":
                 entry.released = lookup(obj, ["spec", "suspend"]) is not True
                 # (a JobSet's or RayJob's Jobs: their owner says when the gang is done)
-                if _controller_kind(obj) not in ("JobSet", "RayJob"):
+                if _controller(obj, "kind") not in ("JobSet", "RayJob"):
                     entry.job_done = bool(_true_conditions(obj) & JOB_DONE)
     owners = {uid for gang in gangs.values() for uid in gang.owner_uids} | made_by_lws
     for pod in snapshot.pods:
-        controller = _controller_uid(pod)
+        controller = _controller(pod, "uid")
         if controller is not None and controller not in owners:
             continue  # its Job or StatefulSet is gone: the garbage collector's business
         pod_labels = _labels(pod)

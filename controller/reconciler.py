@@ -36,7 +36,7 @@ from controller.api.conditions import Reason
 from controller.api.kinds import Kind
 from controller.cluster.clients import ApiError, Fenced
 from controller.cluster.deferred import DeferredWrites
-from controller.cluster.writers import Writers
+from controller.cluster.writers import Writers, superseded
 from controller.metrics import ControllerMetrics
 from controller.quota import Decisions
 from controller.settings import Settings
@@ -332,6 +332,9 @@ class Reconciler:
                     raise LostLeadership() from None
                 except ApiError as err:
                     failed.add(name)
+                    if superseded(step, err):
+                        log.info("%s: changed by its creator since this pass decided", name)
+                        return False
                     stats.failed += 1
                     self.metrics.reconcile_errors.inc()
                     log.warning("%s: %s failed: %s", name, type(step).__name__, err)

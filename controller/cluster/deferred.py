@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 from controller.cluster.clients import ApiError, Fenced
-from controller.cluster.writers import Writers
+from controller.cluster.writers import Writers, superseded
 from controller.state.steps import RecordEvent, Step
 
 log = logging.getLogger("kohort.deferred")
@@ -190,6 +190,9 @@ class DeferredWrites:
                 self._refused()
                 return
             except ApiError as err:
+                if superseded(step, err):
+                    entry.dropped()  # changed by its creator meanwhile: told again if still so
+                    return
                 log.warning("%s failed: %s", type(step).__name__, err)
                 entry.failed()
                 return

@@ -206,6 +206,12 @@ class MemoryApi(Client):
         if text is None:
             raise ApiError(404, "PATCH", path, '{"reason": "NotFound"}')
         current = json.loads(text)
+        wanted = (
+            (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+        )
+        if wanted and wanted != current["metadata"].get("resourceVersion"):
+            # As the API server does: a merge patch naming a version is a precondition.
+            raise ApiError(409, "PATCH", path, '{"reason": "Conflict"}')
         if content_type == JSON_PATCH:
             try:
                 patched = jsonpatch.apply_patch(current, body)

@@ -15,6 +15,7 @@ from typing import Any
 
 from controller.api import kinds, kube, names
 from controller.api.common import format_time
+from controller.api.workload import Workload
 from controller.cluster.clients import JSON_PATCH, MERGE_PATCH, ApiError, Client
 from controller.cluster.informers import Informer
 from controller.state.objects import COMPONENT, as_patch
@@ -33,7 +34,16 @@ from controller.workloads.base import Delete, Patch, PatchType
 
 log = logging.getLogger("kohort.writers")
 
+# Workloads whose last own status write is remembered (see Writers._precondition).
+OWN_WRITES_KEPT = 20_000
+
 _CONTENT_TYPES = {PatchType.MERGE: MERGE_PATCH, PatchType.JSON: JSON_PATCH}
+
+
+def superseded(step: Step, err: ApiError) -> bool:
+    """Whether a write was refused only because someone else changed the object since its
+    step was computed (a standalone Workload's creator): no error, the next pass looks again."""
+    return err.status == 409 and isinstance(step, WriteWorkloadStatus) and bool(step.based_on)
 
 
 class Writers:
@@ -45,15 +55,31 @@ class Writers:
         self.api = api
         self.stores = stores
         self.identity = identity
+        # Per Workload whose status someone else writes too: (the version our last status
+        # write was computed from, the version it made).
+        self._own_writes: dict[tuple[str, str], tuple[str, str]] = {}
 
     async def _write(self, kind: kinds.Kind, send: Any) -> None:
         """Await a write and put the object it returns into `kind`'s store."""
+        self._put(kind, await send)
+
+    def _put(self, kind: kinds.Kind, data: bytes) -> Any:
         store = self.stores.get(kind)
-        data: bytes = await send
-        if store is not None:
-            obj = store.decode(data)
-            if obj is not None:
-                store.put(obj)
+        obj = store.decode(data) if store is not None else None
+        if store is not None and obj is not None:
+            store.put(obj)
+        return obj
+
+    def _precondition(self, namespace: str, name: str, based_on: str) -> str:
+        """The version a status computed from `based_on` may be written over: `based_on`, or
+        the version our own writes made of it since (the steps of one gang are computed
+        together, and each write makes a new version), never one someone else changed."""
+        store = self.stores.get(kinds.WORKLOADS)
+        held = store.get(namespace, name) if store is not None else None
+        current = held.metadata.resource_version if isinstance(held, Workload) else None
+        if current and self._own_writes.get((namespace, name)) == (based_on, current):
+            return current
+        return based_on
 
     def _forget(self, kind: kinds.Kind, namespace: str, name: str) -> None:
         store = self.stores.get(kind)
@@ -74,11 +100,22 @@ class Writers:
                     if err.status != 409:
                         raise
             case WriteWorkloadStatus(namespace=namespace, name=name, status=status):
-                patch = {"status": as_patch(status)}
-                await self._write(
-                    kinds.WORKLOADS,
-                    api.change(_raw, kinds.WORKLOADS, name, patch, namespace, subresource="status"),
+                patch: dict[str, Any] = {"status": as_patch(status)}
+                based_on = step.based_on
+                if based_on:
+                    version = self._precondition(namespace, name, based_on)
+                    patch["metadata"] = {"resourceVersion": version}
+                data = await api.change(
+                    _raw, kinds.WORKLOADS, name, patch, namespace, subresource="status"
                 )
+                written = self._put(kinds.WORKLOADS, data)
+                if based_on and isinstance(written, Workload):
+                    if len(self._own_writes) >= OWN_WRITES_KEPT:
+                        self._own_writes.clear()  # at worst, a later write is refused once
+                    self._own_writes[(namespace, name)] = (
+                        based_on,
+                        written.metadata.resource_version or "",
+                    )
             case DeleteWorkload(namespace=namespace, name=name):
                 await api.delete(kinds.WORKLOADS, name, namespace)
                 self._forget(kinds.WORKLOADS, namespace, name)

@@ -48,7 +48,6 @@ from controller.state.steps import (
     Step,
     WriteCohortStatus,
     WriteQueueStatus,
-    WriteWorkloadStatus,
 )
 from controller.workloads.base import Delete, Finished, PodSetFlavors, WorkloadAdapter
 from controller.workloads.pod import alike
@@ -462,9 +461,7 @@ class ClusterState:
             if gang.workload_finished:
                 return []
             steps: list[Step] = [
-                WriteWorkloadStatus(
-                    gang.namespace, gang.name, objects.finished_status(gang, gang.finished, now)
-                )
+                objects.status_write(gang, objects.finished_status(gang, gang.finished, now))
             ]
             # A gang of a controller that succeeded has that controller's Event (a Job's
             # Completed); pods have no controller to tell.
@@ -479,6 +476,8 @@ class ClusterState:
 
     def _priority(self, gang: ManagedGang) -> int:
         assert gang.shape is not None
+        if gang.shape.priority is not None:
+            return gang.shape.priority
         values = [self.priority_classes.get(c, 0) for c in gang.shape.priority_classes]
         return max(values, default=0)
 
@@ -523,7 +522,7 @@ class ClusterState:
                 else objects.released_status(gang, None)
             )
             status.pending_reason = None
-            steps.append(WriteWorkloadStatus(gang.namespace, gang.name, status))
+            steps.append(objects.status_write(gang, status))
         return steps
 
     def _timed_out(self, gang: ManagedGang, now: float) -> bool:
@@ -696,7 +695,7 @@ class ClusterState:
         permanent = why.cause in PERMANENT
         reason = Reason.INADMISSIBLE if permanent else Reason.PENDING
         status = objects.pending_status(gang, text, now, reason)
-        steps: list[Step] = [WriteWorkloadStatus(gang.namespace, gang.name, status)]
+        steps: list[Step] = [objects.status_write(gang, status)]
         if last is None or last.cause is not why.cause:
             steps.append(objects.event(gang, reason, text, warning=permanent))
         return steps
@@ -742,8 +741,8 @@ class ClusterState:
 
     def eviction_steps(self, eviction: Eviction, now: float) -> list[Step]:
         gang = self.index.get(self.key(eviction.gang))
-        if gang is None:
-            return []
+        if gang is None or gang.finished is not None:
+            return []  # (done since the pass decided: its quota is back anyway)
         same_queue = eviction.cause is EvictionCause.PREEMPTED
         preempted = Reason.IN_CLUSTER_QUEUE if same_queue else Reason.IN_COHORT_RECLAMATION
         return self._evict(gang, Reason.PREEMPTED, eviction.describe(), preempted, now)
@@ -752,11 +751,11 @@ class ClusterState:
         """The admission's record (the Workload's status and an Event), and what releases the
         gang (its PodGroup, then its release through its adapter), to be written after it."""
         gang = self.index.get(self.key(admission.gang))
-        if gang is None or gang.owner is None:
+        if gang is None or gang.owner is None or gang.finished is not None:
             return [], []
         self._reported.pop(gang.key, None)
         status = objects.admitted_status(gang, admission, now)
-        record: list[Step] = [WriteWorkloadStatus(gang.namespace, gang.name, status)]
+        record: list[Step] = [objects.status_write(gang, status)]
         release: list[Step] = []
         missing = self._missing_flavors(admission.flavors)
         if missing:
@@ -773,7 +772,9 @@ class ClusterState:
 
     def reason_steps(self, gang_id: str, why: Pending, now: float) -> list[Step]:
         gang = self.gang(gang_id)
-        return [] if gang is None else self.pending_steps(gang, why, now)
+        if gang is None or gang.finished is not None:
+            return []  # (done since the pass decided: nothing waits)
+        return self.pending_steps(gang, why, now)
 
     def _evict(
         self, gang: ManagedGang, reason: Reason, why: str, preempted: Reason | None, now: float
@@ -812,7 +813,7 @@ class ClusterState:
                 f" rejoin this Workload"
             )
         return [
-            WriteWorkloadStatus(gang.namespace, gang.name, status),
+            objects.status_write(gang, status),
             *hold,
             *self._delete_podgroup(gang),
             objects.event(gang, reason, message, warning=True, on_workload=kept),
@@ -858,7 +859,7 @@ class ClusterState:
             return []
         status = objects.released_status(gang, text)
         return [
-            WriteWorkloadStatus(gang.namespace, gang.name, status),
+            objects.status_write(gang, status),
             objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True),
         ]
 

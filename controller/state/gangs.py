@@ -21,6 +21,7 @@ from controller.api.quantity import QuantityError
 from controller.api.workload import Workload
 from controller.quota import PodPlacement
 from controller.workloads.base import Finished, GangShape, WorkloadAdapter, is_gated, queue_in
+from controller.workloads.standalone import STANDALONE, Standalone, is_standalone
 
 log = logging.getLogger("kohort.state")
 
@@ -274,10 +275,19 @@ class GangIndex:
                 adapter.KIND,
                 meta.name,
             ):
-                # A workload owns its gang even when pods that only carry its label were seen
-                # first; among pods, the first keeps a plain group.
-                if gang.owner.kind == kube.Pod.KIND and adapter.KIND != kube.Pod.KIND:
-                    log.warning("gang %s/%s: taken from pod %s", *key, gang.owner.meta.name)
+                # A workload owns its gang even when pods that only carry its label, or a
+                # Workload its creator submitted under that name, were seen first; among pods,
+                # the first keeps a plain group.
+                if gang.owner.kind in (kube.Pod.KIND, STANDALONE.KIND) and adapter.KIND not in (
+                    kube.Pod.KIND,
+                    STANDALONE.KIND,
+                ):
+                    log.warning(
+                        "gang %s/%s: taken from %s %s",
+                        *key,
+                        gang.owner.kind.kind,
+                        gang.owner.meta.name,
+                    )
                 else:
                     if gang.owner.kind != adapter.KIND or adapter.KIND != kube.Pod.KIND:
                         # (another pod of a plain group is how the group grows: no news)
@@ -370,7 +380,32 @@ class GangIndex:
         assert obj is not None
         gang = self._gang((obj.metadata.namespace or "", obj.metadata.name))
         gang.workload = new
+        if is_standalone(obj):
+            self._standalone_changed(gang, new)
         self._drop_if_empty(gang)
+
+    def _standalone_changed(self, gang: ManagedGang, new: Workload | None) -> None:
+        """A Workload its creator submitted owns its gang (see workloads.standalone), unless
+        an object of a managed kind already does."""
+        owner = gang.owner
+        if owner is not None and owner.kind != STANDALONE.KIND:
+            log.warning(
+                "Workload %s: not admitted, its name is the gang of %s %s",
+                gang.id,
+                owner.kind.kind,
+                owner.meta.name,
+            )
+            return
+        view = None if new is None else Standalone.of(new)
+        shapes = [] if view is None else STANDALONE.gangs(view)
+        if view is None or not shapes:
+            gang.owner = gang.shape = gang.finished = None
+            self._set_queue(gang, None)
+            return
+        gang.owner = Owner(STANDALONE, view)
+        gang.shape = shapes[0]
+        gang.finished = STANDALONE.finished(view)
+        self._set_queue(gang, view.workload.spec.queue_name)
 
     def podgroup_changed(self, old: kube.GangObject | None, new: kube.GangObject | None) -> None:
         obj = new or old

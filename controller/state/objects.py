@@ -50,8 +50,9 @@ from controller.api.workload import (
 )
 from controller.quota import Admission
 from controller.state.gangs import ManagedGang
-from controller.state.steps import CreatePodGroup, RecordEvent
+from controller.state.steps import CreatePodGroup, RecordEvent, WriteWorkloadStatus
 from controller.workloads.base import Backend, Finished, GangShape
+from controller.workloads.standalone import is_standalone
 
 COMPONENT = "kohort-controller"
 
@@ -61,6 +62,14 @@ def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
 
 
 # -- Workloads ------------------------------------------------------------------------------
+
+
+def status_write(gang: ManagedGang, status: WorkloadStatus) -> WriteWorkloadStatus:
+    """Write `status` to the gang's Workload; a standalone Workload's creator writes its
+    status too, so that write holds to the version `status` was computed from."""
+    wl = gang.workload
+    based_on = (wl.metadata.resource_version or "") if wl and is_standalone(wl) else ""
+    return WriteWorkloadStatus(gang.namespace, gang.name, status, based_on)
 
 
 def workload_for(gang: ManagedGang, priority: int) -> Workload:

@@ -26,6 +26,10 @@ class WriteWorkloadStatus:
     namespace: str
     name: str
     status: WorkloadStatus
+    # The Workload's resourceVersion the status was computed from, when someone else writes
+    # its status too (a standalone Workload's creator): the write must not land on a version
+    # changed by them since. Empty: kohort alone writes it.
+    based_on: str = ""
 
 
 @dataclass(frozen=True)

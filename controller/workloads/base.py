@@ -75,6 +75,8 @@ class GangShape:
     # The PriorityClasses its pod templates name, in pod-set order (the gang's priority is the
     # highest of them).
     priority_classes: tuple[str, ...] = ()
+    # A priority the object states itself (a standalone Workload's): it wins over the classes.
+    priority: int | None = None
 
 
 class Finished(enum.StrEnum):

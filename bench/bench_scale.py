@@ -16,8 +16,11 @@ Setups (hack/scale.py tells the details):
   manager (its Job integration and webhooks) releasing to kube-scheduler, then kohort's webhook
   and controller processes releasing to Volcano; a fresh control plane for each.
 - harness: Kueue's own runner and minimalkueue (envtest on this control plane's etcd and
-  kube-apiserver), then kohort's controller alone with no pods, its Jobs finished by this
-  process after their runtime.
+  kube-apiserver), then kohort's controller alone with no pods on what that runner makes:
+  Workloads, submitted by this process at the scenario's pace and marked Finished by it after
+  their runtime.
+- harness-jobs (kohort only): the same with Jobs in place of the Workloads, so kohort also
+  makes each Workload and releases its Job; this process finishes the Jobs.
 
 Prints, per run: admitted and finished counts, wall time (first create to last finish),
 admissions per second (admitted / wall), evictions, the controller's CPU seconds and peak RSS
@@ -47,7 +50,8 @@ RUNNERS: dict[tuple[str, str], scale.Runner] = {
     ("Kueue", "jobs"): scale.run_kueue_jobs,
     ("kohort", "jobs"): scale.run_kohort_jobs,
     ("Kueue", "harness"): scale.run_kueue_harness,
-    ("kohort", "harness"): scale.run_kohort_without_pods,
+    ("kohort", "harness"): scale.run_kohort_workloads,
+    ("kohort", "harness-jobs"): scale.run_kohort_without_pods,
 }
 
 
@@ -80,7 +84,7 @@ async def main_async(args: argparse.Namespace) -> int:
     results: list[scale.RunResult] = []
     for setup in args.setup:
         for system in ("Kueue", "kohort"):
-            if system not in args.system:
+            if system not in args.system or (system, setup) not in RUNNERS:
                 continue
             log(f"{system}, {setup}: starting")
             options = scale.RunOptions(
@@ -123,7 +127,10 @@ def main() -> int:
     parser.add_argument("--fraction", type=float, default=0.1, help="share of every workload set")
     parser.add_argument("--cohorts", type=int, default=0, help="only the first N cohorts")
     parser.add_argument(
-        "--setup", nargs="+", choices=("jobs", "harness"), default=["jobs", "harness"]
+        "--setup",
+        nargs="+",
+        choices=("jobs", "harness", "harness-jobs"),
+        default=["jobs", "harness"],
     )
     parser.add_argument(
         "--system", nargs="+", choices=("kohort", "Kueue"), default=["Kueue", "kohort"]

@@ -386,7 +386,8 @@ class JobRecord:
 class Recorder:
     """Per Job of the scenario: when it was created, admitted (first and last time), evicted
     and finished, from a watch on the admitting system's Workloads (both Kueue's and kohort's
-    carry the conditions Admitted and Finished and name their Job as owner)."""
+    carry the conditions Admitted and Finished and name their Job as owner; a Workload this
+    process submitted in the Job's place has its name and no owner)."""
 
     def __init__(
         self,
@@ -408,6 +409,8 @@ class Recorder:
     def see(self, data: bytes, now: float) -> None:
         wl = decode_workload(data)
         owner = next((o.name for o in wl.metadata.ownerReferences if o.kind == "Job"), None)
+        if owner is None and not wl.metadata.ownerReferences:
+            owner = wl.metadata.name  # submitted by this process as the planned job itself
         record = self.records.get((wl.metadata.namespace, owner or ""))
         if record is None:
             self.foreign += 1
@@ -672,9 +675,10 @@ async def create_streams(
     recorder: Recorder,
     *,
     attempts: int = 5,
+    kind: kinds.Kind = kinds.JOBS,
 ) -> list[str]:
-    """Creates every stream's Jobs at its pace, all streams at once; the errors of creates
-    that failed `attempts` times."""
+    """Creates every stream's Jobs (or what `make_job` makes in their place, of `kind`) at its
+    pace, all streams at once; the errors of creates that failed `attempts` times."""
     errors: list[str] = []
 
     async def one(stream: Stream) -> None:
@@ -684,7 +688,7 @@ async def create_streams(
             for attempt in range(attempts):
                 recorder.created(job, time.monotonic())
                 try:
-                    await api.create(kinds.JOBS, body, job.namespace)
+                    await api.create(kind, body, job.namespace)
                     break
                 except ApiError as err:
                     if err.status == 409:
@@ -808,9 +812,9 @@ async def _drive(
     roots: Mapping[str, int],
     options: RunOptions,
     *,
-    finisher: Callable[[Client, Recorder], Callable[[tuple[str, str], JobRecord], None]]
-    | None = None,
+    finisher: Finisher | None = None,
     watched: Sequence[Callable[[], bool]] = (),
+    created_kind: kinds.Kind = kinds.JOBS,
 ) -> RunResult:
     """Creates the scenario's Jobs, watches the system's Workloads until every one has
     finished (or the time limit), sampling the named processes."""
@@ -825,7 +829,9 @@ async def _drive(
         tasks.append(asyncio.create_task(recorder.watch(api, kinds.JOBS)))
         tasks.append(asyncio.create_task(sampler.run()))
         started = time.monotonic()
-        creating = asyncio.create_task(create_streams(api, scenario.streams(), make_job, recorder))
+        creating = asyncio.create_task(
+            create_streams(api, scenario.streams(), make_job, recorder, kind=created_kind)
+        )
         tasks.append(creating)
         deadline = started + options.time_limit
         next_report = started + options.progress_every
@@ -1141,48 +1147,106 @@ def held_job(job: PlannedJob) -> JSONDict:
     return editor.doc
 
 
-def job_finisher(api: Client, recorder: Recorder) -> Callable[[tuple[str, str], JobRecord], None]:
-    """Plays the part of Kueue's runner: a Job admitted `runtime` ago and still admitted is
-    written finished (its status: one pod succeeded, SuccessCriteriaMet and Complete)."""
-    runtimes = {(j.namespace, j.name): j.cls.runtime_ms / 1000 for j in recorder.planned}
-    pending: set[asyncio.Task[None]] = set()
-
-    async def finish(key: tuple[str, str], admitted_at: float) -> None:
-        await asyncio.sleep(max(0.0, admitted_at + runtimes[key] - time.monotonic()))
-        record = recorder.records[key]
-        if not recorder.admitted(key) or record.admitted_last != admitted_at:
-            return  # evicted meanwhile: its next admission finishes it
-        now = format_time(time.time())
-        met = {"status": "True", "lastProbeTime": now, "lastTransitionTime": now}
-        status = {
-            "startTime": now,
-            "completionTime": now,
-            "succeeded": 1,
-            "conditions": [
-                {"type": "SuccessCriteriaMet", "reason": "CompletionsReached", **met},
-                {"type": "Complete", "reason": "CompletionsReached", **met},
-            ],
-        }
-        namespace, name = key
-        with contextlib.suppress(ApiError):
-            await api.patch(kinds.JOBS, name, {"status": status}, namespace, subresource="status")
-
-    def on_admitted(key: tuple[str, str], record: JobRecord) -> None:
-        assert record.admitted_last is not None
-        task = asyncio.get_running_loop().create_task(finish(key, record.admitted_last))
-        pending.add(task)
-        task.add_done_callback(pending.discard)
-
-    return on_admitted
+def submitted_workload(job: PlannedJob) -> JSONDict:
+    """The planned job as a kohort Workload submitted directly, as Kueue's runner submits its
+    Workloads: one pod set of one pod requesting the class's CPU, the class's priority, in the
+    queue named like its namespace (see controller/workloads/standalone.py)."""
+    return {
+        "apiVersion": kinds.WORKLOADS.api_version,
+        "kind": "Workload",
+        "metadata": {"name": job.name},
+        "spec": {
+            "queueName": job.namespace,
+            "priority": job.cls.priority,
+            "podSets": [{"name": "main", "count": 1, "requests": {"cpu": job.cls.cpu}}],
+        },
+    }
 
 
-async def run_kohort_without_pods(scenario: Scenario, options: RunOptions) -> RunResult:
-    """kohort's controller alone, as Kueue's harness runs minimalkueue: no webhook (Jobs are
-    created as the webhook leaves them), no pods (no kube-controller-manager, no scheduler, no
-    nodes: admission on quota alone), and this process finishing each Job once it has run its
-    runtime after admission."""
-    result = RunResult("kohort", "harness", scenario.total)
-    work = options.work_dir / "kohort-harness"
+Finisher = Callable[[Client, Recorder], Callable[[tuple[str, str], JobRecord], None]]
+
+
+def runtime_finisher(write: Callable[[Client, str, str], Awaitable[None]]) -> Finisher:
+    """Plays the part of Kueue's runner: a job admitted `runtime` ago and still admitted is
+    finished by `write` (api, namespace, name)."""
+
+    def make(api: Client, recorder: Recorder) -> Callable[[tuple[str, str], JobRecord], None]:
+        runtimes = {(j.namespace, j.name): j.cls.runtime_ms / 1000 for j in recorder.planned}
+        pending: set[asyncio.Task[None]] = set()
+
+        async def finish(key: tuple[str, str], admitted_at: float) -> None:
+            await asyncio.sleep(max(0.0, admitted_at + runtimes[key] - time.monotonic()))
+            record = recorder.records[key]
+            if not recorder.admitted(key) or record.admitted_last != admitted_at:
+                return  # evicted meanwhile: its next admission finishes it
+            with contextlib.suppress(ApiError):
+                await write(api, *key)
+
+        def on_admitted(key: tuple[str, str], record: JobRecord) -> None:
+            assert record.admitted_last is not None
+            task = asyncio.get_running_loop().create_task(finish(key, record.admitted_last))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+        return on_admitted
+
+    return make
+
+
+async def _job_succeeded(api: Client, namespace: str, name: str) -> None:
+    """A Job's status as its controller writes it once its one pod succeeded."""
+    now = format_time(time.time())
+    met = {"status": "True", "lastProbeTime": now, "lastTransitionTime": now}
+    status = {
+        "startTime": now,
+        "completionTime": now,
+        "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "reason": "CompletionsReached", **met},
+            {"type": "Complete", "reason": "CompletionsReached", **met},
+        ],
+    }
+    await api.patch(kinds.JOBS, name, {"status": status}, namespace, subresource="status")
+
+
+async def _workload_finished(api: Client, namespace: str, name: str) -> None:
+    """A submitted Workload's Finished, appended by a JSON patch (no condition kohort wrote is
+    replaced)."""
+    finished = {
+        "type": "Finished",
+        "status": "True",
+        "reason": "Succeeded",
+        "message": "the runner finished it after its runtime",
+        "lastTransitionTime": format_time(time.time()),
+    }
+    add = [{"op": "add", "path": "/status/conditions/-", "value": finished}]
+    await api.patch(
+        kinds.WORKLOADS, name, add, namespace, content_type=clients.JSON_PATCH, subresource="status"
+    )
+
+
+job_finisher = runtime_finisher(_job_succeeded)
+workload_finisher = runtime_finisher(_workload_finished)
+
+
+async def run_kohort_workloads(scenario: Scenario, options: RunOptions) -> RunResult:
+    """kohort's controller alone, as Kueue's harness runs minimalkueue, on what Kueue's runner
+    makes: this process submits each job as a Workload, at the scenario's pace, and marks it
+    Finished once it has run its runtime after admission. No webhook, no pods (no
+    kube-controller-manager, no scheduler, no nodes: admission on quota alone)."""
+    return await run_kohort_without_pods(scenario, options, submit_workloads=True)
+
+
+async def run_kohort_without_pods(
+    scenario: Scenario, options: RunOptions, *, submit_workloads: bool = False
+) -> RunResult:
+    """kohort's controller alone with no pods (no webhook, no kube-controller-manager, no
+    scheduler, no nodes: admission on quota alone). By default on Jobs, created as the webhook
+    leaves them and finished by this process after their runtime, so kohort also makes their
+    Workloads and releases the Jobs; `submit_workloads`: see run_kohort_workloads."""
+    setup = "harness" if submit_workloads else "harness-jobs"
+    result = RunResult("kohort", setup, scenario.total)
+    work = options.work_dir / f"kohort-{setup}"
     cluster_options = ClusterOptions(
         node_pools=(), scheduler="none", controller_manager=False, **_audit(options)
     )
@@ -1210,11 +1274,12 @@ async def run_kohort_without_pods(scenario: Scenario, options: RunOptions) -> Ru
                 cluster.kubeconfig,
                 scenario,
                 kinds.WORKLOADS,
-                held_job,
+                submitted_workload if submit_workloads else held_job,
                 {**stack.roots(), **control_plane_roots(cluster)},
                 options,
-                finisher=job_finisher,
+                finisher=workload_finisher if submit_workloads else job_finisher,
                 watched=(stack.alive,),
+                created_kind=kinds.WORKLOADS if submit_workloads else kinds.JOBS,
             )
         finally:
             result.notes.append(stack.pass_note(work / "controller-metrics.txt"))

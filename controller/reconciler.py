@@ -240,14 +240,20 @@ class Reconciler:
         """Evictions, then admissions (none if an eviction failed: they counted on the
         victims' quota), then pending reasons; the gangs whose writes failed."""
         state = self.state
-        failed = await self._perform(state.eviction_work(decisions.evictions, now), stats)
-        for eviction in (e for e in decisions.evictions if state.key(e.gang) not in failed):
+        evictions = state.eviction_work(decisions.evictions, now)
+        failed = await self._perform(evictions, stats)
+        # (one whose gang finished since the pass decided is not written, nor counted)
+        written = {key for key, steps in evictions.items() if steps and key not in failed}
+        for eviction in (e for e in decisions.evictions if state.key(e.gang) in written):
             stats.evicted += 1
             self.metrics.evictions.labels(eviction.queue, Reason.PREEMPTED).inc()
         records, releases = state.admission_work(decisions.admissions, now)
         recorded: set[GangKey] = set()
         if failed:
-            log.warning("an eviction failed; admissions of this pass are skipped")
+            log.warning(
+                "an eviction was not written (refused, or its gang changed since the pass"
+                " decided); admissions of this pass are skipped"
+            )
             failed |= records.keys()
         else:
             # Every admission's record first: a gang is admitted once its record is written,

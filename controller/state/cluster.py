@@ -53,6 +53,7 @@ from controller.workloads.base import Delete, Finished, PodSetFlavors, WorkloadA
 from controller.workloads.pod import alike
 from controller.workloads.registry import ADAPTERS
 from controller.workloads.requests import pod_requests
+from controller.workloads.standalone import STANDALONE, is_standalone
 
 log = logging.getLogger("kohort.state")
 
@@ -176,6 +177,8 @@ class ClusterState:
         # Admitted gangs not released because a flavor they were admitted on has no
         # ResourceFlavor: looked at again when a ResourceFlavor appears.
         self._unreleased: set[GangKey] = set()
+        # Managed gangs whose name a submitted Workload holds (told once, see _name_taken).
+        self._taken: set[GangKey] = set()
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -446,6 +449,11 @@ class ClusterState:
         """A Workload for a new gang, Finished for a done one, an orphan removed; None when the
         gang takes part in admission."""
         wl = gang.workload
+        owner = gang.owner
+        foreign_record = wl is not None and is_standalone(wl)
+        if foreign_record and owner is not None and owner.kind != STANDALONE.KIND:
+            return self._name_taken(gang)
+        self._taken.discard(gang.key)
         if wl is None:
             if gang.owner is None or gang.shape is None or gang.queue is None or gang.finished:
                 return []
@@ -473,6 +481,21 @@ class ClusterState:
         if gang.workload_finished:
             return []
         return None
+
+    def _name_taken(self, gang: ManagedGang) -> list[Step]:
+        """A managed object's gang whose name a submitted Workload holds: neither is admitted
+        (the Workload is not the object's record, and the object owns the gang); an Event on
+        the object says so, once."""
+        if gang.key in self._taken:
+            return []
+        self._taken.add(gang.key)
+        assert gang.owner is not None
+        message = (
+            f"Waiting: its gang's name {gang.name} is taken by a Workload kohort did not make;"
+            f" delete that Workload (or rename this {gang.owner.kind.kind}) to have it admitted"
+        )
+        log.warning("%s: %s", gang.id, message)
+        return [objects.event(gang, Reason.INADMISSIBLE, message, warning=True)]
 
     def _priority(self, gang: ManagedGang) -> int:
         assert gang.shape is not None
@@ -824,7 +847,9 @@ class ClusterState:
         pods on the nodes of the flavors `assigned` to its pod sets (all of them known)."""
         assert gang.owner is not None
         self._unreleased.discard(gang.key)
-        podgroup = objects.podgroup_for(gang, self.podgroups) if gang.podgroup is None else None
+        # A submitted Workload's creator runs its work as it likes: it gets no PodGroup.
+        wanted = gang.podgroup is None and gang.owner.kind != STANDALONE.KIND
+        podgroup = objects.podgroup_for(gang, self.podgroups) if wanted else None
         steps: list[Step] = [podgroup] if podgroup is not None else []
         flavors = {
             pod_set: PodSetFlavors(

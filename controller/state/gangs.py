@@ -306,6 +306,8 @@ class GangIndex:
             gang.owner = gang.shape = gang.finished = None
             self._set_queue(gang, None)
             self._adopt(adapter, gang, meta.name)
+            if gang.owner is None and gang.workload is not None and is_standalone(gang.workload):
+                self._standalone_changed(gang, gang.workload)  # its own gang again
             self._drop_if_empty(gang)
         for key in after:
             self._group_finished(self.gangs[key])
@@ -380,21 +382,17 @@ class GangIndex:
         assert obj is not None
         gang = self._gang((obj.metadata.namespace or "", obj.metadata.name))
         gang.workload = new
-        if is_standalone(obj):
-            self._standalone_changed(gang, new)
+        submitted = new if new is not None and is_standalone(new) else None
+        if submitted is not None or (gang.owner is not None and gang.owner.kind == STANDALONE.KIND):
+            self._standalone_changed(gang, submitted)
         self._drop_if_empty(gang)
 
     def _standalone_changed(self, gang: ManagedGang, new: Workload | None) -> None:
         """A Workload its creator submitted owns its gang (see workloads.standalone), unless
-        an object of a managed kind already does."""
+        an object of a managed kind does: that gang waits, its name taken (see
+        ClusterState._bookkeeping)."""
         owner = gang.owner
         if owner is not None and owner.kind != STANDALONE.KIND:
-            log.warning(
-                "Workload %s: not admitted, its name is the gang of %s %s",
-                gang.id,
-                owner.kind.kind,
-                owner.meta.name,
-            )
             return
         view = None if new is None else Standalone.of(new)
         shapes = [] if view is None else STANDALONE.gangs(view)

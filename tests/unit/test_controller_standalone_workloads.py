@@ -119,22 +119,71 @@ async def test_a_submitted_workload_states_its_own_priority(started: list[World]
     assert not reserved(world.workload("older-low"))
 
 
-async def test_a_submitted_workload_named_after_a_jobs_gang_does_not_take_it(
+async def test_a_job_whose_gang_name_a_submitted_workload_holds_waits_and_says_why(
     started: list[World],
 ) -> None:
     job = held_job("train", 2)
-    impostor = submitted("job-train", 4)
-    world = await start(started, World((kinds.JOBS, job), (kinds.WORKLOADS, impostor)))
+    taken = submitted("job-train", 4)
+    world = await start(started, World((kinds.JOBS, job), (kinds.WORKLOADS, taken)))
 
     await world.reconciler.reconcile_once()
 
-    # The Job owns its gang whichever came first: its 2 pods are admitted, not the 4 CPU the
-    # other Workload asks for.
-    gang = world.state.index.get(("ns", "job-train"))
-    assert gang is not None and gang.owner is not None and gang.owner.kind == kinds.JOBS
-    assert world.suspended("train") is False
-    wl = world.workload("job-train")
-    assert wl is not None and wl["status"]["admission"]["podSetAssignments"][0]["count"] == 2
+    # Neither runs on the other's record: the Job stays held, the Workload is not admitted.
+    assert world.suspended("train") is True
+    assert not reserved(world.workload("job-train"))
+    events = [e for e in world.api.all(kinds.EVENTS) if e["involvedObject"]["kind"] == "Job"]
+    assert [e["reason"] for e in events] == ["Inadmissible"]
+    assert "is taken by a Workload kohort did not make" in events[0]["message"]
+
+
+async def test_a_submitted_workload_is_its_own_gang_again_once_the_job_that_held_it_is_gone(
+    started: list[World],
+) -> None:
+    job = held_job("train", 2)
+    world = await start(
+        started, World((kinds.JOBS, job), (kinds.WORKLOADS, submitted("job-train", 4)))
+    )
+    await world.reconciler.reconcile_once()
+
+    await world.api.delete(kinds.JOBS, "train", "ns")
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+    await world.api.settle()
+    world.api.put(kinds.WORKLOADS, submitted("other", 1))
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    assert reserved(world.workload("job-train"))
+    # Its 4 CPU are charged: the queue of 4 has no room left.
+    assert not reserved(world.workload("other"))
+
+
+async def test_a_submitted_workload_kohort_later_labels_as_its_own_stops_being_a_gang_of_its_own(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.WORKLOADS, submitted("batch-1", 2))))
+    relabelled = submitted("batch-1", 2)
+    relabelled["metadata"]["labels"] = {names.MANAGED_LABEL: names.MANAGED_VALUE}
+
+    world.api.put(kinds.WORKLOADS, relabelled)
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    # A Workload of kohort's with no owner is an orphan: deleted, not made again.
+    assert world.workload("batch-1") is None
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+    assert ("create", "workloads", "batch-1") not in world.api.log
+    assert world.state.index.get(("ns", "batch-1")) is None
+
+
+async def test_a_submitted_workload_gets_no_podgroup(started: list[World]) -> None:
+    world = await start(started, World((kinds.WORKLOADS, submitted("batch-1", 2))))
+
+    await world.reconciler.reconcile_once()
+
+    assert reserved(world.workload("batch-1"))
+    assert not any(what == "podgroups" for _, what, _ in world.api.log)
 
 
 async def test_a_deleted_submitted_workload_gives_its_quota_back(started: list[World]) -> None:

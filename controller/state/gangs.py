@@ -278,10 +278,8 @@ class GangIndex:
                 # A workload owns its gang even when pods that only carry its label, or a
                 # Workload its creator submitted under that name, were seen first; among pods,
                 # the first keeps a plain group.
-                if gang.owner.kind in (kube.Pod.KIND, STANDALONE.KIND) and adapter.KIND not in (
-                    kube.Pod.KIND,
-                    STANDALONE.KIND,
-                ):
+                taken_from = gang.owner.kind
+                if taken_from in (kube.Pod.KIND, STANDALONE.KIND) and adapter.KIND != kube.Pod.KIND:
                     log.warning(
                         "gang %s/%s: taken from %s %s",
                         *key,

@@ -4,16 +4,17 @@ A Workload kohort did not make (it lacks the `kohort.dev/managed-by` label) is i
 owner: its spec (queue, priority, pod sets) is the gang, kohort admits it against quota and
 records that in its status (QuotaReserved, Admitted, or Evicted on preemption), and its creator
 runs the gang's work once admitted and stops it when evicted. kohort holds and releases
-nothing, and makes no PodGroup. The gang is done, and its quota given back, when its creator sets the condition
-Finished to True (reason `Failed` for a failure) or deletes the Workload. Pods that carry
-`kohort.dev/pod-group: <name>` and no queue label count as the gang's pods (placement,
-PodsReady); a creator that runs no such pods sets PodsReady itself, or the pods-ready timeout
-evicts the gang. kohort writes such a Workload's status only on the version it has seen, so a
-Finished its creator has just added is never written over.
+nothing, and makes no PodGroup. The gang is done, and its quota given back, when its creator
+sets the condition Finished to True (reason `Failed` for a failure) or deletes the Workload.
+Pods that carry `kohort.dev/pod-group: <name>` and no queue label count as the gang's pods
+(placement, PodsReady); a creator that runs no such pods sets PodsReady itself, or the
+pods-ready timeout evicts the gang. kohort writes such a Workload's status only on the version
+it has seen, so a Finished its creator has just added is never written over.
 
 This is what frameworks without an adapter, and load generators like Kueue's own scale runner,
 submit. A managed object whose gang name such a Workload holds, and that Workload, both wait
-(see ClusterState._name_taken). The webhook never routes a Workload to an adapter: only the controller uses this one.
+(see ClusterState._name_taken). The webhook never routes a Workload to an adapter: only the
+controller uses this one.
 """
 
 from __future__ import annotations

@@ -247,6 +247,9 @@ class Reconciler:
         for eviction in (e for e in decisions.evictions if state.key(e.gang) in written):
             stats.evicted += 1
             self.metrics.evictions.labels(eviction.queue, Reason.PREEMPTED).inc()
+        # A victim whose creator finished it (or deleted it) meanwhile has its quota back all
+        # the same: only victims that may still run hold the admissions back.
+        failed = {key for key in failed if not state.is_done(key)}
         records, releases = state.admission_work(decisions.admissions, now)
         recorded: set[GangKey] = set()
         if failed:

@@ -70,6 +70,18 @@ class Writers:
             store.put(obj)
         return obj
 
+    async def _read_again(self, namespace: str, name: str) -> None:
+        """Take in what overtook a write at once (the pass that wrote it asks whether the gang
+        finished meanwhile), not when the watch brings it."""
+        try:
+            self._put(
+                kinds.WORKLOADS, await self.api.fetch("GET", kinds.WORKLOADS.path(namespace, name))
+            )
+        except ApiError as err:
+            if err.status == 404:
+                self._forget(kinds.WORKLOADS, namespace, name)
+            # (anything else: the watch brings it)
+
     def _precondition(self, namespace: str, name: str, based_on: str) -> str:
         """The version a status computed from `based_on` may be written over: `based_on`, or
         the version our own writes made of it since (the steps of one gang are computed
@@ -105,9 +117,14 @@ class Writers:
                 if based_on:
                     version = self._precondition(namespace, name, based_on)
                     patch["metadata"] = {"resourceVersion": version}
-                data = await api.change(
-                    _raw, kinds.WORKLOADS, name, patch, namespace, subresource="status"
-                )
+                try:
+                    data = await api.change(
+                        _raw, kinds.WORKLOADS, name, patch, namespace, subresource="status"
+                    )
+                except ApiError as err:
+                    if superseded(step, err):
+                        await self._read_again(namespace, name)
+                    raise
                 written = self._put(kinds.WORKLOADS, data)
                 if based_on and isinstance(written, Workload):
                     if len(self._own_writes) >= OWN_WRITES_KEPT:

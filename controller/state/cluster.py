@@ -426,6 +426,11 @@ class ClusterState:
         gang = self.index.get(key)
         return gang is not None and gang.workload is None and gang.owner is not None
 
+    def is_done(self, key: GangKey) -> bool:
+        """Whether the gang is gone or finished: it charges no quota."""
+        gang = self.index.get(key)
+        return gang is None or gang.owner is None or gang.finished is not None
+
     def is_finishing(self, key: GangKey) -> bool:
         """Whether the gang is done and its Workload is yet to say so (its quota is already
         back: no decision waits for that write)."""

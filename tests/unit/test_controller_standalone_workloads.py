@@ -15,7 +15,14 @@ from controller.cluster.informers import Informer
 from controller.cluster.memory import MemoryApi
 from controller.cluster.testing import condition, reserved
 from controller.cluster.writers import Writers
-from controller.quota.outcomes import Admission, Pending, PendingCause
+from controller.quota.outcomes import (
+    Admission,
+    Decisions,
+    Eviction,
+    EvictionCause,
+    Pending,
+    PendingCause,
+)
 from controller.state.gangs import GangIndex, ManagedGang
 from controller.state.objects import pending_status, status_write
 from tests.unit.controller_world import NOW, World, held_job, start
@@ -314,3 +321,44 @@ async def test_a_report_its_creator_overtook_is_dropped_and_told_again_not_count
 
     assert outcomes == ["dropped"]
     assert race.finished_reason() == "Succeeded"
+
+
+async def test_admissions_go_on_when_the_victim_of_an_eviction_was_finished_by_its_creator(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.WORKLOADS, submitted("low", 4, created=1))))
+    await world.reconciler.reconcile_once()
+    world.api.put(kinds.WORKLOADS, submitted("high", 4, priority=100, created=2))
+    await world.api.settle()
+    assert reserved(world.workload("low"))
+    # The engine's next cycle evicts `low` for `high`; `low`'s creator finishes it just before
+    # kohort's eviction record lands.
+    decide = world.state.decide
+
+    def preempting(now: float) -> Decisions:
+        decide(now)
+        evict = Eviction("ns/low", "cq", "ns/high", EvictionCause.PREEMPTED)
+        return Decisions(admissions=(Admission("ns/high", "cq", ()),), evictions=(evict,))
+
+    world.state.decide = preempting  # type: ignore[method-assign]
+    fetch = world.api.fetch
+
+    async def creator_first(method: str, path: str, **kwargs: Any) -> bytes:
+        if method == "PATCH" and path.endswith("/workloads/low/status"):
+            world.api.fetch = fetch  # type: ignore[method-assign]
+            mark_finished(world, "low")
+        return await fetch(method, path, **kwargs)
+
+    world.api.fetch = creator_first  # type: ignore[method-assign]
+
+    stats = await world.reconciler.reconcile_once()
+
+    # The eviction was overtaken (no error), and the admission that counted on it went on.
+    assert finished_of(world, "low") == "Succeeded"
+    assert stats.admitted == 1 and stats.evicted == 0 and stats.failed == 0
+    assert reserved(world.workload("high"))
+
+
+def finished_of(world: World, name: str) -> str | None:
+    found = condition(world.workload(name), "Finished")
+    return None if found is None else str(found["reason"])

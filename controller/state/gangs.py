@@ -281,10 +281,7 @@ class GangIndex:
                 taken_from = gang.owner.kind
                 if taken_from in (kube.Pod.KIND, STANDALONE.KIND) and adapter.KIND != kube.Pod.KIND:
                     log.warning(
-                        "gang %s/%s: taken from %s %s",
-                        *key,
-                        gang.owner.kind.kind,
-                        gang.owner.meta.name,
+                        "gang %s/%s: taken from %s %s", *key, taken_from.kind, gang.owner.meta.name
                     )
                 else:
                     if gang.owner.kind != adapter.KIND or adapter.KIND != kube.Pod.KIND:

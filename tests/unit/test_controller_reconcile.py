@@ -406,6 +406,15 @@ async def test_a_slow_record_does_not_hold_up_the_release_of_a_gang_already_reco
     assert world.suspended("slow") is False
 
 
+async def preempt_train(world: World) -> None:
+    """Write the eviction of job `train`'s gang for a higher-priority one, as a pass would."""
+    preempted = Eviction("ns/job-train", "cq", "ns/job-urgent", EvictionCause.PREEMPTED)
+    for steps in world.state.eviction_work([preempted], NOW).values():
+        for step in steps:
+            await world.reconciler.writers.perform(step)
+    await world.api.settle()
+
+
 async def test_a_preempted_job_is_back_in_its_queue_at_once_and_readmitted_when_room_is_free(
     started: list[World],
 ) -> None:
@@ -413,11 +422,7 @@ async def test_a_preempted_job_is_back_in_its_queue_at_once_and_readmitted_when_
     await world.reconciler.reconcile_once()
     assert world.suspended("train") is False
 
-    preempted = Eviction("ns/job-train", "cq", "ns/job-urgent", EvictionCause.PREEMPTED)
-    for steps in world.state.eviction_work([preempted], NOW).values():
-        for step in steps:
-            await world.reconciler.writers.perform(step)
-    await world.api.settle()
+    await preempt_train(world)
     evicted = world.workload("job-train")
     assert evicted is not None and world.suspended("train") is True
     assert evicted["status"]["requeueState"]["count"] == 1
@@ -441,11 +446,7 @@ async def test_a_job_whose_pods_do_not_start_in_time_waits_out_a_backoff_before_
     await world.reconciler.reconcile_once()
     assert world.suspended("train") is False
     # A preemption before does not lengthen the backoff: it doubles with each timeout only.
-    preempted = Eviction("ns/job-train", "cq", "ns/job-urgent", EvictionCause.PREEMPTED)
-    for steps in world.state.eviction_work([preempted], NOW).values():
-        for step in steps:
-            await world.reconciler.writers.perform(step)
-    await world.api.settle()
+    await preempt_train(world)
     await world.reconciler.reconcile_once()
     assert world.suspended("train") is False
 

@@ -41,7 +41,7 @@ from controller.metrics import ControllerMetrics
 from controller.quota import Decisions
 from controller.settings import Settings
 from controller.state.cluster import ClusterState
-from controller.state.gangs import GangKey
+from controller.state.gangs import GangKey, key_of
 from controller.state.steps import RecordEvent, Step
 
 log = logging.getLogger("kohort.reconciler")
@@ -165,7 +165,7 @@ class Reconciler:
     async def reconcile_once(self, *, wait: bool = True) -> PassStats:
         """One pass; with `wait`, also until its deferred reports are written."""
         stats = PassStats()
-        self.state.resume_later()
+        self.state.begin_pass()
         now = self.clock()
         aside: dict[GangKey, list[Step]] = {}
         failed = await self._settle(now, stats, aside)
@@ -178,7 +178,7 @@ class Reconciler:
             raise LostLeadership() from None
         failed |= beside.result() | applied.result()
         failed |= await self._settle(now, stats)
-        self.state.mark_dirty(failed)  # tried again next pass
+        self.state.retry(failed)  # tried again next pass
         self._report(now, stats, failed)
         if stats.admitted or stats.evicted:
             self._wake.set()  # admissions change the picture: look again
@@ -204,25 +204,24 @@ class Reconciler:
         failed: set[GangKey] = set()
         budget = self.settings.concurrent_writes * SETTLE_BUDGET_ROUNDS
         for _ in range(SYNC_ROUNDS):
-            work = self.state.sync(now)
-            reports = self.state.take_reports()
+            synced = self.state.sync(now)
+            work, reports = synced.work, dict(synced.reports)
             for key in reports.keys() & work.keys():
                 work[key] = [*work[key], *reports.pop(key)]  # in order, in this pass
             self._defer_reports(reports)
-            new = sorted((key for key in work if self.state.is_new(key)), key=self.state.age)
+            new = synced.new
             if len(new) > budget:
                 later = new[max(budget, 0) :]
-                self.state.sync_later(later)
+                self.state.put_off(later)
                 for key in later:
                     del work[key]
                 self._wake.set()
             budget -= len(new)
             if aside is not None:
                 burst = len(new) > self.settings.concurrent_writes
-                finishing = [k for k in work if self.state.is_finishing(k)]
                 # (a gang set aside in an earlier round that changed since: its newer steps)
                 again = [k for k in work if k in aside]
-                for key in finishing + (new if burst else []) + again:
+                for key in synced.finishing + (new if burst else []) + again:
                     if key in work:
                         aside[key] = work.pop(key)
             if not work:
@@ -233,48 +232,47 @@ class Reconciler:
     def _defer_reports(self, reports: Mapping[GangKey, Sequence[Step]]) -> None:
         for key, steps in reports.items():
             # A report a pass drops unwritten is told again next pass, if the gang still waits.
-            dropped = functools.partial(self.state.mark_dirty, [key])
+            dropped = functools.partial(self.state.retry, [key])
             self.deferred.defer(key, steps, self._retry_gang(key), dropped=dropped)
 
     async def _apply(self, decisions: Decisions, now: float, stats: PassStats) -> set[GangKey]:
         """Evictions, then admissions (none if an eviction failed: they counted on the
         victims' quota), then pending reasons; the gangs whose writes failed."""
         state = self.state
-        evictions = state.eviction_work(decisions.evictions, now)
+        evictions = state.plan_evictions(decisions.evictions, now)
         failed = await self._perform(evictions, stats)
         # (one whose gang finished since the pass decided is not written, nor counted)
         written = {key for key, steps in evictions.items() if steps and key not in failed}
-        for eviction in (e for e in decisions.evictions if state.key(e.gang) in written):
+        for eviction in (e for e in decisions.evictions if key_of(e.gang) in written):
             stats.evicted += 1
             self.metrics.evictions.labels(eviction.queue, Reason.PREEMPTED).inc()
         # A victim whose creator finished it (or deleted it) meanwhile has its quota back all
         # the same: only victims that may still run hold the admissions back.
         failed = {key for key in failed if not state.is_done(key)}
-        records, releases = state.admission_work(decisions.admissions, now)
+        plan = state.plan_admissions(decisions.admissions, now)
         recorded: set[GangKey] = set()
         if failed:
             log.warning(
                 "an eviction was not written (refused, or its gang changed since the pass"
                 " decided); admissions of this pass are skipped"
             )
-            failed |= records.keys()
+            failed |= plan.records.keys()
         else:
             # Every admission's record first: a gang is admitted once its record is written,
             # and its release (after it) does not hold up the next gang's record.
-            failed |= await self._perform(records, stats, then=releases, written=recorded)
+            failed |= await self._perform(plan.records, stats, then=plan.releases, written=recorded)
         # (a release that fails is tried again next pass: its gang is admitted all the same)
-        for admission in (a for a in decisions.admissions if state.key(a.gang) in recorded):
+        for admission in (a for a in decisions.admissions if key_of(a.gang) in recorded):
             stats.admitted += 1
             log.info("admitted %s in %s", admission.gang, admission.queue)
-            gang = state.gang(admission.gang)
-            self.metrics.admitted(admission.queue, now - gang.waiting_since() if gang else 0.0)
-        self._defer_reports(state.reason_work(decisions.pending, now))
+            self.metrics.admitted(admission.queue, plan.waited.get(key_of(admission.gang), 0.0))
+        self._defer_reports(state.plan_reasons(decisions.pending, now))
         return failed
 
     def _retry_gang(self, key: GangKey) -> Callable[[], None]:
         def failed() -> None:
             self.metrics.reconcile_errors.inc()
-            self.state.mark_dirty([key])
+            self.state.retry([key])
             self._wake.set()
 
         return failed
@@ -283,30 +281,29 @@ class Reconciler:
         """ClusterQueue and Cohort status (when it changed, deferred) and the metrics of the
         queues and cohorts looked at (a Cohort whose write failed is written again next pass:
         its status is compared with what it shows every pass)."""
-        for key, queue in self.state.take_timeouts():
+        report = self.state.report(now)
+        for key, queue in report.timeouts:
             if key not in failed:
                 stats.evicted += 1
                 self.metrics.evictions.labels(queue, Reason.PODS_READY_TIMEOUT).inc()
-        steps, queues = self.state.queue_steps(now)
-        for step in steps:
+        for step in report.queues.queue_writes:
 
             def queue_failed(name: str = step.name) -> None:
                 self.metrics.reconcile_errors.inc()
-                self.state.mark_queues_dirty([name])
+                self.state.queues_changed([name])
 
             # Once written, compared again with what the API server now holds: a newer change
             # may have been compared, and found equal, while this one waited.
-            written = functools.partial(self.state.mark_queues_dirty, [step.name])
+            written = functools.partial(self.state.queues_changed, [step.name])
             self.deferred.defer(("ClusterQueue", step.name), [step], queue_failed, written=written)
-        for name in queues:
-            self.metrics.report_queue(name, self.state.queue_figures(name))
-        cohort_steps, cohorts = self.state.cohort_steps(now)
-        for cohort_step in cohort_steps:
+        for name, figures in report.queues.queue_figures.items():
+            self.metrics.report_queue(name, figures)
+        for cohort_step in report.queues.cohort_writes:
             self.deferred.defer(
                 ("Cohort", cohort_step.name), [cohort_step], self.metrics.reconcile_errors.inc
             )
-        for name, status in cohorts.items():
-            self.metrics.report_cohort(name, status.weighted_share)
+        for name, weighted_share in report.queues.cohort_shares.items():
+            self.metrics.report_cohort(name, weighted_share)
 
     async def _perform(
         self,

@@ -21,6 +21,7 @@ from controller.api.quantity import QuantityError
 from controller.api.workload import Workload
 from controller.quota import PodPlacement
 from controller.workloads.base import Finished, GangShape, WorkloadAdapter, is_gated, queue_in
+from controller.workloads.pod import alike
 from controller.workloads.standalone import STANDALONE, Standalone, is_standalone
 
 log = logging.getLogger("kohort.state")
@@ -31,6 +32,12 @@ GangKey = tuple[str, str]  # (namespace, name)
 def id_of(key: GangKey) -> str:
     """A gang's name in the decision core and in logs: `namespace/name`."""
     return f"{key[0]}/{key[1]}"
+
+
+def key_of(gang_id: str) -> GangKey:
+    """The key of a gang the core names `namespace/name` (namespaces have no slash)."""
+    namespace, _, name = gang_id.partition("/")
+    return (namespace, name)
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,31 @@ class ManagedGang:
 
     def created(self) -> float:
         return (parse_time(self.owner.meta.creation_timestamp) if self.owner else None) or 0.0
+
+    def incomplete(self) -> str | None:
+        """Why a plain pod group cannot be admitted yet: fewer pods than its total count, more,
+        or pods that ask for other resources than the one that gave the gang its shape."""
+        owner, shape = self.owner, self.shape
+        if owner is None or shape is None or owner.kind != kube.Pod.KIND or shape.min_member < 2:
+            return None
+        live = self.live_pods()
+        size = shape.min_member
+        label = names.POD_GROUP_TOTAL_COUNT_LABEL
+        if len(live) < size:
+            return f"{len(live)} of the {size} pods of group {self.name} exist ({label})"
+        if len(live) > size:
+            return (
+                f"{len(live)} pods carry {names.POD_GROUP_LABEL}={self.name} but {label} says"
+                f" {size}; delete the extra pods or recreate the group with the right count"
+            )
+        expected = alike(owner.obj)
+        odd = sorted(p.metadata.name for p in live if alike(p) != expected)
+        if odd:
+            return (
+                f"pod(s) {', '.join(odd)} ask for other resources than pod"
+                f" {owner.meta.name}; the pods of a plain group must be alike"
+            )
+        return None
 
     # -- its pods -------------------------------------------------------------------------
 

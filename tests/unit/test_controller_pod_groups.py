@@ -154,7 +154,7 @@ async def test_an_evicted_group_keeps_its_workload_and_its_pods_made_again_rejoi
     assert not admitted["metadata"].get("ownerReferences"), "no pod owns it: it outlives them"
 
     eviction = Eviction("ns/ring", "cq", "ns/lender", EvictionCause.RECLAIMED, "cq-b")
-    for steps in world.state.eviction_work([eviction], NOW).values():
+    for steps in world.state.plan_evictions([eviction], NOW).values():
         for step in steps:
             await world.reconciler.writers.perform(step)
     await world.api.settle()

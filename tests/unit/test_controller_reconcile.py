@@ -409,7 +409,7 @@ async def test_a_slow_record_does_not_hold_up_the_release_of_a_gang_already_reco
 async def preempt_train(world: World) -> None:
     """Write the eviction of job `train`'s gang for a higher-priority one, as a pass would."""
     preempted = Eviction("ns/job-train", "cq", "ns/job-urgent", EvictionCause.PREEMPTED)
-    for steps in world.state.eviction_work([preempted], NOW).values():
+    for steps in world.state.plan_evictions([preempted], NOW).values():
         for step in steps:
             await world.reconciler.writers.perform(step)
     await world.api.settle()

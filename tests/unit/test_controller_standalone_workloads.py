@@ -298,8 +298,9 @@ async def test_a_gang_its_creator_finished_after_the_pass_decided_gets_no_stale_
     waiting = Pending(PendingCause.NOT_CONSIDERED)
     admission = Admission(gang_id, "cq", ())
 
-    assert world.state.reason_steps(gang_id, waiting, NOW) == []
-    assert world.state.admission_steps(admission, NOW) == ([], [])
+    assert world.state.plan_reasons({gang_id: waiting}, NOW) == {("ns", "batch-1"): []}
+    plan = world.state.plan_admissions([admission], NOW)
+    assert (plan.records, plan.releases) == ({("ns", "batch-1"): []}, {("ns", "batch-1"): []})
 
 
 async def test_a_report_its_creator_overtook_is_dropped_and_told_again_not_counted_an_error() -> (

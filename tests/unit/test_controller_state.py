@@ -14,7 +14,9 @@ from controller.cluster.cache import models
 from controller.cluster.clients import decoder
 from controller.quota import Admission, Fungibility, PendingCause, PodPlacement, Quota
 from controller.settings import Settings
-from controller.state.cluster import ClusterState, queue_spec
+from controller.state import objects
+from controller.state.cluster import ClusterState
+from controller.state.cohorts import queue_spec
 from controller.state.objects import PodGroupSettings, admitted_status, podgroup_for, workload_for
 from controller.state.steps import CreateWorkload, DeletePodGroup, DeleteWorkload
 from controller.workloads.base import Backend, Mutation, is_gated
@@ -108,7 +110,7 @@ def test_a_held_job_is_one_gang_named_after_its_template_label() -> None:
 def test_a_new_gang_in_a_queue_gets_a_workload_first() -> None:
     job = held(make_job("train", namespace="team-a"), JobAdapter())
 
-    work = state_of((kinds.JOBS, job)).sync(NOW)
+    work = state_of((kinds.JOBS, job)).sync(NOW).work
 
     [step] = work[("team-a", "job-train")]
     assert isinstance(step, CreateWorkload)
@@ -142,10 +144,10 @@ def test_a_workload_whose_owner_is_gone_is_deleted_with_its_podgroup() -> None:
     )
     alone = state_of((kinds.WORKLOADS, workload_of("job-gone")))
 
-    steps = state.sync(NOW)[("team-a", "job-gone")]
+    steps = state.sync(NOW).work[("team-a", "job-gone")]
 
     assert [type(s) for s in steps] == [DeletePodGroup, DeleteWorkload]
-    assert [type(s) for s in alone.sync(NOW)[("team-a", "job-gone")]] == [DeleteWorkload]
+    assert [type(s) for s in alone.sync(NOW).work[("team-a", "job-gone")]] == [DeleteWorkload]
 
 
 def test_statefulset_pods_join_their_gang_by_the_pod_group_label() -> None:
@@ -267,7 +269,7 @@ def test_pods_shutting_down_hold_their_nodes_even_once_their_gang_is_admitted_ag
     state.sync(NOW)
 
     index = state.engine.index
-    assert state.members[("team-a", "job-train")].state == "admitted"
+    assert state.mirror.members[("team-a", "job-train")].state == "admitted"
     assert index.free[index.by_name["n2"]][index.order.index("cpu")] == 8000 - 3000
 
 
@@ -277,7 +279,7 @@ def test_a_gang_whose_local_queue_is_missing_waits_and_says_so() -> None:
 
     state.sync(NOW)
 
-    member = state.members[("team-a", "job-train")]
+    member = state.mirror.members[("team-a", "job-train")]
     assert member.state == "waiting" and member.why is not None
     assert member.why.cause is PendingCause.NO_LOCAL_QUEUE
     assert member.why.describe() == "LocalQueue 'research' does not exist in namespace team-a"
@@ -371,3 +373,39 @@ def test_the_workload_the_controller_writes_passes_the_api_model_the_webhook_enf
     assert model.spec.pod_sets[0].tolerations[0].operator == "Exists"
     assert model.status is not None and model.status.admission is not None
     assert model.status.admission.pod_set_assignments[0].nodes[0].node == "n1"
+
+
+def test_an_admissions_record_coming_back_changes_nothing_in_the_engine() -> None:
+    job = held(make_job("train", namespace="team-a", parallelism=3, completions=3), JobAdapter())
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+    pending = workload_of("job-train")
+    state = state_of(
+        (kinds.JOBS, job),
+        (kinds.WORKLOADS, pending),
+        (kinds.RESOURCE_FLAVORS, {"metadata": {"name": "default"}, "spec": {}}),
+        (kinds.CLUSTER_QUEUES, cluster_queue("cq-a", {"cpu": "20", "memory": "10Gi"})),
+        (kinds.LOCAL_QUEUES, local_queue("team-a", "research", "cq-a")),
+        (kinds.NODES, node("n1")),
+        (kinds.NODES, node("n2")),
+        (kinds.NODES, node("n3")),
+    )
+    state.sync(NOW)
+    [admission] = state.decide(NOW + 0.25).admissions
+    assert len({p.node for p in admission.placement}) == 3  # one pod per node: 5 of 8 cpu
+    plan = state.plan_admissions([admission], NOW + 0.25)
+    [write] = [s for s in plan.records[("team-a", "job-train")] if hasattr(s, "status")]
+    admitted = {**pending, "status": objects.as_patch(write.status)}
+    decided = state.mirror.members[("team-a", "job-train")]
+    calls: list[str] = []
+    for name in ("move", "finish", "add_admitted", "add_pending", "remove_pending"):
+        method = getattr(state.engine, name)
+        setattr(state.engine, name, lambda *a, _n=name, _m=method: calls.append(_n) or _m(*a))
+
+    state.observe(
+        kinds.WORKLOADS, typed(kinds.WORKLOADS, pending), typed(kinds.WORKLOADS, admitted)
+    )
+    state.sync(NOW + 1)
+
+    assert calls == []
+    assert state.mirror.members[("team-a", "job-train")] == decided
+    assert state.engine.running["team-a/job-train"][1].plan

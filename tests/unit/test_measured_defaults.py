@@ -17,7 +17,7 @@ from controller.simulate.main import add_arguments as simulate_arguments
 from controller.simulate.main import policy_options
 from controller.simulate.policies import EnginePolicy, Policy, make_policy
 from controller.simulate.traces import Job, gpu_node, philly_queues
-from controller.state.cluster import queue_spec
+from controller.state.cohorts import queue_spec
 from tests.chart_support import render
 
 HOUR = 3600.0

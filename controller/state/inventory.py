@@ -1,0 +1,252 @@
+"""What the cluster holds besides the gangs: ClusterQueues, Cohorts, ResourceFlavors,
+LocalQueues, namespaces, PriorityClasses, nodes and the pods on them.
+
+Rule: the inventory records objects and marks what their changes touch (the queues, flavors
+or nodes the engine must take in; the gangs to look at again); it decides nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from controller import quota
+from controller.api import kinds, kube
+from controller.api.kinds import Kind
+from controller.api.quantity import QuantityError, parse_quantity
+from controller.api.queues import ClusterQueue, Cohort
+from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
+from controller.state.gangs import GangIndex, GangKey
+from controller.workloads.base import GangShape
+from controller.workloads.requests import pod_requests
+
+UNSCHEDULABLE_TAINT = quota.Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
+    """A Ready node as the core sees it (None when it is not Ready)."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+    if not ready:
+        return None
+    allocatable: dict[str, int] = {}
+    for resource, amount in node.status.allocatable.items():
+        try:
+            allocatable[resource] = parse_quantity(amount)
+        except QuantityError:
+            allocatable[resource] = 0
+    taints = [
+        quota.Taint(t.key, t.value, t.effect)
+        for t in node.spec.taints
+        if t.effect in ("NoSchedule", "NoExecute")
+    ]
+    if node.spec.unschedulable:
+        taints.append(UNSCHEDULABLE_TAINT)
+    return quota.Node(
+        name=node.metadata.name,
+        allocatable=allocatable,
+        labels=dict(node.metadata.labels),
+        taints=tuple(taints),
+        used=dict(used),
+    )
+
+
+def _pod_usage(pod: kube.Pod) -> dict[str, int]:
+    try:
+        usage = pod_requests(pod.spec)
+    except (QuantityError, ValueError):
+        usage = {}
+    usage["pods"] = usage.get("pods", 0) + 1000
+    return usage
+
+
+class Inventory:
+    """Every object of the cluster's shape, as the engine and the reports need them."""
+
+    def __init__(self, index: GangIndex, *, namespace_filter: bool = False) -> None:
+        self._index = index
+        self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.cohorts: dict[str, Cohort] = {}
+        # Each ResourceFlavor as the core sees it.
+        self.flavors: dict[str, quota.FlavorSpec] = {}
+        # (namespace, LocalQueue) -> its ClusterQueue
+        self.local_queues: dict[tuple[str, str], str] = {}
+        # Namespaces whose workloads this controller manages (None: all).
+        self.namespaces: set[str] | None = set() if namespace_filter else None
+        self.priority_classes: dict[str, int] = {}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        # Each node as the core sees it, without usage (None: not Ready).
+        self.nodes: dict[str, quota.Node | None] = {}
+        # node -> pod (namespace, name) -> (its gang, its requests)
+        self._on_node: dict[str, dict[GangKey, tuple[GangKey | None, dict[str, int]]]] = {}
+        # What the engine has yet to take in.
+        self.queues_changed = False
+        self.flavors_changed = False
+        self.nodes_changed = False
+        self.dirty_nodes: set[str] = set()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def ours(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
+
+    def parents(self) -> dict[str, str | None]:
+        return {name: c.spec.parent for name, c in self.cohorts.items()}
+
+    def priority(self, shape: GangShape) -> int:
+        """A gang's priority: its own, or the highest of its PriorityClasses' (0 if unknown)."""
+        if shape.priority is not None:
+            return shape.priority
+        values = [self.priority_classes.get(c, 0) for c in shape.priority_classes]
+        return max(values, default=0)
+
+    def relevant(self) -> tuple[set[str], set[str]]:
+        """The ClusterQueues and Cohorts this controller looks after: all of them, or with a
+        namespace filter the queues our namespaces use and the whole cohort trees they are in
+        (every queue, lenders too, and every Cohort of those trees)."""
+        queues = set(self.cluster_queues)
+        cohorts = set(self.cohorts)
+        if self.namespaces is None:
+            return queues, cohorts
+        used = {cq for (ns, _), cq in self.local_queues.items() if self.ours(ns)}
+        parents = self.parents()
+        trees = trees_used(self.cluster_queues, used, parents)
+        queues = {
+            name
+            for name, cq in self.cluster_queues.items()
+            if name in used or (cq.spec.cohort and tree_of(cq.spec.cohort, parents) in trees)
+        }
+        cohorts = {name for name in self.cohorts if tree_of(name, parents) in trees}
+        return queues, cohorts
+
+    def specs(
+        self, queues: set[str], cohorts: set[str]
+    ) -> tuple[tuple[quota.QueueSpec, ...], tuple[quota.CohortSpec, ...]]:
+        """The core's view of these queues and cohorts, in name order."""
+        return (
+            tuple(queue_spec(self.cluster_queues[n]) for n in sorted(queues)),
+            tuple(cohort_spec(self.cohorts[n]) for n in sorted(cohorts)),
+        )
+
+    def flavor_specs(self) -> tuple[quota.FlavorSpec, ...]:
+        return tuple(self.flavors[name] for name in sorted(self.flavors))
+
+    def core_nodes(self, admitted: Callable[[GangKey], bool]) -> list[quota.Node]:
+        """Every Ready node with what pods outside admitted gangs use on it."""
+        return [
+            replace(node, used=self.node_used(name, admitted))
+            for name, node in sorted(self.nodes.items())
+            if node is not None
+        ]
+
+    def node_used(self, name: str, admitted: Callable[[GangKey], bool]) -> dict[str, int]:
+        """What pods outside admitted gangs use on the node (the engine counts those gangs)."""
+        used: dict[str, int] = {}
+        for gang, usage in self._on_node.get(name, {}).values():
+            if gang is not None and admitted(gang):
+                continue
+            for resource, amount in usage.items():
+                used[resource] = used.get(resource, 0) + amount
+        return used
+
+    # -- changes --------------------------------------------------------------------------------
+
+    def observe(self, kind: Kind, old: Any, new: Any) -> None:
+        """A queue, cohort, flavor, LocalQueue, node, PriorityClass or namespace changed."""
+        if kind == kinds.CLUSTER_QUEUES:
+            self._cluster_queue_changed(old, new)
+        elif kind == kinds.COHORTS:
+            obj = new or old
+            if new is None:
+                self.cohorts.pop(obj.metadata.name, None)
+            else:
+                self.cohorts[obj.metadata.name] = new
+            if old is None or new is None or old.spec != new.spec:
+                self.queues_changed = True
+        elif kind == kinds.RESOURCE_FLAVORS:
+            self._flavor_changed(old, new)
+        elif kind == kinds.LOCAL_QUEUES:
+            self._local_queue_changed(old, new)
+        elif kind == kinds.NODES:
+            self._node_changed(old, new)
+        elif kind == kinds.PRIORITY_CLASSES:
+            obj = new or old
+            if new is None:
+                self.priority_classes.pop(obj.metadata.name, None)
+            else:
+                self.priority_classes[obj.metadata.name] = new.value
+        elif kind == kinds.NAMESPACES:
+            self._namespace_changed(old, new)
+
+    def _cluster_queue_changed(self, old: Any, new: Any) -> None:
+        obj = new or old
+        if new is None:
+            self.cluster_queues.pop(obj.metadata.name, None)
+        else:
+            self.cluster_queues[obj.metadata.name] = new
+        if old is None or new is None or old.spec != new.spec:
+            self.queues_changed = True
+        if (old and old.spec.namespace_selector) != (new and new.spec.namespace_selector):
+            self._index.dirty.update(g.key for g in self._index)  # rare: look at every gang
+
+    def _namespace_changed(self, old: kube.Namespace | None, new: kube.Namespace | None) -> None:
+        name = (new or old).metadata.name  # type: ignore[union-attr]
+        labels = dict(new.metadata.labels) if new is not None else None
+        if labels is None:
+            self.namespace_labels.pop(name, None)
+        else:
+            self.namespace_labels[name] = labels
+        if old is not None and new is not None and old.metadata.labels == new.metadata.labels:
+            return
+        self._index.dirty.update(self._index.in_namespace(name))
+        if self.namespaces is not None and (old is None) != (new is None):
+            # A namespace selected, or no longer selected.
+            if new is None:
+                self.namespaces.discard(name)
+            else:
+                self.namespaces.add(name)
+            self.queues_changed = True
+
+    def _flavor_changed(self, old: Any, new: Any) -> None:
+        name = (new or old).metadata.name
+        before = self.flavors.pop(name, None)
+        after = flavor_spec(new) if new is not None else None
+        if after is not None:
+            self.flavors[name] = after
+        if before != after:
+            self.flavors_changed = True
+
+    def _local_queue_changed(self, old: Any, new: Any) -> None:
+        obj = new or old
+        key = (obj.metadata.namespace or "", obj.metadata.name)
+        if new is None:
+            self.local_queues.pop(key, None)
+        else:
+            self.local_queues[key] = new.spec.cluster_queue
+        self._index.dirty.update(self._index.in_queue(*key))
+        self.queues_changed = True
+
+    def _node_changed(self, old: kube.Node | None, new: kube.Node | None) -> None:
+        name = (new or old).metadata.name  # type: ignore[union-attr]
+        before = self.nodes.pop(name, None)
+        after = core_node(new, {}) if new is not None else None
+        if new is not None:
+            self.nodes[name] = after
+        if before != after:
+            self.nodes_changed = True
+
+    def pod_changed(self, old: kube.Pod | None, new: kube.Pod | None, gang: GangKey | None) -> None:
+        """A pod of `gang` (None: of no gang) changed: what it holds on its node."""
+        pod = new or old
+        assert pod is not None
+        ref = (pod.metadata.namespace, pod.metadata.name)
+        before = old.spec.node_name if old is not None else None
+        if before:
+            self._on_node.get(before, {}).pop(ref, None)
+            self.dirty_nodes.add(before)
+        if new is not None and new.spec.node_name and not new.finished():
+            # A pod shutting down counts on its node whatever its gang's state: an evicted gang
+            # may be admitted again (with a new placement) before its old pods are gone.
+            owner = gang if new.metadata.deletion_timestamp is None else None
+            self._on_node.setdefault(new.spec.node_name, {})[ref] = (owner, _pod_usage(new))
+            self.dirty_nodes.add(new.spec.node_name)

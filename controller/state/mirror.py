@@ -1,0 +1,234 @@
+"""The long-lived decision engine, kept in step with the gangs' records.
+
+Rule: the engine changes here and nowhere else. `follow` brings it to what a gang's records
+say, `decided` takes in its own cycle's decisions, the `take_*` methods give it the cluster's
+shape; each gang's `Member` is set in one place, and the engine hears only what changed. The
+simulator feeds the same engine the same calls (controller/simulate/loop.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from controller import quota
+from controller.api.common import format_time, parse_time
+from controller.quota import Pending, PendingCause
+from controller.quota.engine import Engine
+from controller.quota.outcomes import Decisions
+from controller.state.gangs import GangKey, ManagedGang, id_of, key_of
+from controller.state.inventory import Inventory
+
+
+@dataclass(frozen=True)
+class Member:
+    """What the engine holds for a gang: pending in a queue, admitted on nodes, or waiting
+    outside it (its LocalQueue is missing, or it waits out a requeue backoff)."""
+
+    state: Literal["pending", "admitted", "waiting"]
+    queue: str | None
+    gang: quota.Gang | None = None
+    admitted_at: float = 0.0
+    placement: tuple[quota.PodPlacement, ...] = ()
+    why: Pending | None = None
+    # Admitted: the flavor each resource of each pod set holds (pod set -> resource -> flavor).
+    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What the engine should hold for a gang, and when to look at it again (None: on change)."""
+
+    member: Member
+    wake_at: float | None = None
+
+
+def core_gang(gang: ManagedGang, queue: str) -> quota.Gang:
+    assert gang.shape is not None and gang.workload is not None
+    return quota.Gang(
+        name=gang.id,
+        queue=queue,
+        pod_sets=gang.shape.pod_sets,
+        priority=gang.workload.spec.priority,
+        created=gang.created(),
+    )
+
+
+def wanted(gang: ManagedGang, inventory: Inventory, now: float, *, resized: bool) -> Wanted:
+    """What the engine should hold for an active gang, from its records: admitted where its
+    record says; waiting while it cannot take part (evicted this pass for a new size, no
+    LocalQueue, a namespace its ClusterQueue does not admit, an incomplete group, a requeue
+    backoff); else pending in its ClusterQueue."""
+    assert gang.shape is not None
+    local = inventory.local_queues.get((gang.namespace, gang.queue or ""))
+    if resized:
+        # Evicted in this pass: it charges nothing until it is requeued.
+        return Wanted(Member("waiting", local))
+    if gang.reserved:
+        queue = gang.admitted_in() or local or ""
+        admitted_at = gang.admitted_at() or now
+        member = Member(
+            "admitted",
+            queue,
+            core_gang(gang, queue),
+            admitted_at,
+            gang.placement(),
+            flavors=gang.admitted_flavors(),
+        )
+        return Wanted(member)
+    if local is None:
+        why = Pending(PendingCause.NO_LOCAL_QUEUE, queue=gang.queue, namespace=gang.namespace)
+        return Wanted(Member("waiting", None, why=why))
+    cq = inventory.cluster_queues.get(local)
+    labels = inventory.namespace_labels.get(gang.namespace, {})
+    if cq is not None and not cq.spec.selects_namespace(labels):
+        why = Pending(
+            PendingCause.NAMESPACE_NOT_SELECTED,
+            queue=local,
+            namespace=gang.namespace,
+            detail=str(cq.spec.namespace_selector),
+        )
+        return Wanted(Member("waiting", local, why=why))
+    problem = gang.incomplete()
+    if problem is not None:
+        why = Pending(PendingCause.INCOMPLETE, detail=problem)
+        return Wanted(Member("waiting", local, why=why))
+    requeue_at = gang.requeue_at()
+    if requeue_at > now:
+        why = Pending(PendingCause.REQUEUED, until=requeue_at, eviction=gang.evicted_because())
+        return Wanted(Member("waiting", local, why=why), wake_at=requeue_at)
+    return Wanted(Member("pending", local, core_gang(gang, local)))
+
+
+def _recorded_flavors(flavors: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    """An admission's flavors as its Workload records them (see ManagedGang.admitted_flavors)."""
+    return {pod_set: dict(chosen) for pod_set, chosen in flavors.items() if chosen}
+
+
+def _recorded_placement(
+    admission: quota.Admission, gang: quota.Gang
+) -> tuple[quota.PodPlacement, ...]:
+    """An admission's placement in the order its Workload records it: by pod set, in the
+    gang's order (see objects.admitted_status and ManagedGang.placement)."""
+    return tuple(p for ps in gang.pod_sets for p in admission.placement if p.pod_set == ps.name)
+
+
+class EngineMirror:
+    """The engine and, for every gang it knows, the `Member` it holds."""
+
+    def __init__(self, core: quota.Config) -> None:
+        self._core = core
+        self.engine = Engine((), (), core, require_flavors=True)
+        self.members: dict[GangKey, Member] = {}
+        self._specs: tuple[tuple[quota.QueueSpec, ...], tuple[quota.CohortSpec, ...]] = ((), ())
+        self._flavor_specs: tuple[quota.FlavorSpec, ...] = ()
+
+    def reset(self) -> None:
+        """Forget everything: the next `follow`s build it again from the records."""
+        self.engine = Engine((), (), self._core, require_flavors=True)
+        self.members.clear()
+        self._specs, self._flavor_specs = ((), ()), ()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def admitted(self, key: GangKey) -> bool:
+        member = self.members.get(key)
+        return member is not None and member.state == "admitted"
+
+    def reason(self, gang: ManagedGang) -> Pending | None:
+        """Why the engine's last cycle left a pending gang waiting (None: not judged yet)."""
+        if not self.engine.judged(gang.id):
+            return None
+        return self.engine.reason(gang.id)
+
+    # -- the cluster's shape ----------------------------------------------------------------
+
+    def take_queues(
+        self, queues: tuple[quota.QueueSpec, ...], cohorts: tuple[quota.CohortSpec, ...]
+    ) -> bool:
+        """ClusterQueues and Cohorts as they are now; whether they changed."""
+        if (queues, cohorts) == self._specs:
+            return False
+        self.engine.set_queues(queues, cohorts)
+        self._specs = (queues, cohorts)
+        return True
+
+    def take_flavors(self, flavors: tuple[quota.FlavorSpec, ...]) -> None:
+        if flavors != self._flavor_specs:
+            self.engine.set_flavors(flavors)
+            self._flavor_specs = flavors
+
+    def take_nodes(self, nodes: list[quota.Node]) -> None:
+        self.engine.set_nodes(nodes)
+
+    def take_node_used(self, name: str, used: Mapping[str, int]) -> None:
+        self.engine.set_node_used(name, used)
+
+    # -- the gangs ----------------------------------------------------------------------------
+
+    def follow(self, key: GangKey, new: Member | None) -> bool:
+        """Bring the engine to `new` for the gang (None: it knows the gang no more); whether
+        the gang's hold on its nodes changed (admitted, or admitted no more)."""
+        old = self.members.get(key)
+        if old == new:
+            return False
+        engine, gang_id = self.engine, id_of(key)
+        touched = False
+        if old is not None and old.state == "admitted":
+            if (
+                new is not None
+                and new.state == "admitted"
+                and (new.queue, new.gang, new.flavors) == (old.queue, old.gang, old.flavors)
+            ):
+                engine.move(gang_id, new.placement)  # (its pods were bound elsewhere)
+                self._set(key, new)
+                return False
+            engine.finish(gang_id)
+            touched = True
+        elif old is not None and old.state == "pending":
+            engine.remove_pending(gang_id)
+        self._set(key, new)
+        if new is not None and new.gang is not None:
+            if new.state == "pending":
+                engine.add_pending(new.gang)
+            elif new.state == "admitted":
+                engine.add_admitted(
+                    quota.AdmittedGang(new.gang, new.admitted_at, new.placement, new.flavors)
+                )
+                touched = True
+        return touched
+
+    def decide(self, now: float) -> tuple[Decisions, list[GangKey]]:
+        """One engine cycle, its decisions taken in as the records will say them (so their
+        echo changes nothing); the decisions, and the gangs whose hold on nodes changed."""
+        decisions = self.engine.cycle(now)
+        touched: list[GangKey] = []
+        for eviction in decisions.evictions:
+            key = key_of(eviction.gang)
+            touched.append(key)
+            self._set(key, None)
+        recorded_at = parse_time(format_time(now)) or now
+        for admission in decisions.admissions:
+            key = key_of(admission.gang)
+            pending = self.members[key]
+            assert pending.gang is not None
+            self._set(
+                key,
+                Member(
+                    "admitted",
+                    pending.queue,
+                    pending.gang,
+                    recorded_at,
+                    _recorded_placement(admission, pending.gang),
+                    flavors=_recorded_flavors(admission.flavors),
+                ),
+            )
+            touched.append(key)
+        return decisions, touched
+
+    def _set(self, key: GangKey, member: Member | None) -> None:
+        if member is None:
+            self.members.pop(key, None)
+        else:
+            self.members[key] = member

@@ -1,0 +1,267 @@
+"""The writes a gang needs, planned from what is known of it: its bookkeeping (a Workload, a
+Finished record, an orphan removed), its release or hold, its admission and its eviction.
+
+Rule: pure functions. Each takes what it reads and returns the steps, in the order they must
+be written; nothing here keeps state, awaits or reads the clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from controller import quota
+from controller.api import kube, names
+from controller.api.conditions import Reason
+from controller.quota import Admission, Pending, PendingCause
+from controller.state import objects
+from controller.state.gangs import ManagedGang
+from controller.state.objects import EvictionRecord, PodGroupSettings
+from controller.state.steps import CreateWorkload, DeletePodGroup, DeleteWorkload, Step
+from controller.workloads.base import Delete, Finished, PodSetFlavors
+from controller.workloads.standalone import STANDALONE
+
+log = logging.getLogger("kohort.state")
+
+# The flavors of an admission or a record: pod set -> resource -> flavor.
+Assigned = Mapping[str, Mapping[str, str]]
+
+
+def bookkeeping(
+    gang: ManagedGang, *, priority: int, now: float, podgroups: PodGroupSettings
+) -> list[Step] | None:
+    """A Workload for a new gang, Finished for a done one, an orphan removed; None when the
+    gang takes part in admission."""
+    wl = gang.workload
+    if wl is None:
+        if gang.owner is None or gang.shape is None or gang.queue is None or gang.finished:
+            return []
+        return [CreateWorkload(objects.workload_for(gang, priority))]
+    if gang.owner is None or gang.shape is None:
+        if wl.metadata.labels.get(names.MANAGED_LABEL) != names.MANAGED_VALUE:
+            return []
+        if gang.waits_for_its_pods():
+            return []
+        log.info("deleting Workload %s: its owner is gone", gang.id)
+        return [*delete_podgroup(gang, podgroups), DeleteWorkload(gang.namespace, gang.name)]
+    if gang.finished is not None:
+        if gang.workload_finished:
+            return []
+        steps: list[Step] = [
+            objects.status_write(gang, objects.finished_status(gang, gang.finished, now))
+        ]
+        # A gang of a controller that succeeded has that controller's Event (a Job's
+        # Completed); pods have no controller to tell.
+        pods_only = gang.owner.kind == kube.Pod.KIND
+        if gang.finished is Finished.FAILED or pods_only:
+            message = f"Gang {gang.finished.value.lower()}; its quota is released"
+            steps.append(objects.event(gang, Reason.FINISHED, message))
+        return steps
+    if gang.workload_finished:
+        return []
+    return None
+
+
+def name_taken(gang: ManagedGang) -> list[Step]:
+    """A managed object's gang whose name a submitted Workload holds: neither is admitted (the
+    Workload is not the object's record, and the object owns the gang); an Event on the object
+    says so."""
+    assert gang.owner is not None
+    message = (
+        f"Waiting: its gang's name {gang.name} is taken by a Workload kohort did not make;"
+        f" delete that Workload (or rename this {gang.owner.kind.kind}) to have it admitted"
+    )
+    log.warning("%s: %s", gang.id, message)
+    return [objects.event(gang, Reason.INADMISSIBLE, message, warning=True)]
+
+
+def delete_podgroup(gang: ManagedGang, podgroups: PodGroupSettings) -> list[Step]:
+    kind = podgroups.kind
+    if kind is None or gang.podgroup is None:
+        return []
+    return [DeletePodGroup(kind, gang.namespace, gang.name)]
+
+
+def hold(gang: ManagedGang, podgroups: PodGroupSettings) -> list[Step]:
+    """A gang that holds no quota: no PodGroup, and held through its adapter."""
+    assert gang.owner is not None
+    owner, pods = gang.owner, list(gang.pods.values())
+    return [*delete_podgroup(gang, podgroups), *owner.adapter.hold(owner.obj, pods)]
+
+
+def missing_flavors(assigned: Assigned, flavors: Mapping[str, quota.FlavorSpec]) -> list[str]:
+    """The flavors of an admission that have no ResourceFlavor (the nodes they stand for are
+    unknown)."""
+    named = {f for by_resource in assigned.values() for f in by_resource.values()}
+    return sorted(named - flavors.keys())
+
+
+def release(
+    gang: ManagedGang,
+    assigned: Assigned,
+    *,
+    flavors: Mapping[str, quota.FlavorSpec],
+    podgroups: PodGroupSettings,
+) -> list[Step]:
+    """The gang's PodGroup if it has none yet, then its release through its adapter, its pods
+    on the nodes of the flavors `assigned` to its pod sets (all of them known)."""
+    assert gang.owner is not None
+    # A submitted Workload's creator runs its work as it likes: it gets no PodGroup.
+    wanted = gang.podgroup is None and gang.owner.kind != STANDALONE.KIND
+    podgroup = objects.podgroup_for(gang, podgroups) if wanted else None
+    steps: list[Step] = [podgroup] if podgroup is not None else []
+    by_pod_set = {
+        pod_set: PodSetFlavors(tuple(flavors[f] for f in dict.fromkeys(by_resource.values())))
+        for pod_set, by_resource in assigned.items()
+        if by_resource
+    }
+    pods = list(gang.pods.values())
+    return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
+
+
+def still_held(gang: ManagedGang) -> bool:
+    """Whether some of the gang is still held (a suspended Job, gated pods)."""
+    if gang.owner is None:
+        return False
+    return bool(gang.owner.adapter.release(gang.owner.obj, list(gang.pods.values()), {}))
+
+
+def not_released(gang: ManagedGang, missing: list[str]) -> list[Step]:
+    """An admitted gang whose flavors are not all known is not released: its Workload says so
+    (and an Event, once)."""
+    text = objects.missing_flavors(missing)
+    if text == gang.pending_reason():
+        return []
+    status = objects.released_status(gang, text)
+    return [
+        objects.status_write(gang, status),
+        objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True),
+    ]
+
+
+def started(gang: ManagedGang, now: float) -> list[Step]:
+    """A released gang's record: PodsReady once all its pods run, and no reason it waits (one
+    from before its flavor existed is over)."""
+    assert gang.shape is not None
+    ready = not gang.pods_ready and gang.running_pods() >= gang.shape.min_member
+    if not ready and not gang.pending_reason():
+        return []
+    status = objects.pods_ready_status(gang, now) if ready else objects.released_status(gang, None)
+    status.pending_reason = None
+    return [objects.status_write(gang, status)]
+
+
+def pods_ready_deadline(gang: ManagedGang, now: float, timeout: float | None) -> float | None:
+    """When an admitted gang whose pods do not all run yet is due to be evicted for it (None:
+    not at all: no timeout, or its pods run)."""
+    assert gang.shape is not None
+    if timeout is None or gang.pods_ready or gang.running_pods() >= gang.shape.min_member:
+        return None
+    return (gang.admitted_at() or now) + timeout
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """When an evicted gang is back in its queue, and after how long a backoff."""
+
+    at: float
+    delay: float
+
+
+def requeue(
+    gang: ManagedGang,
+    reason: Reason,
+    now: float,
+    *,
+    base: float,
+    cap: float,
+    jitter: Callable[[], float],
+) -> Requeue:
+    """A gang whose pods did not start in time waits out a backoff (base doubling per
+    timeout, capped, times `jitter()`) before it is back in its queue; a preempted or resized
+    one is back at once (its queue's minimumRuntimeSeconds keeps it from being preempted again
+    as soon as it is readmitted). The record keeps whole seconds."""
+    if reason is not Reason.PODS_READY_TIMEOUT:
+        return Requeue(float(math.floor(now)), 0.0)
+    timeouts = gang.pods_ready_timeouts() + 1
+    delay = min(cap, base * 2 ** (timeouts - 1)) * jitter()
+    return Requeue(float(math.ceil(now + delay)), delay)
+
+
+def evict(
+    gang: ManagedGang,
+    *,
+    reason: Reason,
+    why: str,
+    preempted: Reason | None,
+    back: Requeue,
+    now: float,
+    podgroups: PodGroupSettings,
+) -> list[Step]:
+    """Evict the whole gang: the record first (from then on it counts as pending and a
+    restart holds it), then the hold, the PodGroup, and an Event."""
+    assert gang.owner is not None
+    count, timeouts = gang.requeue_count() + 1, gang.pods_ready_timeouts()
+    if reason is Reason.PODS_READY_TIMEOUT:
+        timeouts += 1
+    requeued = Pending(PendingCause.REQUEUED, until=back.at, eviction=why)
+    record = EvictionRecord(reason, why, preempted, count, timeouts, back.at, requeued.describe())
+    status = objects.evicted_status(gang, record, now)
+    message = objects.eviction_event(why, count, back.delay)
+    hold_writes = gang.owner.adapter.hold(gang.owner.obj, list(gang.pods.values()))
+    wl = gang.workload
+    kept = (
+        gang.declared_group
+        and wl is not None
+        and not wl.metadata.owner_references
+        and any(isinstance(write, Delete) for write in hold_writes)
+    )
+    if kept:
+        message += (
+            f"; its pods were deleted (a scheduling gate cannot be put back on a pod): create"
+            f" them again, labelled {names.POD_GROUP_LABEL}={gang.name} as before, and they"
+            f" rejoin this Workload"
+        )
+    return [
+        objects.status_write(gang, status),
+        *hold_writes,
+        *delete_podgroup(gang, podgroups),
+        objects.event(gang, reason, message, warning=True, on_workload=kept),
+    ]
+
+
+@dataclass(frozen=True)
+class AdmissionWrites:
+    """An admission's record (the Workload's status and an Event), and what releases the gang
+    (its PodGroup, then its release), to be written after it; `missing` the flavors it was
+    admitted on that have no ResourceFlavor (it is then not released)."""
+
+    record: list[Step]
+    release: list[Step]
+    missing: list[str]
+
+
+def admission(
+    gang: ManagedGang,
+    decided: Admission,
+    now: float,
+    *,
+    flavors: Mapping[str, quota.FlavorSpec],
+    podgroups: PodGroupSettings,
+) -> AdmissionWrites:
+    status = objects.admitted_status(gang, decided, now)
+    record: list[Step] = [objects.status_write(gang, status)]
+    releasing: list[Step] = []
+    missing = missing_flavors(decided.flavors, flavors)
+    if missing:
+        status.pending_reason = objects.missing_flavors(missing)
+    else:
+        releasing = release(gang, decided.flavors, flavors=flavors, podgroups=podgroups)
+    message = f"Admitted by ClusterQueue {decided.queue}: {decided.describe()}"
+    record.append(objects.event(gang, Reason.ADMITTED, message))
+    if missing:
+        text = status.pending_reason or ""
+        record.append(objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True))
+    return AdmissionWrites(record, releasing, missing)

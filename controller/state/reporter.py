@@ -1,0 +1,223 @@
+"""What users are told: why each gang waits, and the status of ClusterQueues and Cohorts.
+
+Rule: a report is planned only when what it says changed; a pending reason whose cause stays
+the same is written again (its numbers) at most every `reason_refresh` seconds. Reports are
+deferred writes: no decision waits for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controller.api.conditions import Reason
+from controller.quota import Pending, PendingCause
+from controller.quota.outcomes import PERMANENT
+from controller.quota.quota import QuotaNode, share
+from controller.quota.snapshot import flavor_quotas
+from controller.settings import Settings
+from controller.state import objects
+from controller.state.cohorts import cohort_spec, parent_cycle
+from controller.state.gangs import GangKey, ManagedGang
+from controller.state.inventory import Inventory
+from controller.state.mirror import EngineMirror, Member
+from controller.state.objects import CohortFigures, QueueFigures
+from controller.state.steps import Step, WriteCohortStatus, WriteQueueStatus
+from controller.state.timers import Timers
+
+# How a gang counts in its ClusterQueue's status: (queue, member state, whether its Workload
+# says why it waits).
+Counted = tuple[str, str, bool]
+
+
+@dataclass(frozen=True)
+class Reported:
+    """The pending reason last written for a gang."""
+
+    cause: PendingCause
+    at: float
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    """A pass's reports of the queues: the statuses to write, and the figures of the
+    ClusterQueues and Cohorts looked at (for the metrics)."""
+
+    queue_writes: list[WriteQueueStatus]
+    queue_figures: dict[str, QueueFigures]
+    cohort_writes: list[WriteCohortStatus]
+    cohort_shares: dict[str, int | None]
+
+
+def counted(gang: ManagedGang, member: Member | None) -> Counted | None:
+    if member is None or member.queue is None:
+        return None
+    return (member.queue, member.state, bool(gang.pending_reason()))
+
+
+def _queues_below(node: QuotaNode) -> list[QuotaNode]:
+    """The ClusterQueues of a cohort's subtree."""
+    if node.spec is not None:
+        return [node]
+    return [leaf for child in node.children for leaf in _queues_below(child)]
+
+
+class Reporter:
+    def __init__(
+        self, settings: Settings, timers: Timers, inventory: Inventory, mirror: EngineMirror
+    ) -> None:
+        self._settings = settings
+        self._timers = timers
+        self._inventory = inventory
+        self._mirror = mirror
+        self._reported: dict[GangKey, Reported] = {}
+        self._counted: dict[GangKey, Counted] = {}
+        # ClusterQueue -> [pending, inadmissible, admitted]
+        self._figures: dict[str, list[int]] = {}
+        self._dirty_queues: set[str] = set()
+        # The ClusterQueues and Cohorts this controller looks after (see Inventory.relevant).
+        self._queues: set[str] = set()
+        self._cohorts: set[str] = set()
+
+    def reset(self) -> None:
+        """Forget what was told and counted: everything is told and counted again."""
+        self._reported.clear()
+        self._counted.clear()
+        self._figures.clear()
+        self._dirty_queues.update(self._queues)
+
+    # -- pending reasons ------------------------------------------------------------------------
+
+    def pending(self, gang: ManagedGang, why: Pending, now: float) -> list[Step]:
+        """Write why the gang waits when it changed: at once when its cause changed (with an
+        Event), otherwise at most every `reason_refresh` seconds (the numbers in it)."""
+        text = why.describe()
+        if text == gang.pending_reason():
+            return []
+        last = self._reported.get(gang.key)
+        refresh = self._settings.reason_refresh
+        if last is not None and last.cause is why.cause and now - last.at < refresh:
+            self._timers.at(gang.key, last.at + refresh)
+            return []
+        self._reported[gang.key] = Reported(why.cause, now)
+        permanent = why.cause in PERMANENT
+        reason = Reason.INADMISSIBLE if permanent else Reason.PENDING
+        status = objects.pending_status(gang, text, now, reason)
+        steps: list[Step] = [objects.status_write(gang, status)]
+        if last is None or last.cause is not why.cause:
+            steps.append(objects.event(gang, reason, text, warning=permanent))
+        return steps
+
+    def told(self, key: GangKey, cause: PendingCause, now: float) -> None:
+        """A write other than a pending reason (an eviction's record) told the gang `cause`."""
+        self._reported[key] = Reported(cause, now)
+
+    def forget(self, key: GangKey) -> None:
+        """The gang no longer waits (admitted, or gone), or what it was told may be lost: its
+        next reason is told in full."""
+        self._reported.pop(key, None)
+
+    # -- ClusterQueues ----------------------------------------------------------------------------
+
+    def count(self, key: GangKey, now: Counted | None) -> None:
+        """Keep each ClusterQueue's pending, inadmissible and admitted counts."""
+        before = self._counted.get(key)
+        if before == now:
+            return
+        for entry, sign in ((before, -1), (now, +1)):
+            if entry is None:
+                continue
+            queue, state, inadmissible = entry
+            figures = self._figures.setdefault(queue, [0, 0, 0])
+            if state == "admitted":
+                figures[2] += sign
+            else:
+                figures[0] += sign
+                figures[1] += sign * inadmissible
+            self._dirty_queues.add(queue)
+        if now is None:
+            self._counted.pop(key, None)
+        else:
+            self._counted[key] = now
+
+    def looked_after(self, queues: set[str], cohorts: set[str], *, changed: bool) -> None:
+        """The ClusterQueues and Cohorts to report on; with `changed`, their quota changed."""
+        self._queues, self._cohorts = queues, cohorts
+        if changed:
+            self._dirty_queues.update(queues)
+
+    def queue_changed(self, names: set[str] | list[str]) -> None:
+        """Compare these ClusterQueues' status with what they should show again."""
+        self._dirty_queues.update(names)
+
+    def queue_figures(self, name: str) -> QueueFigures:
+        pending, inadmissible, admitted = self._figures.get(name, [0, 0, 0])
+        runtime = self._mirror.engine.queues.get(name)
+        usage = dict(runtime.state.usage) if runtime else {}
+        weighted = share(runtime.state) if runtime else 0.0
+        broken = runtime.state.broken if runtime else None
+        return QueueFigures(pending, admitted, usage, weighted, inadmissible, broken)
+
+    def queues(self, now: float) -> QueueReport:
+        """The ClusterQueue statuses that changed and the Cohort statuses that changed, with
+        the figures of every queue and Cohort looked at."""
+        names = sorted(self._dirty_queues & self._queues)
+        self._dirty_queues.clear()
+        writes: list[WriteQueueStatus] = []
+        figures: dict[str, QueueFigures] = {}
+        for name in names:
+            figures[name] = self.queue_figures(name)
+            cq = self._inventory.cluster_queues.get(name)
+            if cq is None:
+                continue
+            status = objects.queue_status(cq, figures[name], now)
+            if objects.queue_status_differs(cq.status, status):
+                writes.append(WriteQueueStatus(name, status))
+        cohort_writes, shares = self._cohorts_report(now)
+        return QueueReport(writes, figures, cohort_writes, shares)
+
+    # -- Cohorts ----------------------------------------------------------------------------------
+
+    def cohort_figures(
+        self, name: str, nodes: Mapping[str, QuotaNode] | None = None
+    ) -> CohortFigures:
+        """What a Cohort's status reports: its tree's usage and quota from the engine (nothing
+        when no ClusterQueue is below it), and what is wrong with its parents."""
+        inventory = self._inventory
+        if nodes is None:
+            nodes = {n.name: n for n in self._mirror.engine.cohort_nodes}
+        node = nodes.get(name)
+        parents = inventory.parents()
+        parent = parents.get(name)
+        missing = parent if parent is not None and parent not in inventory.cohorts else None
+        cycle = parent_cycle(name, parents)
+        if node is None:
+            cohort = inventory.cohorts.get(name)
+            own = cohort_spec(cohort).groups if cohort is not None else ()
+            subtree = {fr: q.nominal for fr, q in flavor_quotas(own).items()}
+            return CohortFigures({}, {}, subtree, 0.0, cycle, missing)
+        total: dict[tuple[str, str], int] = {}
+        for leaf in _queues_below(node):
+            for fr, amount in leaf.usage.items():
+                total[fr] = total.get(fr, 0) + amount
+        borrowed = {
+            fr: used - node.subtree.get(fr, 0)
+            for fr, used in node.usage.items()
+            if used > node.subtree.get(fr, 0)
+        }
+        return CohortFigures(total, borrowed, dict(node.subtree), share(node), cycle, missing)
+
+    def _cohorts_report(self, now: float) -> tuple[list[WriteCohortStatus], dict[str, int | None]]:
+        """The Cohort statuses that changed, and the weighted share of every Cohort looked at
+        (those of our trees). Cheap enough to look at every pass: there are few Cohorts."""
+        cohorts = self._inventory.cohorts
+        nodes = {n.name: n for n in self._mirror.engine.cohort_nodes}
+        shares: dict[str, int | None] = {}
+        writes: list[WriteCohortStatus] = []
+        for name in sorted(self._cohorts & cohorts.keys()):
+            cohort = cohorts[name]
+            status = objects.cohort_status(cohort, self.cohort_figures(name, nodes), now)
+            shares[name] = status.weighted_share
+            if objects.cohort_status_differs(cohort.status, status):
+                writes.append(WriteCohortStatus(name, status))
+        return writes, shares

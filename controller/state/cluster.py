@@ -343,13 +343,13 @@ class ClusterState:
         return decisions
 
     def plan_evictions(self, evictions: Iterable[Eviction], now: float) -> Work:
-        """Each eviction's writes (none for a gang done since the cycle decided: its quota is
-        back anyway)."""
+        """Each eviction's writes (none for a gang done or gone since the cycle decided: its
+        quota is back anyway)."""
         work: Work = {}
         for eviction in evictions:
             key = key_of(eviction.gang)
             gang = self.index.get(key)
-            if gang is None or gang.finished is not None:
+            if gang is None or gang.owner is None or gang.finished is not None:
                 work[key] = []
                 continue
             same_queue = eviction.cause is EvictionCause.PREEMPTED

@@ -17,7 +17,7 @@ import pytest
 from controller.api import kinds
 from controller.api.common import parse_time
 from controller.cluster.clients import plain
-from controller.cluster.testing import condition, local_queue
+from controller.cluster.testing import cluster_queue, condition, local_queue
 from controller.quota.outcomes import Eviction, EvictionCause
 from controller.reconciler import LostLeadership
 from tests.unit.controller_world import NOW, World, held_job, start, workload
@@ -471,3 +471,41 @@ async def test_a_job_whose_pods_do_not_start_in_time_waits_out_a_backoff_before_
     clock[0] = back + 1
     await world.reconciler.reconcile_once()
     assert world.suspended("train") is False
+
+
+async def test_a_victim_whose_job_goes_between_the_decision_and_its_writes_is_not_counted(
+    started: list[World],
+) -> None:
+    urgent = held_job("urgent", 4)
+    record = workload(urgent, reserved=False)
+    record["spec"]["priority"] = 100
+    world = await start(
+        started,
+        World(
+            (kinds.JOBS, held_job("train", 2)),
+            (kinds.CLUSTER_QUEUES, cluster_queue("cq", {"cpu": "4"}, within_queue="LowerPriority")),
+        ),
+    )
+    await world.reconciler.reconcile_once()
+    assert world.suspended("train") is False
+    world.api.put(kinds.JOBS, urgent)
+    world.api.put(kinds.WORKLOADS, record)
+    await world.api.settle()
+    state = world.state
+    state.begin_pass()
+    state.sync(NOW)
+    decisions = state.decide(NOW)
+    assert [e.gang for e in decisions.evictions] == ["ns/job-train"]
+    await world.api.delete(kinds.JOBS, "train", "ns")  # before the pass plans its writes
+    await world.api.settle()
+
+    assert state.plan_evictions(decisions.evictions, NOW) == {("ns", "job-train"): []}
+    state.retry([("ns", "job-urgent")])  # its admission is not written: the pass skips it
+    for _ in range(3):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+
+    assert world.suspended("urgent") is False
+    assert world.workload("job-train") is None
+    status = world.api.read_back(kinds.CLUSTER_QUEUES, "cq")["status"]
+    assert (status["admittedWorkloads"], status.get("pendingWorkloads", 0)) == (1, 0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -134,6 +134,95 @@ class _Log:
 
 
 Plan = list[tuple[int, int, int]]  # (pod set index, node index, pod count)
+
+
+# The classes of a gang's flavor options (`Engine.classify`), each with what acting on it needs.
+
+
+@dataclass(frozen=True, slots=True)
+class OptionFits:
+    """Fits now, quota and nodes, and its queue takes it as it is. Its pods are placed on
+    `plan`, whose capacity is taken."""
+
+    option: FlavorOption
+    plan: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class OptionBorrows:
+    """Fits now by borrowing, where its queue looks on for an option within nominal quota
+    (whenCanBorrow TryNextFlavor); `height`: how far up the cohort tree the borrowing reaches
+    (the lower, the more local)."""
+
+    option: FlavorOption
+    height: int
+
+
+@dataclass(frozen=True, slots=True)
+class OptionHeld:
+    """Would take quota the starvation guard holds for another gang (HELD_FOR_STARVING)."""
+
+    reason: Pending
+
+
+@dataclass(frozen=True, slots=True)
+class OptionNeverFits:
+    """No wait and no eviction lets it in: NEVER_FITS (more than its queue can ever get, or
+    pods no empty node could host) or NOT_COVERED (a resource no flavor offers)."""
+
+    reason: Pending
+
+
+@dataclass(frozen=True, slots=True)
+class OptionPreemptable:
+    """Could fit once capacity is freed, by evicting or by waiting; `reason`: why it waits now,
+    QUOTA (its queue is short of quota) or NO_NODE_FITS (quota allows it, nodes do not)."""
+
+    option: FlavorOption
+    reason: Pending
+
+
+OptionClass = OptionFits | OptionBorrows | OptionHeld | OptionNeverFits | OptionPreemptable
+
+
+@dataclass(slots=True)
+class _Search:
+    """What a search through a gang's option classes found besides an option to admit it on,
+    and whether the gang may evict now: judged by `judge_evict` once, when first needed (the
+    judgement may set a recheck, so it is not made when no option needs it)."""
+
+    judge_evict: Callable[[], bool]
+    # The most local borrowing option, the first among equally local ones.
+    borrowing: OptionBorrows | None = None
+    preemptable: list[OptionPreemptable] = field(default_factory=list)
+    held: Pending | None = None  # the reason of the first option held back
+    permanent: Pending | None = None  # the reason of the first option that never fits
+    evict: bool | None = None
+
+    def may_evict(self) -> bool:
+        if self.evict is None:
+            self.evict = self.judge_evict()
+        return self.evict
+
+    def note(self, found: OptionBorrows | OptionHeld | OptionNeverFits | OptionPreemptable) -> None:
+        if isinstance(found, OptionBorrows):
+            if self.borrowing is None or found.height < self.borrowing.height:
+                self.borrowing = found
+        elif isinstance(found, OptionPreemptable):
+            self.preemptable.append(found)
+        elif isinstance(found, OptionHeld):
+            self.held = self.held or found.reason
+        else:
+            self.permanent = self.permanent or found.reason
+
+    def waiting_reason(self) -> Pending:
+        """Why the gang waits: the first preemptable option's reason; without one, being held
+        back comes before never fitting."""
+        if self.preemptable:
+            return self.preemptable[0].reason
+        reason = self.held or self.permanent
+        assert reason is not None
+        return reason
 
 
 class Engine:
@@ -530,108 +619,157 @@ class Engine:
         )
 
     def _try(self, queue: QueueRuntime, info: GangInfo, now: float, log: _Log) -> Pending | None:
-        """Admit `info` on the first flavor option its queue's fungibility takes (evicting
-        victims if that makes it fit); None if admitted, else why not."""
+        """Admit `info` on a flavor option its queue's fungibility takes (evicting victims if
+        that makes it fit); None if admitted, else why not.
+
+        The options are searched in order, each acted on as soon as it is classified (see
+        `classify`); then the most local borrowing option is taken, else preemption is tried.
+        """
+        untried = self._untried(queue, info)
+        if untried is not None:
+            return untried
+        search = _Search(lambda: self._may_evict(queue, info, now))
+        if self._search(queue, info, search, now, log):
+            return None
+        if search.borrowing is not None:
+            self._admit_borrowing(queue, info, search.borrowing, now, log)
+            return None
+        if not search.preemptable:
+            return search.waiting_reason()
+        return self._preempt_or_wait(queue, info, search, now, log)
+
+    def _untried(self, queue: QueueRuntime, info: GangInfo) -> Pending | None:
+        """Why no option of `info` can be tried at all: its cohort tree is broken, or no flavor
+        of its queue suits one of its pod sets."""
         if queue.state.broken is not None:
             return Pending(PendingCause.BROKEN_COHORT, detail=queue.state.broken)
-        opts = self._options(queue, info)
-        if not opts:
-            absent = flavor_assignment.missing(queue.spec.resource_groups(), self._flavors)
-            detail = ", ".join(absent) if self._require_flavors and absent else None
-            return Pending(PendingCause.NO_FLAVOR, queue=queue.name, detail=detail)
-        spec = queue.spec
-        stop_at_borrow = spec.fungibility.when_can_borrow == "MayStopSearch"
-        stop_at_preempt = spec.fungibility.when_can_preempt == "MayStopSearch"
+        if self._options(queue, info):
+            return None
+        absent = flavor_assignment.missing(queue.spec.resource_groups(), self._flavors)
+        detail = ", ".join(absent) if self._require_flavors and absent else None
+        return Pending(PendingCause.NO_FLAVOR, queue=queue.name, detail=detail)
+
+    def classify(self, queue: QueueRuntime, info: GangInfo) -> Iterator[OptionClass]:
+        """The class of each flavor option of `info` in `queue`, in the options' order: held
+        back if admitting it there would take quota the starvation guard holds for another
+        gang, else as `_classify_option` finds it.
+
+        Lazy: an option is classified only when the next class is asked for, against the state
+        as it is then, so what the caller did with the classes before (an eviction, say) counts.
+        An `OptionFits` holds capacity on its nodes: admit on it or give them back.
+        """
         hold = self._hold
-        evict: list[bool] = []  # whether it may evict now, judged once, when first needed
-
-        def may_evict() -> bool:
-            if not evict:
-                evict.append(self._may_evict(queue, info, now))
-            return evict[0]
-
-        held: Pending | None = None
-        permanent: Pending | None = None
-        # (how high the borrowing reaches, option): the most local borrowing wins.
-        borrow: tuple[int, FlavorOption] | None = None
-        preemptable: list[tuple[FlavorOption, Pending]] = []
-        for opt in opts:
+        for opt in self._options(queue, info):
             if (
                 hold is not None
                 and hold.info is not info
                 and self._held_back(hold, queue, info, opt)
             ):
-                held = held or Pending(
-                    PendingCause.HELD_FOR_STARVING, behind=hold.info.name, queue=hold.queue.name
-                )
-                continue
-            short = quota_shortfall(queue.state, opt.charge)
-            if short is None:
-                plan, failure = self._place(opt.shapes)
-                if failure is None:
-                    if stop_at_borrow or within_nominal(queue.state, opt.charge):
-                        self._admit(queue, info, opt, plan, now, log, evicted=0)
-                        return None
-                    self._unplace(opt, plan)
-                    height = borrow_height(queue.state, opt.charge)
-                    if borrow is None or height < borrow[0]:
-                        borrow = (height, opt)
-                    continue
-                never = self.index.never_fits(opt.shapes)
-                if never is not None:
-                    permanent = permanent or Pending(PendingCause.NEVER_FITS, placement=never[1])
-                    continue
-                reason = Pending(PendingCause.NO_NODE_FITS, placement=failure.why)
-            else:
-                ceiling = quota_ceiling(queue.state, opt.charge)
-                if ceiling is not None:
-                    cause = (
-                        PendingCause.NEVER_FITS
-                        if ceiling.flavor_covered
-                        else PendingCause.NOT_COVERED
+                yield OptionHeld(
+                    Pending(
+                        PendingCause.HELD_FOR_STARVING,
+                        behind=hold.info.name,
+                        queue=hold.queue.name,
                     )
-                    permanent = permanent or Pending(cause, ceiling=ceiling)
-                    continue
-                reason = Pending(PendingCause.QUOTA, quota=short)
-            preemptable.append((opt, reason))
-            # MayStopSearch: evict here if that makes it fit, rather than look further.
+                )
+            else:
+                yield self._classify_option(queue, opt)
+
+    def _classify_option(self, queue: QueueRuntime, opt: FlavorOption) -> OptionClass:
+        """Within the quota `queue` may use now and placed on nodes: fits if the queue takes it
+        as it is (within nominal quota, or borrowing under whenCanBorrow MayStopSearch), else
+        borrows, its placement undone. Short of quota: never fits if more than the queue can
+        ever get (not covered if no flavor offers a resource), else preemptable for quota.
+        Within quota but not placed: never fits if no empty node could host it, else
+        preemptable for nodes."""
+        state = queue.state
+        short = quota_shortfall(state, opt.charge)
+        if short is not None:
+            ceiling = quota_ceiling(state, opt.charge)
+            if ceiling is None:
+                return OptionPreemptable(opt, Pending(PendingCause.QUOTA, quota=short))
+            covered = ceiling.flavor_covered
+            cause = PendingCause.NEVER_FITS if covered else PendingCause.NOT_COVERED
+            return OptionNeverFits(Pending(cause, ceiling=ceiling))
+        plan, failure = self._place(opt.shapes)
+        if failure is not None:
+            never = self.index.never_fits(opt.shapes)
+            if never is not None:
+                return OptionNeverFits(Pending(PendingCause.NEVER_FITS, placement=never[1]))
+            placement = failure.why
+            return OptionPreemptable(opt, Pending(PendingCause.NO_NODE_FITS, placement=placement))
+        stop_at_borrow = queue.spec.fungibility.when_can_borrow == "MayStopSearch"
+        if stop_at_borrow or within_nominal(state, opt.charge):
+            return OptionFits(opt, plan)
+        self._unplace(opt, plan)
+        return OptionBorrows(opt, borrow_height(state, opt.charge))
+
+    def _search(
+        self, queue: QueueRuntime, info: GangInfo, search: _Search, now: float, log: _Log
+    ) -> bool:
+        """Go through the options' classes in order and admit `info` on the first that fits;
+        under whenCanPreempt MayStopSearch, also on the first preemptable option where evicting
+        makes it fit, as soon as it is met, unless a borrowing option came before it. True if
+        admitted; else `search` has noted every class."""
+        stop_at_preempt = queue.spec.fungibility.when_can_preempt == "MayStopSearch"
+        for found in self.classify(queue, info):
+            if isinstance(found, OptionFits):
+                self._admit(queue, info, found.option, found.plan, now, log, evicted=0)
+                return True
+            search.note(found)
             if (
-                stop_at_preempt
-                and borrow is None
-                and may_evict()
-                and self._preempt(queue, info, opt, now, log)
+                isinstance(found, OptionPreemptable)
+                and stop_at_preempt
+                and search.borrowing is None
+                and search.may_evict()
+                and self._preempt(queue, info, found.option, now, log)
             ):
-                return None
-        if borrow is not None:
-            opt = borrow[1]
-            plan, failure = self._place(opt.shapes)
-            assert failure is None
-            self._admit(queue, info, opt, plan, now, log, evicted=0)
-            return None
-        if not preemptable:
-            reason_left = held or permanent
-            assert reason_left is not None
-            return reason_left
-        first, reason = preemptable[0]
-        if not may_evict():
-            if (
-                self.config.drain
-                and now - info.gang.created < spec.evict_after
-                and self._reclaimer(queue, first.charge)
-                and reason.cause is PendingCause.NO_NODE_FITS
-            ):
-                nodes = self._reserve_for(info, first.shapes)
-                if nodes:
-                    log.reservations[info.name] = nodes
-            return reason
-        if not stop_at_preempt:
-            for opt, _ in preemptable:
-                if self._preempt(queue, info, opt, now, log):
+                return True
+        return False
+
+    def _admit_borrowing(
+        self, queue: QueueRuntime, info: GangInfo, found: OptionBorrows, now: float, log: _Log
+    ) -> None:
+        """Admit `info` on the borrowing option the search chose (its placement was undone
+        when it was classified: it is placed again)."""
+        plan, failure = self._place(found.option.shapes)
+        assert failure is None
+        self._admit(queue, info, found.option, plan, now, log, evicted=0)
+
+    def _preempt_or_wait(
+        self, queue: QueueRuntime, info: GangInfo, search: _Search, now: float, log: _Log
+    ) -> Pending | None:
+        """Evict for the first preemptable option, in order, where that makes `info` fit, if it
+        may evict now (under whenCanPreempt MayStopSearch the search tried each already); None
+        if admitted, else the first preemptable option's reason. A gang that may not evict yet
+        may have nodes held for it to drain; a fruitless search is not repeated before
+        PREEMPTION_RETRY seconds."""
+        first = search.preemptable[0]
+        if not search.may_evict():
+            self._drain_for(queue, info, first, now, log)
+            return first.reason
+        if queue.spec.fungibility.when_can_preempt != "MayStopSearch":
+            for found in search.preemptable:
+                if self._preempt(queue, info, found.option, now, log):
                     return None
         self._no_victims_at[info.name] = now
         if self.config.waste_budget is not None:  # it grows with the wait
             self._recheck_by(now + PREEMPTION_RETRY)
-        return reason
+        return first.reason
+
+    def _drain_for(
+        self, queue: QueueRuntime, info: GangInfo, first: OptionPreemptable, now: float, log: _Log
+    ) -> None:
+        """Under `drain`, hold nodes for `info` while it waits its queue's evict_after for
+        nodes alone, on quota its queue takes back from lenders: borrowers' gangs finishing
+        there free them for it."""
+        if (
+            self.config.drain
+            and now - info.gang.created < queue.spec.evict_after
+            and self._reclaimer(queue, first.option.charge)
+            and first.reason.cause is PendingCause.NO_NODE_FITS
+        ):
+            self._hold_nodes(info, first.option.shapes, log)
 
     def _may_evict(self, queue: QueueRuntime, info: GangInfo, now: float) -> bool:
         """Whether `info` may look for victims now: it has waited its queue's evict_after (if
@@ -830,9 +968,13 @@ class Engine:
         if all(amount <= queue.state.quota(fr).nominal for fr, amount in first.charge.items()):
             self._hold = _QuotaHold(queue, info, first.charge)
         if self.config.placement and reason.cause is PendingCause.NO_NODE_FITS:
-            nodes = self._reserve_for(info, first.shapes)
-            if nodes:
-                log.reservations[info.name] = nodes
+            self._hold_nodes(info, first.shapes, log)
+
+    def _hold_nodes(self, info: GangInfo, shapes: Shapes, log: _Log) -> None:
+        """Reserve nodes for `info` (see `_reserve_for`) and report them, if any."""
+        nodes = self._reserve_for(info, shapes)
+        if nodes:
+            log.reservations[info.name] = nodes
 
     def _held_back(
         self, hold: _QuotaHold, queue: QueueRuntime, info: GangInfo, opt: FlavorOption

@@ -25,7 +25,7 @@ from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.registry import ADAPTERS
-from controller.workloads.testing import make_job
+from tests.fakes.workloads import make_job
 from tests.unit.controller_world import NOW, World, held_job, start
 
 JSON = dict[str, Any]

@@ -17,7 +17,7 @@ from controller.cluster.testing import condition, flavored_cluster_queue, resour
 from controller.workloads.base import Mutation, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.statefulset import StatefulSetAdapter
-from controller.workloads.testing import make_statefulset
+from tests.fakes.workloads import make_statefulset
 from tests.unit.controller_world import NOW, World, held_job, start, workload
 
 JSON = dict[str, Any]

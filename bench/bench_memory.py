@@ -66,7 +66,6 @@ from controller.api.common import format_time
 from controller.cluster import clients
 from controller.cluster.cache import Cache
 from controller.cluster.clients import ApiError, Client, JSONDict
-from controller.cluster.testing import pod_template, resource_flavor
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.reconciler import SETTLE_BUDGET_ROUNDS, Reconciler
@@ -79,6 +78,7 @@ from controller.workloads.job import JobAdapter
 from hack import scale
 from hack.demo import apply_queues
 from hack.localcluster import ClusterOptions, LocalCluster
+from hack.objects import pod_template, resource_flavor
 from tests.fakes.memory_api import MemoryApi
 
 WORKLOADS = 10_000

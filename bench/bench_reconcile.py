@@ -58,7 +58,6 @@ from controller.api import kinds
 from controller.api.common import format_time
 from controller.cluster.cache import Cache
 from controller.cluster.clients import ApiError, JSONDict
-from controller.cluster.testing import cluster_queue, local_queue, resource_flavor
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
@@ -68,6 +67,7 @@ from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
+from hack.objects import cluster_queue, local_queue, resource_flavor
 from tests.fakes.memory_api import MemoryApi
 from tests.fakes.workloads import make_job
 

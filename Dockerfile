@@ -14,10 +14,8 @@ COPY kohort/ kohort/
 COPY controller/ controller/
 COPY webhook/ webhook/
 COPY certs/ certs/
-# hack/ too: the `kohort` command builds every subcommand's flags, `kohort dev` included (it
-# cannot start a control plane in the image, which has none of its binaries).
-COPY hack/ hack/
-# A wheel, not an editable install: the runtime stage gets no source tree, and no tests.
+# A wheel, not an editable install: the runtime stage gets no source tree, no tests and no dev
+# tooling (hack/: `kohort dev` answers that it runs from a source checkout).
 RUN /opt/kohort/bin/pip install --constraint constraints.txt . \
  && /opt/kohort/bin/python -m compileall -q /opt/kohort \
  && /opt/kohort/bin/kohort --help >/dev/null

@@ -9,10 +9,12 @@ PYTEST := bash hack/pytest.sh
 
 # The install compiles kohort's bytecode, as the image has it: with PYTHONDONTWRITEBYTECODE set,
 # every process the tests and benches start would compile kohort's modules from source.
+# Editable in compat mode: the checkout's root goes on the venv's path, so `hack` (not part of
+# the package: `kohort dev`), `tests` and `bench` import from any directory, as kohort does.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]' --config-settings editable_mode=compat
 	$(BIN)/python -c "from hack.chaos.stack import compile_kohort; compile_kohort()"
 	touch $(STAMP)
 

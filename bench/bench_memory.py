@@ -27,7 +27,7 @@ Workload).
 
 `--where` (no cluster): where the controller's memory goes, in this process. The controller's
 informers, state and reconciler are wired as controller.main wires them (like
-bench/bench_reconcile.py) on controller.cluster.memory.MemoryApi holding the same Nodes,
+bench/bench_reconcile.py) on tests.fakes.memory_api.MemoryApi holding the same Nodes,
 queues and held Jobs; passes run until one admits nothing. Printed: the deep size of each of
 the controller's structures (each informer's store, the gang index, the engine, the rest of
 ClusterState; an object shared by two counts in the first), and tracemalloc's live allocations
@@ -66,8 +66,6 @@ from controller.api.common import format_time
 from controller.cluster import clients
 from controller.cluster.cache import Cache
 from controller.cluster.clients import ApiError, Client, JSONDict
-from controller.cluster.memory import MemoryApi
-from controller.cluster.testing import pod_template, resource_flavor
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.reconciler import SETTLE_BUDGET_ROUNDS, Reconciler
@@ -80,6 +78,8 @@ from controller.workloads.job import JobAdapter
 from hack import scale
 from hack.demo import apply_queues
 from hack.localcluster import ClusterOptions, LocalCluster
+from hack.objects import pod_template, resource_flavor
+from tests.fakes.memory_api import MemoryApi
 
 WORKLOADS = 10_000
 NODES = 1_000

@@ -22,7 +22,7 @@ and `reconcile_once` is called directly. Prints, per size:
 - "one change" passes: the oldest admitted Job completes (written to the API, whose watch tells
   the controller's informers), then one pass runs.
 Times are wall seconds of `reconcile_once`. They include the time spent inside the in-memory
-API ("fake API": controller.cluster.memory, which keeps objects as JSON text, parses every
+API ("fake API": tests.fakes.memory_api, which keeps objects as JSON text, parses every
 answer and sends every change to the watches, our own writes included) and in the garbage
 collector ("GC", from gc.callbacks). Write counts are the calls the controller made, by verb
 and plural[/subresource]; Events are writes too. `--latency` adds that many milliseconds to
@@ -58,8 +58,6 @@ from controller.api import kinds
 from controller.api.common import format_time
 from controller.cluster.cache import Cache
 from controller.cluster.clients import ApiError, JSONDict
-from controller.cluster.memory import MemoryApi
-from controller.cluster.testing import cluster_queue, local_queue, resource_flavor
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
@@ -69,7 +67,9 @@ from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
-from controller.workloads.testing import make_job
+from hack.objects import cluster_queue, local_queue, resource_flavor
+from tests.fakes.memory_api import MemoryApi
+from tests.fakes.workloads import make_job
 
 COHORTS = 5
 QUEUES_PER_COHORT = 6

@@ -41,10 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from certs.authority import CertificateAuthority
 from certs.reload import server_context
 from controller.api import names
-from controller.workloads.testing import make_job
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_job
 from webhook.server import WebhookServer
 from webhook.settings import Settings
-from webhook.testing import make_review
 
 HOST = "127.0.0.1"
 SERVERS = ("bare", "decode", "kohort")

@@ -56,7 +56,7 @@ import jsonpatch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller.api import kinds, names
-from controller.workloads.testing import make_job, make_lws, make_pod, make_statefulset
+from tests.fakes.workloads import make_job, make_lws, make_pod, make_statefulset
 from webhook.reviews import API_VERSION, KIND
 from webhook.server import (
     MAX_BODY,

@@ -22,12 +22,12 @@ from controller import main as controller_main
 from controller.api import kinds, names
 from controller.api.quantity import parse_quantity
 from controller.cluster import clients
-from controller.cluster.testing import cluster_queue, gang_job, local_queue, resource_flavor
 from controller.quota import Config as CoreConfig
 from controller.settings import Settings as ControllerSettings
 from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Backend, Placement
 from hack.localcluster import WORKLOAD_CONTROLLER_USER, LocalCluster
+from hack.objects import cluster_queue, gang_job, local_queue, resource_flavor
 from hack.rest import ApiError, RestClient
 from hack.tables import format_table
 from webhook import registration

@@ -50,7 +50,6 @@ from controller.api import kinds, names
 from controller.api.common import format_time
 from controller.cluster import clients
 from controller.cluster.clients import ApiError, Client, JSONDict
-from controller.cluster.testing import cluster_queue, local_queue, pod_template
 from controller.workloads.base import Backend, Mutation, Placement
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
@@ -58,6 +57,7 @@ from hack import processes, testenv
 from hack.chaos.stack import KOHORT, ChildProcess
 from hack.demo import CONTROLLER_USER, STACK_LABEL, apply_queues, install_crds, register_webhook
 from hack.localcluster import ClusterOptions, LocalCluster, NodePool, free_port
+from hack.objects import cluster_queue, local_queue, pod_template
 from hack.tables import format_table
 
 KUEUE_MODULE = "sigs.k8s.io/kueue"

@@ -18,8 +18,8 @@ from typing import Any
 from controller.api import names
 from controller.api.conditions import WorkloadCondition
 from controller.api.quantity import parse_quantity
-from controller.cluster.testing import condition, reserved
 from controller.workloads.edits import lookup
+from hack.objects import condition, reserved
 
 JSONDict = dict[str, Any]
 

@@ -27,7 +27,12 @@ from typing import Any
 from controller.api import kinds, names
 from controller.cluster import clients
 from controller.cluster.clients import ApiError, Client, JSONDict
-from controller.cluster.testing import (
+from controller.workloads.edits import lookup
+from hack.chaos.invariants import Checker, Snapshot, finished, holds_quota
+from hack.chaos.stack import ProcessStack
+from hack.demo import apply_queues
+from hack.localcluster import LocalCluster, NodePool, Taint
+from hack.objects import (
     cluster_queue,
     cohort,
     gang_job,
@@ -36,11 +41,6 @@ from controller.cluster.testing import (
     local_queue,
     pod_template,
 )
-from controller.workloads.edits import lookup
-from hack.chaos.invariants import Checker, Snapshot, finished, holds_quota
-from hack.chaos.stack import ProcessStack
-from hack.demo import apply_queues
-from hack.localcluster import LocalCluster, NodePool, Taint
 from hack.tables import format_table
 
 NODE_KEY = "kohort.dev/chaos-run"

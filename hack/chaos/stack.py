@@ -29,7 +29,8 @@ from hack.localcluster import WORKLOAD_CONTROLLER_USER, LocalCluster, free_port
 from webhook.settings import WORKLOAD_CONTROLLERS
 
 KOHORT = str(Path(sys.executable).with_name("kohort"))
-# The packages a `kohort` process imports from this checkout.
+# The packages a `kohort` process imports from this checkout: the product's (pyproject.toml
+# installs them) and the dev tooling behind `kohort dev`.
 KOHORT_PACKAGES = ("kohort", "controller", "webhook", "certs", "hack")
 # Gangs here run for seconds: with the default waste budget (measured in hours of work) no
 # reclaim would ever be worth its cost, and evictions are among what faults must not break.

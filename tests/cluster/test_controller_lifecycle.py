@@ -15,7 +15,10 @@ import pytest
 
 from controller.api import kinds
 from controller.cluster.clients import Client
-from controller.cluster.testing import (
+from controller.settings import Settings
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster
+from hack.objects import (
     Probe,
     cluster_queue,
     condition,
@@ -24,9 +27,6 @@ from controller.cluster.testing import (
     pending_reason,
     reserved,
 )
-from controller.settings import Settings
-from hack.demo import KohortStack, apply_queues
-from hack.localcluster import LocalCluster
 from tests.cluster import test_e2e_gangs as shared
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation

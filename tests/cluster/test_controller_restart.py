@@ -19,10 +19,10 @@ import pytest
 from controller.api import kinds
 from controller.cluster import clients
 from controller.cluster.clients import Client
-from controller.cluster.testing import Probe, cluster_queue, gang_job, local_queue, reserved
 from hack.chaos.stack import ControllerReplica as Replica
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
+from hack.objects import Probe, cluster_queue, gang_job, local_queue, reserved
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 

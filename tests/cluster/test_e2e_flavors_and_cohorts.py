@@ -15,7 +15,9 @@ import pytest
 
 from controller.api import kinds, names
 from controller.cluster.clients import Client
-from controller.cluster.testing import (
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster, Taint
+from hack.objects import (
     GPU,
     Probe,
     cohort,
@@ -27,8 +29,6 @@ from controller.cluster.testing import (
     reserved,
     resource_flavor,
 )
-from hack.demo import KohortStack, apply_queues
-from hack.localcluster import LocalCluster, Taint
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 

@@ -20,7 +20,11 @@ import pytest
 
 from controller.api import kinds
 from controller.cluster.clients import Client
-from controller.cluster.testing import (
+from controller.workloads.base import Backend
+from hack import testenv
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster, Taint
+from hack.objects import (
     GPU,
     Probe,
     cluster_queue,
@@ -30,10 +34,6 @@ from controller.cluster.testing import (
     pending_reason,
     reserved,
 )
-from controller.workloads.base import Backend
-from hack import testenv
-from hack.demo import KohortStack, apply_queues
-from hack.localcluster import LocalCluster, Taint
 from tests.conftest import TestNodes
 from tests.support import (
     GANG_BACKENDS,

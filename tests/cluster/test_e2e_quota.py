@@ -17,7 +17,9 @@ import pytest
 
 from controller.api import kinds
 from controller.cluster.clients import Client
-from controller.cluster.testing import (
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster
+from hack.objects import (
     GPU,
     Probe,
     cluster_queue,
@@ -27,8 +29,6 @@ from controller.cluster.testing import (
     local_queue,
     reserved,
 )
-from hack.demo import KohortStack, apply_queues
-from hack.localcluster import LocalCluster
 from tests.conftest import TestNodes
 from tests.support import GANG_BACKENDS, GangSetup, eventually, pod_isolation
 

@@ -15,7 +15,10 @@ import pytest
 
 from controller.api import kinds
 from controller.cluster.clients import Client
-from controller.cluster.testing import (
+from controller.workloads.edits import lookup
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster
+from hack.objects import (
     Probe,
     borrower_and_lender,
     condition,
@@ -26,9 +29,6 @@ from controller.cluster.testing import (
     pending_reason,
     reserved,
 )
-from controller.workloads.edits import lookup
-from hack.demo import KohortStack, apply_queues
-from hack.localcluster import LocalCluster
 from tests.conftest import TestNodes
 from tests.support import eventually, holds_for, pod_isolation
 

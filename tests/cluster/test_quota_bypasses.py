@@ -17,7 +17,10 @@ import pytest
 from controller.api import kinds, names
 from controller.api.kinds import Kind
 from controller.cluster.clients import JSON_PATCH, ApiError, Client
-from controller.cluster.testing import (
+from controller.workloads.edits import lookup
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster
+from hack.objects import (
     GPU,
     Probe,
     cluster_queue,
@@ -27,9 +30,6 @@ from controller.cluster.testing import (
     local_queue,
     pod_template,
 )
-from controller.workloads.edits import lookup
-from hack.demo import KohortStack, apply_queues
-from hack.localcluster import LocalCluster
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 

@@ -23,10 +23,10 @@ import pytest
 
 from controller.api import kinds, names
 from controller.cluster.clients import ApiError, Client
-from controller.cluster.testing import Probe, condition, pending_reason, reserved
 from hack import processes
 from hack.demo import KohortStack
 from hack.localcluster import LocalCluster
+from hack.objects import Probe, condition, pending_reason, reserved
 from tests.cluster.test_controller_lifecycle import cpu_job, queue
 from tests.conftest import TestNodes
 from tests.support import eventually, holds_for

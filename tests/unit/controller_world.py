@@ -11,8 +11,6 @@ from controller import quota
 from controller.api import kinds, names
 from controller.api.common import format_time
 from controller.cluster.cache import Cache
-from controller.cluster.memory import MemoryApi
-from controller.cluster.testing import cluster_queue, local_queue, resource_flavor
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
@@ -23,7 +21,9 @@ from controller.workloads.base import Mutation, WorkloadAdapter
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.registry import ADAPTERS
-from controller.workloads.testing import make_job
+from hack.objects import cluster_queue, local_queue, resource_flavor
+from tests.fakes.memory_api import MemoryApi
+from tests.fakes.workloads import make_job
 
 JSON = dict[str, Any]
 NOW = 1_800_000_000.0

@@ -13,10 +13,10 @@ from controller import quota
 from controller.api import names
 from controller.workloads.base import Patch, PatchType, PodSetFlavors, Write
 from controller.workloads.suspended import SuspendedAdapter
+from tests.fakes.reviews import make_review
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
 from webhook.settings import Settings
-from webhook.testing import make_review
 from webhook.validation import validate
 
 JSON = dict[str, Any]

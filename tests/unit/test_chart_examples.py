@@ -20,10 +20,10 @@ import yaml
 
 from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, names
 from tests.chart_support import REPO, kube_version, render
+from tests.fakes.reviews import make_review
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
 from webhook.settings import Settings
-from webhook.testing import make_review
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 MODELS: dict[str, Any] = {

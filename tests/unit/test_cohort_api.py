@@ -13,9 +13,9 @@ from controller.api.crds import crd
 from controller.cluster.cache import models
 from controller.workloads.registry import ADAPTERS
 from tests.chart_support import CHART_DIR
+from tests.fakes.reviews import make_review
 from webhook.registration import QUOTA_RESOURCES
 from webhook.settings import Settings
-from webhook.testing import make_review
 from webhook.validation import validate
 
 Schema = dict[str, Any]

@@ -16,7 +16,6 @@ from controller import quota
 from controller.api import kinds, names
 from controller.cluster.cache import models
 from controller.cluster.clients import decoder
-from controller.cluster.testing import cluster_queue, local_queue, resource_flavor
 from controller.metrics import ControllerMetrics
 from controller.settings import Settings
 from controller.state.cluster import ClusterState
@@ -25,7 +24,8 @@ from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.registry import ADAPTERS
-from controller.workloads.testing import make_job
+from hack.objects import cluster_queue, local_queue, resource_flavor
+from tests.fakes.workloads import make_job
 from tests.unit.controller_world import NOW, World, held_job, start
 
 JSON = dict[str, Any]

@@ -7,9 +7,9 @@ import pytest
 
 from controller.api import kinds
 from controller.cluster.clients import Fenced
-from controller.cluster.memory import MemoryApi
 from controller.cluster.writers import Writers
 from controller.reconciler import LostLeadership
+from tests.fakes.memory_api import MemoryApi
 from tests.unit.controller_world import World, held_job, start, started
 
 __all__ = ["started"]

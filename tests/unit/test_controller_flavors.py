@@ -13,11 +13,11 @@ import msgspec
 
 from controller.api import kinds, kube
 from controller.api.common import format_time
-from controller.cluster.testing import condition, flavored_cluster_queue, resource_flavor
 from controller.workloads.base import Mutation, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.statefulset import StatefulSetAdapter
-from controller.workloads.testing import make_statefulset
+from hack.objects import condition, flavored_cluster_queue, resource_flavor
+from tests.fakes.workloads import make_statefulset
 from tests.unit.controller_world import NOW, World, held_job, start, workload
 
 JSON = dict[str, Any]

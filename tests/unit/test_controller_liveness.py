@@ -17,10 +17,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from controller import main as controller_main
 from controller.api import kinds
-from controller.cluster.memory import MemoryApi
 from controller.main import Controller, health_app
 from controller.settings import Settings
 from controller.state.objects import PodGroupSettings
+from tests.fakes.memory_api import MemoryApi
 from tests.unit.test_controller_main import parse
 
 FAST = Settings(resync_period=0.05, debounce=0.0)

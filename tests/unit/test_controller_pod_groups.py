@@ -11,7 +11,7 @@ from controller.quota.outcomes import Eviction, EvictionCause
 from controller.workloads.base import Mutation, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.pod import PodAdapter
-from controller.workloads.testing import make_pod
+from tests.fakes.workloads import make_pod
 from tests.unit.controller_world import NOW, World, start
 
 JSON = dict[str, Any]

@@ -17,9 +17,9 @@ import pytest
 from controller.api import kinds
 from controller.api.common import parse_time
 from controller.cluster.clients import plain
-from controller.cluster.testing import cluster_queue, condition, local_queue
 from controller.quota.outcomes import Eviction, EvictionCause
 from controller.reconciler import LostLeadership
+from hack.objects import cluster_queue, condition, local_queue
 from tests.unit.controller_world import NOW, World, held_job, start, workload
 
 

@@ -19,8 +19,6 @@ import pytest
 from controller.api import kinds, names
 from controller.api.quantity import format_quantity
 from controller.cluster.cache import Cache
-from controller.cluster.memory import MemoryApi
-from controller.cluster.testing import resource_flavor
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics
 from controller.quota import (
@@ -44,6 +42,8 @@ from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
+from hack.objects import resource_flavor
+from tests.fakes.memory_api import MemoryApi
 
 JSON = dict[str, Any]
 QUEUES = ("team-a", "team-b", "team-c")

@@ -12,8 +12,6 @@ from controller.api.workload import Workload, WorkloadStatus
 from controller.cluster.clients import ApiError, decoder
 from controller.cluster.deferred import DeferredWrites
 from controller.cluster.informers import Informer
-from controller.cluster.memory import MemoryApi
-from controller.cluster.testing import condition, reserved
 from controller.cluster.writers import Writers
 from controller.quota.outcomes import (
     Admission,
@@ -25,6 +23,8 @@ from controller.quota.outcomes import (
 )
 from controller.state.gangs import GangIndex, ManagedGang
 from controller.state.objects import pending_status, status_write
+from hack.objects import condition, reserved
+from tests.fakes.memory_api import MemoryApi
 from tests.unit.controller_world import NOW, World, held_job, start
 
 JSON = dict[str, Any]

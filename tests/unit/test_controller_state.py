@@ -24,7 +24,7 @@ from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.registry import ADAPTERS
 from controller.workloads.statefulset import StatefulSetAdapter
-from controller.workloads.testing import make_job, make_statefulset
+from tests.fakes.workloads import make_job, make_statefulset
 from webhook.validation import model_problem
 
 JSON = dict[str, Any]

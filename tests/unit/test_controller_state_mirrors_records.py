@@ -16,9 +16,9 @@ import pytest
 
 from controller import quota
 from controller.api import kinds
-from controller.cluster.testing import cluster_queue, local_queue, reserved
 from controller.quota.engine import Engine
 from controller.workloads.job import JobAdapter
+from hack.objects import cluster_queue, local_queue, reserved
 from tests.unit.controller_world import World, start
 from tests.unit.test_controller_state import held
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from controller.api import names
-from controller.cluster.testing import cluster_queue
 from hack.chaos.invariants import Check, Checker, Snapshot, problems
+from hack.objects import cluster_queue
 
 JSON = dict[str, Any]
 

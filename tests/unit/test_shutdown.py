@@ -14,9 +14,9 @@ import pytest
 
 from controller import main as controller_main
 from controller.api import kinds
-from controller.cluster.memory import MemoryApi
 from controller.settings import Settings
 from controller.state.objects import PodGroupSettings
+from tests.fakes.memory_api import MemoryApi
 
 FAST = Settings(resync_period=0.05, debounce=0.0)
 

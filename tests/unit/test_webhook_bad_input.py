@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.workloads.testing import make_job
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_job
 from webhook.mutation import mutate
 from webhook.reviews import BadReview
 from webhook.settings import Settings
-from webhook.testing import make_review
 from webhook.validation import validate
 
 SETTINGS = Settings()

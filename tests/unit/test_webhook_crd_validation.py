@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.reviews import make_review
 from webhook.settings import Settings
-from webhook.testing import make_review
 from webhook.validation import validate
 
 SETTINGS = Settings()

@@ -19,11 +19,11 @@ from cryptography import x509
 from certs.authority import CertificateAuthority, KeyPair
 from certs.reload import server_context
 from controller.api import names
-from controller.workloads.testing import make_job, make_pod
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_job, make_pod
 from webhook.reviews import patch_of
 from webhook.server import MAX_BODY, WebhookServer
 from webhook.settings import Settings
-from webhook.testing import make_review
 
 CA = CertificateAuthority.create()
 

@@ -22,11 +22,11 @@ import pytest
 
 from certs.authority import CertificateAuthority
 from certs.reload import server_context
-from controller.workloads.testing import make_pod
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_pod
 from webhook import memory
 from webhook.server import VALIDATE_PATH, WebhookServer
 from webhook.settings import JOB_CONTROLLERS, Settings
-from webhook.testing import make_review
 
 REPO = Path(__file__).resolve().parents[2]
 CA = CertificateAuthority.create()

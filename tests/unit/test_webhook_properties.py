@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api import names
-from controller.workloads.testing import make_job, make_lws, make_pod, make_statefulset
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_job, make_lws, make_pod, make_statefulset
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
 from webhook.settings import Settings
-from webhook.testing import make_review
 
 SETTINGS = Settings()
 label_keys = st.sampled_from(

@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from controller.api import names
 from controller.workloads.base import Backend, Placement
-from controller.workloads.testing import make_job, make_pod, make_statefulset
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_job, make_pod, make_statefulset
 from webhook import new_job, pruned_reviews
 from webhook.mutation import mutate
 from webhook.reviews import BadReview, patch_of
 from webhook.server import decode_for_mutation
 from webhook.settings import Settings
-from webhook.testing import make_review
 
 BACKENDS = [Settings(placement=Placement.for_backend(backend)) for backend in Backend]
 

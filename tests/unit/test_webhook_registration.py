@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api import names
-from controller.workloads.testing import make_job, make_pod
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_job, make_pod
 from webhook.registration import (
     JOB_POD_CREATION,
     mutating_configuration,
@@ -15,7 +16,6 @@ from webhook.registration import (
     validating_configuration,
 )
 from webhook.settings import DEFAULT_CONTROLLER_SERVICE_ACCOUNT, Settings
-from webhook.testing import make_review
 from webhook.validation import validate
 
 CLIENT = url_client("https://127.0.0.1:9443", b"-----BEGIN CERTIFICATE-----\n")

@@ -9,11 +9,11 @@ import jsonpatch
 import pytest
 
 from controller.api import names
-from controller.workloads.testing import make_job, make_lws, make_pod, make_statefulset
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_job, make_lws, make_pod, make_statefulset
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
 from webhook.settings import ControllerIdentity, Settings
-from webhook.testing import make_review
 from webhook.validation import validate
 
 CONTROLLER_SA = "system:serviceaccount:kohort-system:kohort-controller"

@@ -29,7 +29,7 @@ from controller.workloads.rayjob import RayJobAdapter
 from controller.workloads.registry import ADAPTERS, adapter_for
 from controller.workloads.requests import pod_requests
 from controller.workloads.statefulset import StatefulSetAdapter
-from controller.workloads.testing import make_job, make_lws, make_pod, make_statefulset
+from tests.fakes.workloads import make_job, make_lws, make_pod, make_statefulset
 
 CPU, GI = 1000, 2**30 * 1000
 

@@ -15,7 +15,7 @@ from controller.workloads.base import Patch, PodSetFlavors
 from controller.workloads.job import TEMPLATE_BEFORE_FLAVORS, JobAdapter
 from controller.workloads.leaderworkerset import LeaderWorkerSetAdapter
 from controller.workloads.pod import PodAdapter
-from controller.workloads.testing import make_job, make_lws, make_pod
+from tests.fakes.workloads import make_job, make_lws, make_pod
 
 H100 = quota.FlavorSpec(
     "h100",

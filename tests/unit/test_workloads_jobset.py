@@ -11,7 +11,6 @@ import orjson
 import pytest
 
 from controller.api import kinds, kube, names
-from controller.cluster.testing import flavored_cluster_queue, resource_flavor
 from controller.settings import Settings as ControllerSettings
 from controller.state.cluster import ClusterState
 from controller.state.objects import PodGroupSettings
@@ -21,13 +20,14 @@ from controller.workloads.job import JobAdapter
 from controller.workloads.jobset import JobSetAdapter
 from controller.workloads.pod import PodAdapter
 from controller.workloads.suspended import TEMPLATES_BEFORE_FLAVORS
-from controller.workloads.testing import make_job, make_jobset, make_pod
+from hack.objects import flavored_cluster_queue, resource_flavor
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_job, make_jobset, make_pod
 from tests.unit import suspended_kinds as support
 from tests.unit.controller_world import World, start
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
 from webhook.server import decode_for_mutation
-from webhook.testing import make_review
 
 ADAPTER = JobSetAdapter()
 JOBSET_CONTROLLER = "system:serviceaccount:jobset-system:jobset-controller-manager"

@@ -15,11 +15,11 @@ from controller.workloads.edits import Editor
 from controller.workloads.pod import PodAdapter
 from controller.workloads.pytorchjob import PyTorchJobAdapter
 from controller.workloads.suspended import TEMPLATES_BEFORE_FLAVORS
-from controller.workloads.testing import make_pod, make_pytorchjob
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_pod, make_pytorchjob
 from tests.unit import suspended_kinds as support
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
-from webhook.testing import make_review
 
 ADAPTER = PyTorchJobAdapter()
 SUSPEND = ("spec", "runPolicy", "suspend")

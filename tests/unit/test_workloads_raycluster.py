@@ -14,12 +14,12 @@ from controller.api import kinds, kube, names
 from controller.workloads.base import is_gated
 from controller.workloads.raycluster import RayClusterAdapter
 from controller.workloads.suspended import TEMPLATES_BEFORE_FLAVORS
-from controller.workloads.testing import make_raycluster
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_raycluster
 from tests.unit import suspended_kinds as support
 from tests.unit.controller_world import World, start
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
-from webhook.testing import make_review
 
 ADAPTER = RayClusterAdapter()
 

@@ -13,18 +13,18 @@ import pytest
 
 from controller.api import kinds, kube, names
 from controller.api.conditions import WorkloadCondition
-from controller.cluster.testing import cluster_queue
 from controller.state.objects import min_resources
 from controller.workloads.base import Finished, is_gated
 from controller.workloads.job import JobAdapter
 from controller.workloads.raycluster import RayClusterAdapter
 from controller.workloads.rayjob import RayJobAdapter
-from controller.workloads.testing import make_raycluster, make_rayjob
+from hack.objects import cluster_queue
+from tests.fakes.reviews import make_review
+from tests.fakes.workloads import make_raycluster, make_rayjob
 from tests.unit import suspended_kinds as support
 from tests.unit.controller_world import World, start
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
-from webhook.testing import make_review
 
 ADAPTER = RayJobAdapter()
 KUBERAY = "system:serviceaccount:ray-system:kuberay-operator"

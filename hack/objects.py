@@ -1,4 +1,5 @@
-"""Builders and read-only probes for tests and demos of the controller on a real cluster.
+"""Builders of the objects users create (queues, flavors, gang workloads) and read-only probes
+of what they see, for the demo, the benches and the tests of the controller on a cluster.
 
 Builders take keyword arguments with defaults and return plain dicts; probes read what a user
 would look at (`kubectl get workloads`, `kubectl describe job`, the pods and their nodes).

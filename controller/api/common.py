@@ -7,7 +7,6 @@ adds. Every field is snake_case in Python and camelCase on the wire.
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import functools
 import re
@@ -391,19 +390,3 @@ def duplicates(names: Iterable[str]) -> list[str]:
             repeated.append(name)
         seen.add(name)
     return repeated
-
-
-def parse_time(text: object) -> float | None:
-    """An RFC 3339 timestamp as the API server writes it, in seconds; None when absent or bad."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def format_time(seconds: float) -> str:
-    """Seconds as an RFC 3339 timestamp in UTC, to the second, as the API server writes them."""
-    stamp = dt.datetime.fromtimestamp(seconds, dt.UTC).replace(microsecond=0)
-    return stamp.isoformat().replace("+00:00", "Z")

@@ -19,11 +19,11 @@ from typing import Any, Literal
 
 from controller import quota
 from controller.api import kinds, kube, names
-from controller.api.common import parse_time
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, parse_quantity
 from controller.api.queues import ClusterQueue, Cohort, CohortStatus
+from controller.api.times import parse_time
 from controller.quota import Pending, PendingCause
 from controller.quota.engine import Engine
 from controller.quota.outcomes import PERMANENT, Admission, Decisions, Eviction, EvictionCause

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api import kube, names
-from controller.api.common import OwnerReference, parse_time
+from controller.api.common import OwnerReference
 from controller.api.conditions import WorkloadCondition, find, is_true
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError
+from controller.api.times import parse_time
 from controller.api.workload import Workload
 from controller.quota import PodPlacement
 from controller.workloads.base import Finished, GangShape, WorkloadAdapter, is_gated, queue_in

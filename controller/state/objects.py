@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.api import kube, names
-from controller.api.common import Condition, Toleration, format_time
+from controller.api.common import Condition, Toleration
 from controller.api.conditions import (
     QueueCondition,
     Reason,
@@ -38,6 +38,7 @@ from controller.api.queues import (
     FlavorUsage,
     ResourceUsage,
 )
+from controller.api.times import format_time
 from controller.api.workload import (
     AdmissionRecord,
     NodeAssignment,

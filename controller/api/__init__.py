@@ -3,7 +3,7 @@
 Rule: this package imports nothing else of kohort; everything else may import it.
 """
 
-from controller.api.common import Condition, ObjectMeta, Taint, Toleration
+from controller.api.common import Condition, Taint, Toleration
 from controller.api.quantity import QuantityError, format_quantity, parse_quantity
 from controller.api.queues import (
     ClusterQueue,
@@ -34,7 +34,6 @@ __all__ = [
     "FlavorQuotas",
     "LocalQueue",
     "LocalQueueSpec",
-    "ObjectMeta",
     "PodSet",
     "Preemption",
     "QuantityError",

@@ -1,8 +1,9 @@
-"""Building blocks shared by the kohort.dev/v1alpha1 models: base classes, quantities, names,
-taints, label selectors.
+"""Building blocks shared by the kohort.dev/v1alpha1 models: base classes, metadata,
+quantities, names, taints, label selectors.
 
-Rule: specs reject unknown fields (`extra="forbid"`); metadata and status keep what the server
-adds. Every field is snake_case in Python and camelCase on the wire.
+Rule: specs reject unknown fields (`extra="forbid"`); status keeps what the server adds;
+metadata is read as every Kubernetes object's (`kube.ObjectMeta`: the members kohort reads,
+nothing else). Every field is snake_case in Python and camelCase on the wire.
 """
 
 from __future__ import annotations
@@ -14,19 +15,24 @@ import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Annotated, ClassVar, Final, Literal
 
+import msgspec
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
+    PlainValidator,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
-    model_validator,
 )
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
+from pydantic_core import PydanticCustomError
 
+from controller.api import kube
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, exact_quantity
 
@@ -225,40 +231,35 @@ class Spec(BaseModel):
 
 
 class Lenient(BaseModel):
-    """Base for metadata and status: camelCase, fields we do not model are kept."""
+    """Base for status: camelCase, fields we do not model are kept."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
 
 
-class OwnerReference(Lenient):
-    api_version: str
-    kind: str
-    name: str
-    uid: str = ""
-    controller: bool | None = None
-    block_owner_deletion: bool | None = None
+def _read_metadata(value: object) -> kube.ObjectMeta:
+    if isinstance(value, kube.ObjectMeta):
+        return value
+    try:
+        return msgspec.convert(value, kube.ObjectMeta)
+    except msgspec.ValidationError as err:
+        # msgspec names the member as `$.labels[...]`; the webhook prefixes `metadata: `.
+        problem = str(err).replace("`$", "`metadata")
+        raise PydanticCustomError("metadata", "{problem}", {"problem": problem}) from None
 
 
-class ObjectMeta(Lenient):
-    name: str = ""
-    namespace: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    uid: str | None = None
-    resource_version: str | None = None
-    generation: int | None = None
-    creation_timestamp: str | None = None
-    deletion_timestamp: str | None = None
-    owner_references: list[OwnerReference] = Field(default_factory=list)
+def _write_metadata(meta: kube.ObjectMeta) -> object:
+    return msgspec.to_builtins(meta)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _without_managed_fields(cls, data: object) -> object:
-        """managedFields (server-side apply's bookkeeping) are not kept: they were half of a
-        cached Workload's memory, and an update that omits them leaves them as they are."""
-        if isinstance(data, dict) and "managedFields" in data:
-            return {k: v for k, v in data.items() if k != "managedFields"}
-        return data
+
+# A kohort object's metadata, the msgspec view every cached object's metadata is (unknown
+# members, managedFields among them, are skipped), inside a pydantic model. Its schema is an
+# open object: the apiserver validates metadata.
+Metadata = Annotated[
+    kube.ObjectMeta,
+    PlainValidator(_read_metadata),
+    PlainSerializer(_write_metadata),
+    WithJsonSchema({"type": "object"}),
+]
 
 
 class Resource(Lenient):
@@ -268,7 +269,7 @@ class Resource(Lenient):
 
     api_version: Literal["kohort.dev/v1alpha1"] = "kohort.dev/v1alpha1"
     kind: str
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    metadata: Metadata = Field(default_factory=kube.ObjectMeta)
 
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]

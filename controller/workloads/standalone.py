@@ -41,24 +41,11 @@ def is_standalone(wl: Workload) -> bool:
 class Standalone:
     """A standalone Workload as its gang's owner: its metadata as every owner's reads."""
 
-    metadata: kube.ObjectMeta
     workload: Workload
 
-    @classmethod
-    def of(cls, wl: Workload) -> Standalone:
-        meta = wl.metadata
-        return cls(
-            kube.ObjectMeta(
-                name=meta.name,
-                namespace=meta.namespace or "",
-                uid=meta.uid or "",
-                resource_version=meta.resource_version or "",
-                creation_timestamp=meta.creation_timestamp,
-                deletion_timestamp=meta.deletion_timestamp,
-                labels=dict(meta.labels),
-            ),
-            wl,
-        )
+    @property
+    def metadata(self) -> kube.ObjectMeta:
+        return self.workload.metadata
 
 
 def _core_pod_sets(wl: Workload) -> tuple[PodSet, ...]:

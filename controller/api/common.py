@@ -272,6 +272,12 @@ class Resource(Lenient):
     metadata: Metadata = Field(default_factory=kube.ObjectMeta)
 
 
+# Taints and tolerations as kohort's CRDs hold them (a ResourceFlavor's nodeTaints and
+# tolerations, a Workload pod set's tolerations). Not the msgspec views of nodes' taints and
+# pods' tolerations (`kube.Taint`, `kube.Toleration`): these are validated (a key, a known
+# effect and operator, no unknown member) and give the CRDs their schema, while the views read
+# nodes and pods as the apiserver holds them. `controller.workloads.taints` converts either to
+# the decision core's. (No docstrings: a model's docstring becomes the CRD's description.)
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 

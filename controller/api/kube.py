@@ -72,12 +72,17 @@ class Condition(View):
 
 
 class Taint(View):
+    """A node's taint. kohort's CRDs hold theirs as `common.Taint` (validated, with a schema);
+    both reach the decision core through `controller.workloads.taints`."""
+
     key: str = ""
     value: str = ""
     effect: str = ""
 
 
 class Toleration(View):
+    """A pod's toleration (see `Taint`, and `common.Toleration` for the CRDs')."""
+
     key: str = ""
     operator: str = ""
     value: str = ""

@@ -54,6 +54,7 @@ from controller.workloads.pod import alike
 from controller.workloads.registry import ADAPTERS
 from controller.workloads.requests import pod_requests
 from controller.workloads.standalone import STANDALONE, is_standalone
+from controller.workloads.taints import repelling_taints
 
 log = logging.getLogger("kohort.state")
 
@@ -94,11 +95,7 @@ def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
             allocatable[resource] = parse_quantity(amount)
         except QuantityError:
             allocatable[resource] = 0
-    taints = [
-        quota.Taint(t.key, t.value, t.effect)
-        for t in node.spec.taints
-        if t.effect in ("NoSchedule", "NoExecute")
-    ]
+    taints = list(repelling_taints(node.spec.taints))
     if node.spec.unschedulable:
         taints.append(UNSCHEDULABLE_TAINT)
     return quota.Node(

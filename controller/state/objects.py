@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.api import kube, names
-from controller.api.common import Condition, Toleration
+from controller.api.common import Condition
 from controller.api.conditions import (
     QueueCondition,
     Reason,
@@ -54,6 +54,7 @@ from controller.state.gangs import ManagedGang
 from controller.state.steps import CreatePodGroup, RecordEvent, WriteWorkloadStatus
 from controller.workloads.base import Backend, Finished, GangShape
 from controller.workloads.standalone import is_standalone
+from controller.workloads.taints import workload_toleration
 
 COMPONENT = "kohort-controller"
 
@@ -93,17 +94,7 @@ def workload_for(gang: ManagedGang, priority: int) -> Workload:
                     count=ps.count,
                     requests=_quantities(ps.requests),
                     node_selector=dict(ps.node_selector),
-                    tolerations=[
-                        Toleration.model_validate(
-                            {
-                                "key": t.key,
-                                "operator": t.operator,
-                                "value": t.value,
-                                "effect": t.effect,
-                            }
-                        )
-                        for t in ps.tolerations
-                    ],
+                    tolerations=[workload_toleration(t) for t in ps.tolerations],
                 )
                 for ps in gang.shape.pod_sets
             ],

@@ -27,9 +27,10 @@ from controller.api import kinds, kube, names
 from controller.api.conditions import WorkloadCondition, find
 from controller.api.kinds import Kind
 from controller.api.workload import Workload
-from controller.quota.snapshot import PodSet, Toleration
+from controller.quota.snapshot import PodSet
 from controller.workloads.base import NO_FLAVORS, Finished, Flavors, GangShape, Mutation, Write
 from controller.workloads.edits import Editor, JSONDict, Path
+from controller.workloads.taints import core_toleration
 
 
 def is_standalone(wl: Workload) -> bool:
@@ -55,16 +56,7 @@ def _core_pod_sets(wl: Workload) -> tuple[PodSet, ...]:
             requests=ps.request_milli(),
             name=ps.name,
             node_selector=dict(ps.node_selector),
-            tolerations=tuple(
-                Toleration(
-                    key=t.key,
-                    operator=t.operator,
-                    value=t.value,
-                    effect=t.effect,
-                    seconds=t.toleration_seconds,
-                )
-                for t in ps.tolerations
-            ),
+            tolerations=tuple(core_toleration(t) for t in ps.tolerations),
         )
         for ps in wl.spec.pod_sets
     )

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, kube, parse_quantity
+from controller.api import kube
 from controller.api.common import is_resource_name
-from controller.api.quantity import QuantityError, exact_quantity, format_quantity
+from controller.api.quantity import QuantityError, exact_quantity, format_quantity, parse_quantity
+from controller.api.queues import ClusterQueue, LocalQueue, ResourceFlavor
+from controller.api.workload import Workload
 
 
 def cluster_queue(**spec: Any) -> dict[str, Any]:

@@ -62,7 +62,7 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.api import kinds, names
-from controller.api.common import format_time
+from controller.api.times import format_time
 from controller.cluster import clients
 from controller.cluster.cache import Cache
 from controller.cluster.clients import ApiError, Client, JSONDict

@@ -55,7 +55,7 @@ from typing import Any
 
 from controller import quota
 from controller.api import kinds
-from controller.api.common import format_time
+from controller.api.times import format_time
 from controller.cluster.cache import Cache
 from controller.cluster.clients import ApiError, JSONDict
 from controller.cluster.writers import Writers

@@ -47,7 +47,7 @@ import yaml
 
 from certs.authority import CertificateAuthority
 from controller.api import kinds, names
-from controller.api.common import format_time
+from controller.api.times import format_time
 from controller.cluster import clients
 from controller.cluster.clients import ApiError, Client, JSONDict
 from controller.workloads.base import Backend, Mutation, Placement

@@ -22,17 +22,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controller.api import (
-    ClusterQueue,
-    Cohort,
-    LocalQueue,
-    ResourceFlavor,
-    Workload,
-    kinds,
-    names,
-)
+from controller.api import kinds, names
 from controller.api.common import Resource
 from controller.api.quantity import QuantityError, parse_quantity
+from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from controller.api.workload import Workload
 from controller.workloads.base import (
     Denied,
     WorkloadAdapter,

@@ -1,52 +1,8 @@
-"""The kohort.dev/v1alpha1 API: pydantic models of the CRDs, quantities and shared names.
+"""The API: kohort.dev/v1alpha1's pydantic models (`queues`, `workload`, their CRDs in `crds`),
+the msgspec views of the Kubernetes objects kohort reads (`kube`), kinds, names, conditions,
+quantities and timestamps, each in its own module.
 
-Rule: this package imports nothing else of kohort; everything else may import it.
+Rule: this package imports nothing else of kohort; everything else may import it. It
+re-exports nothing, so that importing one module (the decision core imports `quantity` and
+`times`) loads neither pydantic nor msgspec.
 """
-
-from controller.api.common import Condition, ObjectMeta, Taint, Toleration
-from controller.api.quantity import QuantityError, format_quantity, parse_quantity
-from controller.api.queues import (
-    ClusterQueue,
-    ClusterQueueSpec,
-    Cohort,
-    CohortSpec,
-    FairSharing,
-    FlavorFungibility,
-    FlavorQuotas,
-    LocalQueue,
-    LocalQueueSpec,
-    Preemption,
-    ResourceFlavor,
-    ResourceFlavorSpec,
-    ResourceGroup,
-    ResourceQuota,
-)
-from controller.api.workload import PodSet, Workload, WorkloadSpec, WorkloadStatus
-
-__all__ = [
-    "ClusterQueue",
-    "ClusterQueueSpec",
-    "Cohort",
-    "CohortSpec",
-    "Condition",
-    "FairSharing",
-    "FlavorFungibility",
-    "FlavorQuotas",
-    "LocalQueue",
-    "LocalQueueSpec",
-    "ObjectMeta",
-    "PodSet",
-    "Preemption",
-    "QuantityError",
-    "ResourceFlavor",
-    "ResourceFlavorSpec",
-    "ResourceGroup",
-    "ResourceQuota",
-    "Taint",
-    "Toleration",
-    "Workload",
-    "WorkloadSpec",
-    "WorkloadStatus",
-    "format_quantity",
-    "parse_quantity",
-]

@@ -1,13 +1,13 @@
-"""Building blocks shared by the kohort.dev/v1alpha1 models: base classes, quantities, names,
-taints, label selectors.
+"""Building blocks shared by the kohort.dev/v1alpha1 models: base classes, metadata,
+quantities, names, taints, label selectors.
 
-Rule: specs reject unknown fields (`extra="forbid"`); metadata and status keep what the server
-adds. Every field is snake_case in Python and camelCase on the wire.
+Rule: specs reject unknown fields (`extra="forbid"`); status keeps what the server adds;
+metadata is read as every Kubernetes object's (`kube.ObjectMeta`: the members kohort reads,
+nothing else). Every field is snake_case in Python and camelCase on the wire.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import functools
 import re
@@ -15,19 +15,24 @@ import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Annotated, ClassVar, Final, Literal
 
+import msgspec
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
+    PlainValidator,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
-    model_validator,
 )
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
+from pydantic_core import PydanticCustomError
 
+from controller.api import kube
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, exact_quantity
 
@@ -226,40 +231,35 @@ class Spec(BaseModel):
 
 
 class Lenient(BaseModel):
-    """Base for metadata and status: camelCase, fields we do not model are kept."""
+    """Base for status: camelCase, fields we do not model are kept."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
 
 
-class OwnerReference(Lenient):
-    api_version: str
-    kind: str
-    name: str
-    uid: str = ""
-    controller: bool | None = None
-    block_owner_deletion: bool | None = None
+def _read_metadata(value: object) -> kube.ObjectMeta:
+    if isinstance(value, kube.ObjectMeta):
+        return value
+    try:
+        return msgspec.convert(value, kube.ObjectMeta)
+    except msgspec.ValidationError as err:
+        # msgspec names the member as `$.labels[...]`; the webhook prefixes `metadata: `.
+        problem = str(err).replace("`$", "`metadata")
+        raise PydanticCustomError("metadata", "{problem}", {"problem": problem}) from None
 
 
-class ObjectMeta(Lenient):
-    name: str = ""
-    namespace: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    uid: str | None = None
-    resource_version: str | None = None
-    generation: int | None = None
-    creation_timestamp: str | None = None
-    deletion_timestamp: str | None = None
-    owner_references: list[OwnerReference] = Field(default_factory=list)
+def _write_metadata(meta: kube.ObjectMeta) -> object:
+    return msgspec.to_builtins(meta)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _without_managed_fields(cls, data: object) -> object:
-        """managedFields (server-side apply's bookkeeping) are not kept: they were half of a
-        cached Workload's memory, and an update that omits them leaves them as they are."""
-        if isinstance(data, dict) and "managedFields" in data:
-            return {k: v for k, v in data.items() if k != "managedFields"}
-        return data
+
+# A kohort object's metadata, the msgspec view every cached object's metadata is (unknown
+# members, managedFields among them, are skipped), inside a pydantic model. Its schema is an
+# open object: the apiserver validates metadata.
+Metadata = Annotated[
+    kube.ObjectMeta,
+    PlainValidator(_read_metadata),
+    PlainSerializer(_write_metadata),
+    WithJsonSchema({"type": "object"}),
+]
 
 
 class Resource(Lenient):
@@ -269,9 +269,15 @@ class Resource(Lenient):
 
     api_version: Literal["kohort.dev/v1alpha1"] = "kohort.dev/v1alpha1"
     kind: str
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    metadata: Metadata = Field(default_factory=kube.ObjectMeta)
 
 
+# Taints and tolerations as kohort's CRDs hold them (a ResourceFlavor's nodeTaints and
+# tolerations, a Workload pod set's tolerations). Not the msgspec views of nodes' taints and
+# pods' tolerations (`kube.Taint`, `kube.Toleration`): these are validated (a key, a known
+# effect and operator, no unknown member) and give the CRDs their schema, while the views read
+# nodes and pods as the apiserver holds them. `controller.workloads.taints` converts either to
+# the decision core's. (No docstrings: a model's docstring becomes the CRD's description.)
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
@@ -391,19 +397,3 @@ def duplicates(names: Iterable[str]) -> list[str]:
             repeated.append(name)
         seen.add(name)
     return repeated
-
-
-def parse_time(text: object) -> float | None:
-    """An RFC 3339 timestamp as the API server writes it, in seconds; None when absent or bad."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def format_time(seconds: float) -> str:
-    """Seconds as an RFC 3339 timestamp in UTC, to the second, as the API server writes them."""
-    stamp = dt.datetime.fromtimestamp(seconds, dt.UTC).replace(microsecond=0)
-    return stamp.isoformat().replace("+00:00", "Z")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from controller.api.common import Condition, format_time
+from controller.api.common import Condition
+from controller.api.times import format_time
 
 # Kubernetes caps a condition's message at 32 KiB.
 MESSAGE_LIMIT = 32000

@@ -3,7 +3,8 @@
 Rule: each view names only the members kohort reads; msgspec skips everything else while
 decoding, so the controller's cache holds small immutable objects (no managedFields, no
 container images or env). Field names are snake_case in Python and camelCase on the wire.
-The kohort.dev kinds are pydantic models (controller.api.queues, controller.api.workload).
+The kohort.dev kinds are pydantic models (controller.api.queues, controller.api.workload);
+their metadata is this module's `ObjectMeta` too, so every object's metadata is one type.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ class View(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
     """Base of every view: camelCase on the wire, unknown members skipped. Treat as read-only."""
 
 
-class OwnerReference(View):
+class MetaView(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True, frozen=True):
+    """Base of the metadata views, as `View` but frozen: objects built from others (a
+    Workload's gang owner, owner references) share their metadata."""
+
+
+class OwnerReference(MetaView, frozen=True):
     api_version: str = ""
     kind: str = ""
     name: str = ""
@@ -31,7 +37,9 @@ class OwnerReference(View):
     block_owner_deletion: bool | None = None
 
 
-class ObjectMeta(View):
+class ObjectMeta(MetaView, frozen=True):
+    """The metadata of every object kohort reads, its own kinds' included."""
+
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -45,18 +53,36 @@ class ObjectMeta(View):
         return next((o for o in self.owner_references if o.controller), None)
 
 
+def controller_reference(kind: Kind, meta: ObjectMeta) -> OwnerReference:
+    """A reference to the object of `kind` with `meta`, as its controller (an owner whose
+    deletion the owned object does not block)."""
+    return OwnerReference(
+        api_version=kind.api_version,
+        kind=kind.kind,
+        name=meta.name,
+        uid=meta.uid,
+        controller=True,
+        block_owner_deletion=False,
+    )
+
+
 class Condition(View):
     type: str
     status: str = "Unknown"
 
 
 class Taint(View):
+    """A node's taint. kohort's CRDs hold theirs as `common.Taint` (validated, with a schema);
+    both reach the decision core through `controller.workloads.taints`."""
+
     key: str = ""
     value: str = ""
     effect: str = ""
 
 
 class Toleration(View):
+    """A pod's toleration (see `Taint`, and `common.Toleration` for the CRDs')."""
+
     key: str = ""
     operator: str = ""
     value: str = ""
@@ -152,7 +178,7 @@ class JobStatus(View):
     start_time: str | None = None
 
 
-class AnnotatedMeta(ObjectMeta):
+class AnnotatedMeta(ObjectMeta, frozen=True):
     """Metadata with annotations, for the kinds whose annotations kohort reads (few: pods'
     annotations can be large)."""
 

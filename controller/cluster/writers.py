@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.api import kinds, kube, names
-from controller.api.common import format_time
+from controller.api.times import format_time
 from controller.api.workload import Workload
 from controller.cluster.clients import JSON_PATCH, MERGE_PATCH, ApiError, Client
 from controller.cluster.informers import Informer

@@ -11,8 +11,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from controller.api.common import format_time
 from controller.api.quantity import format_amount
+from controller.api.times import format_time
 
 
 class PendingCause(enum.Enum):

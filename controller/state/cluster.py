@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api import kinds
-from controller.api.common import parse_time
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
+from controller.api.times import parse_time
 from controller.quota import Pending, PendingCause
 from controller.quota.engine import Engine
 from controller.quota.outcomes import Admission, Decisions, Eviction, EvictionCause

@@ -10,15 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from controller import quota
-from controller.api.common import Taint, Toleration
 from controller.api.quantity import parse_quantity
 from controller.api.queues import ClusterQueue, Cohort, ResourceFlavor, ResourceGroup
+from controller.workloads.taints import core_toleration, repelling_taints
 
 # What the core counts quota of: a (flavor, resource) pair.
 FR = tuple[str, str]
-
-# The node taints a flavor's nodes carry that keep pods away (PreferNoSchedule does not).
-_REPELLING = ("NoSchedule", "NoExecute")
 
 
 def _amount(value: str | None) -> int | None:
@@ -82,20 +79,6 @@ def cohort_spec(cohort: Cohort) -> quota.CohortSpec:
     )
 
 
-def _taint(taint: Taint) -> quota.Taint:
-    return quota.Taint(taint.key, taint.value, taint.effect)
-
-
-def _toleration(toleration: Toleration) -> quota.Toleration:
-    return quota.Toleration(
-        key=toleration.key,
-        operator=toleration.operator,
-        value=toleration.value,
-        effect=toleration.effect,
-        seconds=toleration.toleration_seconds,
-    )
-
-
 def flavor_spec(flavor: ResourceFlavor) -> quota.FlavorSpec:
     """A ResourceFlavor: the labels and the (repelling) taints of its nodes, and the tolerations
     its pods are given."""
@@ -103,8 +86,8 @@ def flavor_spec(flavor: ResourceFlavor) -> quota.FlavorSpec:
     return quota.FlavorSpec(
         name=flavor.metadata.name,
         node_labels=dict(spec.node_labels),
-        node_taints=tuple(_taint(t) for t in spec.node_taints if t.effect in _REPELLING),
-        tolerations=tuple(_toleration(t) for t in spec.tolerations),
+        node_taints=repelling_taints(spec.node_taints),
+        tolerations=tuple(core_toleration(t) for t in spec.tolerations),
     )
 
 

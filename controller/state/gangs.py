@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api import kube, names
-from controller.api.common import OwnerReference, parse_time
 from controller.api.conditions import WorkloadCondition, find, is_true
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError
+from controller.api.times import parse_time
 from controller.api.workload import Workload
 from controller.quota import PodPlacement
 from controller.workloads.base import Finished, GangShape, WorkloadAdapter, is_gated, queue_in
@@ -56,15 +56,8 @@ class Owner:
         meta: kube.ObjectMeta = self.obj.metadata
         return meta
 
-    def reference(self) -> OwnerReference:
-        return OwnerReference(
-            api_version=self.kind.api_version,
-            kind=self.kind.kind,
-            name=self.meta.name,
-            uid=self.meta.uid,
-            controller=True,
-            block_owner_deletion=False,
-        )
+    def reference(self) -> kube.OwnerReference:
+        return kube.controller_reference(self.kind, self.meta)
 
 
 @dataclass
@@ -421,7 +414,7 @@ class GangIndex:
         owner = gang.owner
         if owner is not None and owner.kind != STANDALONE.KIND:
             return
-        view = None if new is None else Standalone.of(new)
+        view = None if new is None else Standalone(new)
         shapes = [] if view is None else STANDALONE.gangs(view)
         if view is None or not shapes:
             gang.owner = gang.shape = gang.finished = None

@@ -20,6 +20,7 @@ from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_
 from controller.state.gangs import GangIndex, GangKey
 from controller.workloads.base import GangShape
 from controller.workloads.requests import pod_requests
+from controller.workloads.taints import repelling_taints
 
 UNSCHEDULABLE_TAINT = quota.Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
@@ -35,11 +36,7 @@ def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
             allocatable[resource] = parse_quantity(amount)
         except QuantityError:
             allocatable[resource] = 0
-    taints = [
-        quota.Taint(t.key, t.value, t.effect)
-        for t in node.spec.taints
-        if t.effect in ("NoSchedule", "NoExecute")
-    ]
+    taints = list(repelling_taints(node.spec.taints))
     if node.spec.unschedulable:
         taints.append(UNSCHEDULABLE_TAINT)
     return quota.Node(

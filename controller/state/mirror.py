@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from controller import quota
-from controller.api.common import format_time, parse_time
+from controller.api.times import format_time, parse_time
 from controller.quota import Pending, PendingCause
 from controller.quota.engine import Engine
 from controller.quota.outcomes import Decisions

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.api import kube, names
-from controller.api.common import Condition, Toleration, format_time
+from controller.api.common import Condition
 from controller.api.conditions import (
     QueueCondition,
     Reason,
@@ -38,6 +38,7 @@ from controller.api.queues import (
     FlavorUsage,
     ResourceUsage,
 )
+from controller.api.times import format_time
 from controller.api.workload import (
     AdmissionRecord,
     NodeAssignment,
@@ -53,6 +54,7 @@ from controller.state.gangs import ManagedGang
 from controller.state.steps import CreatePodGroup, RecordEvent, WriteWorkloadStatus
 from controller.workloads.base import Backend, Finished, GangShape
 from controller.workloads.standalone import is_standalone
+from controller.workloads.taints import workload_toleration
 
 COMPONENT = "kohort-controller"
 
@@ -75,40 +77,28 @@ def status_write(gang: ManagedGang, status: WorkloadStatus) -> WriteWorkloadStat
 def workload_for(gang: ManagedGang, priority: int) -> Workload:
     """The Workload that records `gang`: its queue, priority and pod sets."""
     assert gang.owner is not None and gang.shape is not None and gang.queue is not None
-    return Workload.model_validate(
-        {
-            "metadata": {
-                "name": gang.name,
-                "namespace": gang.namespace,
-                "labels": {names.MANAGED_LABEL: names.MANAGED_VALUE, names.QUEUE_LABEL: gang.queue},
-                # A plain pod group's Workload outlives the pods an eviction deletes.
-                "ownerReferences": [] if gang.declared_group else [gang.owner.reference()],
-            },
-            "spec": WorkloadSpec(
-                queue_name=gang.queue,
-                priority=priority,
-                pod_sets=[
-                    PodSet(
-                        name=ps.name,
-                        count=ps.count,
-                        requests=_quantities(ps.requests),
-                        node_selector=dict(ps.node_selector),
-                        tolerations=[
-                            Toleration.model_validate(
-                                {
-                                    "key": t.key,
-                                    "operator": t.operator,
-                                    "value": t.value,
-                                    "effect": t.effect,
-                                }
-                            )
-                            for t in ps.tolerations
-                        ],
-                    )
-                    for ps in gang.shape.pod_sets
-                ],
-            ),
-        }
+    return Workload(
+        metadata=kube.ObjectMeta(
+            name=gang.name,
+            namespace=gang.namespace,
+            labels={names.MANAGED_LABEL: names.MANAGED_VALUE, names.QUEUE_LABEL: gang.queue},
+            # A plain pod group's Workload outlives the pods an eviction deletes.
+            owner_references=[] if gang.declared_group else [gang.owner.reference()],
+        ),
+        spec=WorkloadSpec(
+            queue_name=gang.queue,
+            priority=priority,
+            pod_sets=[
+                PodSet(
+                    name=ps.name,
+                    count=ps.count,
+                    requests=_quantities(ps.requests),
+                    node_selector=dict(ps.node_selector),
+                    tolerations=[workload_toleration(t) for t in ps.tolerations],
+                )
+                for ps in gang.shape.pod_sets
+            ],
+        ),
     )
 
 
@@ -412,21 +402,11 @@ def podgroup_for(gang: ManagedGang, settings: PodGroupSettings) -> CreatePodGrou
 
 def _gang_object_meta(gang: ManagedGang) -> kube.ObjectMeta:
     assert gang.workload is not None
-    workload = gang.workload.metadata
     return kube.ObjectMeta(
         name=gang.name,
         namespace=gang.namespace,
         labels={names.MANAGED_LABEL: names.MANAGED_VALUE},
-        owner_references=[
-            kube.OwnerReference(
-                api_version=WORKLOADS.api_version,
-                kind=WORKLOADS.kind,
-                name=workload.name,
-                uid=workload.uid or "",
-                controller=True,
-                block_owner_deletion=False,
-            )
-        ],
+        owner_references=[kube.controller_reference(WORKLOADS, gang.workload.metadata)],
     )
 
 

@@ -21,9 +21,10 @@ import msgspec
 
 from controller.api import kube, names
 from controller.api.kinds import Kind
-from controller.quota.snapshot import FlavorSpec, PodSet, Toleration
+from controller.quota.snapshot import FlavorSpec, PodSet
 from controller.workloads.edits import Editor, JSONDict, Path, lookup, pointer
 from controller.workloads.requests import Requests, pod_requests
+from controller.workloads.taints import pod_toleration, view_toleration
 
 log = logging.getLogger("kohort.workloads")
 
@@ -158,13 +159,7 @@ class PodSetFlavors:
         out: list[kube.Toleration] = []
         for flavor in self.flavors:
             for t in flavor.tolerations:
-                view = kube.Toleration(
-                    key=t.key,
-                    operator=t.operator,
-                    value=t.value,
-                    effect=t.effect,
-                    toleration_seconds=t.seconds,
-                )
+                view = view_toleration(t)
                 if not any(same_toleration(view, seen) for seen in out):
                     out.append(view)
         return tuple(out)
@@ -476,15 +471,7 @@ def pod_set(name: str, count: int, template: kube.PodTemplate) -> PodSet:
         requests=requests,
         name=name,
         node_selector=dict(spec.node_selector),
-        tolerations=tuple(
-            Toleration(
-                key=t.key,
-                operator="Exists" if t.operator == "Exists" else "Equal",
-                value=t.value,
-                effect=t.effect,
-            )
-            for t in spec.tolerations
-        ),
+        tolerations=tuple(pod_toleration(t) for t in spec.tolerations),
     )
 
 

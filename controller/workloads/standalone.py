@@ -27,9 +27,10 @@ from controller.api import kinds, kube, names
 from controller.api.conditions import WorkloadCondition, find
 from controller.api.kinds import Kind
 from controller.api.workload import Workload
-from controller.quota.snapshot import PodSet, Toleration
+from controller.quota.snapshot import PodSet
 from controller.workloads.base import NO_FLAVORS, Finished, Flavors, GangShape, Mutation, Write
 from controller.workloads.edits import Editor, JSONDict, Path
+from controller.workloads.taints import core_toleration
 
 
 def is_standalone(wl: Workload) -> bool:
@@ -41,24 +42,11 @@ def is_standalone(wl: Workload) -> bool:
 class Standalone:
     """A standalone Workload as its gang's owner: its metadata as every owner's reads."""
 
-    metadata: kube.ObjectMeta
     workload: Workload
 
-    @classmethod
-    def of(cls, wl: Workload) -> Standalone:
-        meta = wl.metadata
-        return cls(
-            kube.ObjectMeta(
-                name=meta.name,
-                namespace=meta.namespace or "",
-                uid=meta.uid or "",
-                resource_version=meta.resource_version or "",
-                creation_timestamp=meta.creation_timestamp,
-                deletion_timestamp=meta.deletion_timestamp,
-                labels=dict(meta.labels),
-            ),
-            wl,
-        )
+    @property
+    def metadata(self) -> kube.ObjectMeta:
+        return self.workload.metadata
 
 
 def _core_pod_sets(wl: Workload) -> tuple[PodSet, ...]:
@@ -68,16 +56,7 @@ def _core_pod_sets(wl: Workload) -> tuple[PodSet, ...]:
             requests=ps.request_milli(),
             name=ps.name,
             node_selector=dict(ps.node_selector),
-            tolerations=tuple(
-                Toleration(
-                    key=t.key,
-                    operator=t.operator,
-                    value=t.value,
-                    effect=t.effect,
-                    seconds=t.toleration_seconds,
-                )
-                for t in ps.tolerations
-            ),
+            tolerations=tuple(core_toleration(t) for t in ps.tolerations),
         )
         for ps in wl.spec.pod_sets
     )

@@ -23,7 +23,8 @@ import pytest
 from pydantic import ValidationError
 
 from controller import defaults
-from controller.api import ClusterQueue, Workload
+from controller.api.queues import ClusterQueue
+from controller.api.workload import Workload
 from hack.demo import install_crds
 from hack.localcluster import LocalCluster
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import jsonpatch
 
-from controller.api.common import format_time
 from controller.api.kinds import Kind
+from controller.api.times import format_time
 from controller.cluster.clients import JSON_PATCH, ApiError, Client, WatchEvent, plain, watch_event
 
 JSONDict = dict[str, Any]

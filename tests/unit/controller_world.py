@@ -9,7 +9,7 @@ import pytest
 
 from controller import quota
 from controller.api import kinds, names
-from controller.api.common import format_time
+from controller.api.times import format_time
 from controller.cluster.cache import Cache
 from controller.cluster.writers import Writers
 from controller.metrics import ControllerMetrics

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, parse_quantity
+from controller.api import kube
 from controller.api.common import is_resource_name
-from controller.api.quantity import QuantityError, exact_quantity, format_quantity
+from controller.api.quantity import QuantityError, exact_quantity, format_quantity, parse_quantity
+from controller.api.queues import ClusterQueue, LocalQueue, ResourceFlavor
+from controller.api.workload import Workload
 
 
 def cluster_queue(**spec: Any) -> dict[str, Any]:
@@ -135,11 +137,26 @@ def test_unknown_spec_fields_are_rejected() -> None:
     assert "spec.nominalQuota" in error_text(obj, ClusterQueue)
 
 
-def test_metadata_keeps_server_fields() -> None:
+def test_metadata_is_read_as_every_kubernetes_objects_metadata() -> None:
     obj = cluster_queue()
-    obj["metadata"]["finalizers"] = ["example.com/keep"]
+    obj["metadata"].update(uid="u-1", resourceVersion="7", finalizers=["example.com/keep"])
     model = ClusterQueue.model_validate(obj)
-    assert model.model_dump(by_alias=True)["metadata"]["finalizers"] == ["example.com/keep"]
+    assert isinstance(model.metadata, kube.ObjectMeta)
+    # What kohort reads is kept; what it never reads (finalizers) is not: it never writes back
+    # a whole object it read.
+    assert model.model_dump(by_alias=True)["metadata"] == {
+        "name": "team-a",
+        "uid": "u-1",
+        "resourceVersion": "7",
+    }
+
+
+def test_malformed_metadata_is_rejected_naming_the_member() -> None:
+    obj = cluster_queue()
+    obj["metadata"]["labels"] = {"team": 1}
+    text = error_text(obj, ClusterQueue)
+    assert "metadata" in text and "`metadata.labels[...]`" in text
+    assert "Expected `str`, got `int`" in text
 
 
 def test_workload_is_a_gang_of_pod_sets() -> None:
@@ -514,7 +531,7 @@ def test_unknown_resource_names_are_refused_with_a_hint(name: str, hint: str) ->
     assert hint in text
 
 
-def test_a_cached_object_keeps_its_metadata_but_not_its_managed_fields() -> None:
+def test_a_cached_object_keeps_the_metadata_kohort_reads_and_not_its_managed_fields() -> None:
     workload = Workload.model_validate(
         {
             "apiVersion": "kohort.dev/v1alpha1",
@@ -529,7 +546,5 @@ def test_a_cached_object_keeps_its_metadata_but_not_its_managed_fields() -> None
             "spec": {"queueName": "q", "podSets": [{"count": 1}]},
         }
     )
-    meta = workload.metadata.model_dump(by_alias=True)
-    assert meta["labels"] == {"kohort.dev/queue-name": "q"}
-    assert meta["finalizers"] == ["example.com/keep"]  # other fields not modelled are kept
-    assert "managedFields" not in meta
+    meta = workload.model_dump(by_alias=True)["metadata"]
+    assert meta == {"name": "job-a", "namespace": "ns", "labels": {"kohort.dev/queue-name": "q"}}

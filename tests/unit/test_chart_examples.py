@@ -18,7 +18,9 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from controller.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload, names
+from controller.api import names
+from controller.api.queues import ClusterQueue, LocalQueue, ResourceFlavor
+from controller.api.workload import Workload
 from tests.chart_support import REPO, kube_version, render
 from tests.fakes.reviews import make_review
 from webhook.mutation import mutate

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from controller.api import ClusterQueue, Cohort, kinds
+from controller.api import kinds
 from controller.api.crds import crd
+from controller.api.queues import ClusterQueue, Cohort
 from controller.cluster.cache import models
 from controller.workloads.registry import ADAPTERS
 from tests.chart_support import CHART_DIR

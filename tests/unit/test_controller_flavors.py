@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from controller.api import kinds, kube
-from controller.api.common import format_time
+from controller.api.times import format_time
 from controller.workloads.base import Mutation, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.statefulset import StatefulSetAdapter

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controller.api import kinds
-from controller.api.common import parse_time
+from controller.api.times import parse_time
 from controller.cluster.clients import plain
 from controller.quota.outcomes import Eviction, EvictionCause
 from controller.reconciler import LostLeadership

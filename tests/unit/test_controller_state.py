@@ -8,8 +8,9 @@ from typing import Any
 
 import msgspec
 
-from controller.api import Workload, kinds, names
+from controller.api import kinds, names
 from controller.api.kinds import Kind
+from controller.api.workload import Workload
 from controller.cluster.cache import models
 from controller.cluster.clients import decoder
 from controller.quota import Admission, Fungibility, PendingCause, PodPlacement, Quota

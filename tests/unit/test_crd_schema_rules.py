@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, Field
 
-from controller.api import ClusterQueue, Workload
 from controller.api.common import (
     QUALIFIED_NAME,
     LabelKey,
@@ -23,6 +22,8 @@ from controller.api.common import (
 )
 from controller.api.crds import NOT_NEGATIVE, crd, model_schema
 from controller.api.quantity import QuantityError, exact_quantity
+from controller.api.queues import ClusterQueue
+from controller.api.workload import Workload
 
 Schema = dict[str, Any]
 

@@ -44,6 +44,7 @@ from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
+from controller.workloads.registry import REGISTRY
 
 JSON = dict[str, Any]
 QUEUES = ("team-a", "team-b", "team-c")
@@ -228,7 +229,7 @@ def held_job(job: Job) -> JSON:
         },
     }
     editor = Editor(obj)
-    JobAdapter().default(editor, Mutation("lq"))
+    REGISTRY.instance(JobAdapter).default(editor, Mutation("lq"))
     return editor.doc
 
 

@@ -13,6 +13,7 @@ import pytest
 from controller.api import kinds, kube, names
 from controller.workloads.base import is_gated
 from controller.workloads.raycluster import RayClusterAdapter
+from controller.workloads.registry import REGISTRY
 from controller.workloads.suspended import TEMPLATES_BEFORE_FLAVORS
 from controller.workloads.testing import make_raycluster
 from tests.unit import suspended_kinds as support
@@ -21,7 +22,7 @@ from webhook.mutation import mutate
 from webhook.reviews import patch_of
 from webhook.testing import make_review
 
-ADAPTER = RayClusterAdapter()
+ADAPTER = REGISTRY.instance(RayClusterAdapter)
 
 
 def test_a_raycluster_is_one_gang_of_its_head_and_all_its_workers() -> None:

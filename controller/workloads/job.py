@@ -8,12 +8,13 @@ are kept in an annotation written with the release, and an eviction suspends the
 its startTime and puts them back (a controller restarted meanwhile finishes that from the
 annotation).
 
-A Job that an object of another managed kind made (its controller: a JobSet, whose Jobs' pods
-join the JobSet's gang, named on the template the JobSet controller copied; a RayJob's submitter
-Job, in the RayJob's gang) is no gang of its own: the owner is what kohort holds. The webhook
-leaves such a Job alone (see `registry.Registry.part_of_managed_workload`), and so does the
-controller: it is not suspended, and free to be unsuspended. Which kinds make Jobs is what
-they say (`MAKES`); the Job adapter is told when registered.
+A Job that an object of a kind which makes Jobs for its gang made (its controller: a JobSet,
+whose Jobs' pods join the JobSet's gang, named on the template the JobSet controller copied; a
+RayJob's submitter Job, in the RayJob's gang) is no gang of its own: the owner is what kohort
+holds. It is not suspended, and free to be unsuspended. Which kinds make Jobs is what they
+declare (`MAKES`), told to the Job adapter by the registry that holds it. The webhook leaves a
+new object made by any managed workload alone before asking an adapter (see
+`registry.Registry.part_of_managed_workload`).
 
 A new Job of the usual shape is answered from its pruned view (`fast_defaults`), with the same
 operations, in the same order, as `defaults` merged by `edits.merge_operations`, without

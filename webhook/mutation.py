@@ -4,6 +4,10 @@ CREATE gets the full treatment. An UPDATE only gets back gang fields it dropped 
 apply drops fields missing from the user's manifest); the hold belongs to the controller (which
 unsuspends, ungates and evicts) and the validating webhook guards it. The mutation is
 idempotent, so `reinvocationPolicy: IfNeeded` and retries are harmless.
+
+A new object of a kind that answers from its pruned view (`capabilities.FastDefaults`: a Job)
+takes the fast path (`fast_answer`): the webhook decides the queue (opt-out label, default
+queue) and builds the response, the kind's adapter the patch.
 """
 
 from __future__ import annotations
@@ -11,16 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api import kinds, names
-from controller.api.kinds import JOBS
-from controller.workloads.base import Denied, Mutation, queue_of
+from controller.workloads.base import Denied, Mutation, queue_in, queue_of
 from controller.workloads.edits import Editor, merge_operations
 from controller.workloads.pod import of_unmanaged_job
-from controller.workloads.registry import (
-    adapter_for,
-    merged_defaults_for,
-    part_of_managed_workload,
-)
-from webhook import new_job, reviews
+from controller.workloads.pruned import ObjectMeta
+from controller.workloads.registry import REGISTRY, Registry
+from webhook import reviews
 from webhook.pruned_reviews import PrunedRequest
 from webhook.settings import Settings
 
@@ -37,6 +37,7 @@ def mutate(
     *,
     default_queue: str | None = None,
     owned: bool = False,
+    registry: Registry = REGISTRY,
 ) -> dict[str, Any]:
     """The AdmissionReview response for `review`; BadReview when it cannot be answered.
 
@@ -46,16 +47,16 @@ def mutate(
     passes `default` on the path that the webhook configuration routes opted-in namespaces to.
     `owned`: the caller gives the review away (the server, which has just decoded it), so the
     object is edited in place instead of copied; the response is the same.
+    `registry`: the workload kinds it manages.
     """
     if type(review) is PrunedRequest:
-        if review.operation == "CREATE" and review.kind == JOBS.kind and review.object is not None:
-            answer = new_job.answer(review.uid, review.object, settings, default_queue)
-            if answer is not None:
-                return answer
+        answer = fast_answer(review, settings, default_queue, registry)
+        if answer is not None:
+            return answer
         request = review.request()
     else:
         request = reviews.parse(review)
-    adapter = adapter_for(request.group, request.version, request.kind)
+    adapter = registry.adapter_for(request.group, request.version, request.kind)
     if adapter is None or request.operation not in ("CREATE", "UPDATE"):
         return reviews.allow(request.uid)
     if not isinstance(request.object, dict):
@@ -63,11 +64,11 @@ def mutate(
     old = request.old_object if isinstance(request.old_object, dict) else None
     # Made by a managed workload (a JobSet's Job, a LeaderWorkerSet's StatefulSet), now and
     # before the update: its owner is the gang.
-    made_by_gang = request.operation == "CREATE" or part_of_managed_workload(old)
+    made_by_gang = request.operation == "CREATE" or registry.part_of_managed_workload(old)
     if (
         request.kind != kinds.PODS.kind
         and made_by_gang
-        and part_of_managed_workload(request.object)
+        and registry.part_of_managed_workload(request.object)
     ):
         return reviews.allow(request.uid)
     if request.operation == "CREATE":
@@ -85,7 +86,7 @@ def mutate(
     if queue is None:
         return reviews.allow(request.uid)
     mutation = Mutation(queue, settings.placement, request.uid)
-    merged = merged_defaults_for(request.group, request.version, request.kind)
+    merged = registry.merged_defaults_for(request.group, request.version, request.kind)
     if old is None and merged is not None:
         # The whole default is one merge: the patch comes straight from the object.
         try:
@@ -108,3 +109,28 @@ def mutate(
     except TypeError as err:  # a field of the wrong JSON type where an object or list belongs
         return reviews.deny(request.uid, f"{request.subject}: {err}", code=400)
     return reviews.allow(request.uid, patch=editor.operations, warnings=warnings)
+
+
+def fast_answer(
+    review: PrunedRequest, settings: Settings, default_queue: str | None, registry: Registry
+) -> dict[str, Any] | None:
+    """The answer for creating an object whose kind answers from its pruned view, or None when
+    the general path answers it (another kind or operation, or not of the kind's usual shape).
+
+    An object outside every queue (opted out, or no queue) is allowed unpatched, as the general
+    path allows it whatever its shape."""
+    obj = review.object
+    if review.operation != "CREATE" or obj is None:
+        return None
+    fast = registry.fast_defaults_for(review.group, review.version, review.kind)
+    if fast is None:
+        return None
+    meta = obj.metadata
+    labels = meta.labels if type(meta) is ObjectMeta and type(meta.labels) is dict else {}
+    queue = queue_in(labels, default_queue)
+    if queue is None:
+        return reviews.allow(review.uid)
+    patch = fast.fast_defaults(
+        obj, queue=queue, placement=settings.placement, request_uid=review.uid
+    )
+    return None if patch is None else reviews.allow(review.uid, patch=patch)

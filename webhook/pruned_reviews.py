@@ -1,11 +1,12 @@
 """Decode a mutation review keeping only the members that mutation reads.
 
 Jobs and Pods make up almost every review the mutating webhook sees. For them the body is
-decoded with msgspec into a typed view that names just the members `webhook.mutation.mutate`
-reads or writes. A new Job is answered from the view itself (`webhook.new_job`); otherwise the
-objects become (small) plain dicts, a request that `mutate` answers exactly as it answers the
-full review. Members the view does not name are skipped while parsing, never built: decoding
-costs about a third of decoding the whole body.
+decoded with msgspec into a typed view (`controller.workloads.pruned`) that names just the
+members `webhook.mutation.mutate` reads or writes. A new Job is answered from the view itself
+(`mutation.fast_answer`, through the Job adapter's `fast_defaults`); otherwise the objects become
+(small) plain dicts, a request that `mutate` answers exactly as it answers the full review.
+Members the view does not name are skipped while parsing, never built: decoding costs about a
+third of decoding the whole body.
 
 Anything unusual (another kind or operation, a member of an unexpected type, JSON that is not
 a review at all) is not this module's business: `decode` returns None and the caller decodes
@@ -15,73 +16,13 @@ the full body, so every error message comes from the general path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
 
 import msgspec
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import Struct
 
 from controller.api import kinds
+from controller.workloads.pruned import Workload
 from webhook import reviews
-
-# Every member defaults to UNSET, so a member absent from the body stays absent and an explicit
-# null stays null: `mutate` answers "add" for the first and "replace" for the second.
-
-
-class _View(Struct, omit_defaults=True):
-    pass
-
-
-class OwnerReference(_View):
-    apiVersion: str | UnsetType | None = UNSET
-    kind: str | UnsetType | None = UNSET
-    name: str | UnsetType | None = UNSET
-    controller: bool | UnsetType | None = UNSET
-
-
-class ObjectMeta(_View):
-    name: str | UnsetType | None = UNSET
-    generateName: str | UnsetType | None = UNSET
-    labels: dict[str, str] | UnsetType | None = UNSET
-    annotations: dict[str, str] | UnsetType | None = UNSET
-    ownerReferences: list[OwnerReference] | UnsetType | None = UNSET
-
-
-class PodSpec(_View):
-    schedulerName: str | UnsetType | None = UNSET
-    schedulingGates: list[dict[str, Any]] | UnsetType | None = UNSET
-    # Backend kubernetes writes these (kube-scheduler's gang of the pod), merged into what the
-    # user wrote exactly as the general path does.
-    workloadRef: Any | UnsetType = UNSET
-    schedulingGroup: Any | UnsetType = UNSET
-
-
-class PodTemplate(_View):
-    metadata: ObjectMeta | UnsetType | None = UNSET
-    spec: PodSpec | UnsetType | None = UNSET
-
-
-Count = Annotated[int, msgspec.Meta(ge=0)]  # a negative one is denied by the general path
-
-
-class WorkloadSpec(_View):
-    # A Job's
-    parallelism: Count | UnsetType | None = UNSET
-    completions: Count | UnsetType | None = UNSET
-    suspend: bool | UnsetType | None = UNSET
-    template: PodTemplate | UnsetType | None = UNSET
-    # A Pod's
-    schedulerName: str | UnsetType | None = UNSET
-    schedulingGates: list[dict[str, Any]] | UnsetType | None = UNSET
-    workloadRef: Any | UnsetType = UNSET
-    schedulingGroup: Any | UnsetType = UNSET
-
-
-class Workload(_View):
-    """A Job or a Pod (one view for both, so the body is decoded in one pass before its kind
-    is known); the members one kind lacks are simply absent."""
-
-    metadata: ObjectMeta | UnsetType | None = UNSET
-    spec: WorkloadSpec | UnsetType | None = UNSET
 
 
 class GroupVersionKind(Struct):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from controller.api import kinds, names
-from controller.workloads.registry import ADAPTERS
+from controller.workloads.registry import REGISTRY, Registry
 from webhook.server import (
     MUTATE_DEFAULT_QUEUE_PATH,
     MUTATE_PATH,
@@ -35,10 +35,12 @@ ClientConfig = Callable[[str], dict[str, Any]]
 SYSTEM_NAMESPACES = ("kube-system", "kube-node-lease", "kube-public")
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
-# The workload kinds kohort manages (pods are routed on CREATE only).
-WORKLOADS: list[tuple[str, str, str]] = [
-    (k.group, k.version, k.plural) for k in ADAPTERS if k != kinds.PODS
-]
+
+def workload_resources(registry: Registry = REGISTRY) -> list[tuple[str, str, str]]:
+    """The workload kinds kohort manages but pods (which are routed on CREATE only)."""
+    return [(k.group, k.version, k.plural) for k in registry.kinds if k != kinds.PODS]
+
+
 PODS: list[tuple[str, str, str]] = [(kinds.PODS.group, kinds.PODS.version, kinds.PODS.plural)]
 QUOTA_RESOURCES = [
     k.plural
@@ -205,6 +207,7 @@ def mutating_configuration(
     timeout: int = 5,
     mutate_updates: bool = False,
     controller_users: Iterable[str] = (),
+    registry: Registry = REGISTRY,
 ) -> dict[str, Any]:
     """Mutation fails open by default: the validating webhook refuses unheld workloads.
 
@@ -215,8 +218,10 @@ def mutating_configuration(
     instead of the update being denied.
     `controller_users`: the user names of kohort's controller, whose requests are never sent
     (mutation only puts back what an update drops, and the controller's patches drop nothing).
+    `registry`: the workload kinds routed.
     """
     operations = ["CREATE", "UPDATE"] if mutate_updates else ["CREATE"]
+    routed = workload_resources(registry)
     selector = namespace_selector or default_namespace_selector()
     opted_in = opted_in_namespaces(selector)
 
@@ -228,7 +233,7 @@ def mutating_configuration(
                 "namespaceSelector": namespaces,
                 "objectSelector": {"matchExpressions": [queue_label, _not_opted_out()]},
                 # Gates can never be added to an existing pod: pods are mutated at CREATE only.
-                "rules": _rules(operations, WORKLOADS) + _rules(["CREATE"], PODS),
+                "rules": _rules(operations, routed) + _rules(["CREATE"], PODS),
                 "reinvocationPolicy": "IfNeeded",
             }
             | _match_conditions(not_from(controller_users))
@@ -256,6 +261,7 @@ def validating_configuration(
     controller_users: Iterable[str] = (),
     volcano_queue: str | None = names.VOLCANO_QUEUE,
     job_controllers: Iterable[str] = JOB_CONTROLLERS,
+    registry: Registry = REGISTRY,
 ) -> dict[str, Any]:
     """Fails closed: a held gang must not be released while the webhook is down.
 
@@ -268,8 +274,9 @@ def validating_configuration(
     workloads run outside the queues while the webhook is down.
     The webhooks of workloads are not asked about what they allow anyway and what must go on
     during an outage: requests of `controller_users` (kohort's controller), and the creation of
-    a released Job's pods.
+    a released Job's pods. `registry`: the workload kinds routed.
     """
+    routed = workload_resources(registry)
     conditions = _match_conditions(
         [*not_from(controller_users), not_a_job_pod_creation(job_controllers)]
     )
@@ -285,7 +292,7 @@ def validating_configuration(
         "namespaceSelector": selector,
         # For an UPDATE this matches when either the old or the new object has the label.
         "objectSelector": {"matchExpressions": [{"key": names.QUEUE_LABEL, "operator": "Exists"}]},
-        "rules": _rules(["CREATE", "UPDATE"], [*WORKLOADS, *PODS]),
+        "rules": _rules(["CREATE", "UPDATE"], [*routed, *PODS]),
     } | conditions
     quota = _webhook(
         "queues.validate.kohort.dev", client, VALIDATE_PATH, failure_policy="Fail", timeout=timeout
@@ -329,7 +336,7 @@ def validating_configuration(
                     _not_opted_out(),
                 ]
             },
-            "rules": _rules(["CREATE"], [*WORKLOADS, *PODS]),
+            "rules": _rules(["CREATE"], [*routed, *PODS]),
         } | conditions
         hooks.append(implied)
     return {

@@ -19,7 +19,7 @@ from cryptography import x509
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from certs.reload import CertificateReloader
-from controller.workloads.registry import ADAPTERS
+from controller.workloads.registry import REGISTRY, Registry
 from webhook import pruned_reviews, reviews
 from webhook.metrics import WebhookMetrics
 from webhook.mutation import mutate
@@ -67,17 +67,16 @@ def _kind_of(review: Any) -> str:
         return ""
 
 
-# The kinds the webhook answers for label its metrics; any other kind a request names is counted
-# as OTHER_KIND, so that requests naming made-up kinds cannot grow the metrics without bound.
-COUNTED_KINDS = frozenset(
-    {k.kind for k in ADAPTERS} | set(MODELS) | {kind for _, kind in PODGROUP_KINDS}
-)
+def counted_kinds(registry: Registry) -> frozenset[str]:
+    """The kinds the webhook answers for, which label its metrics; any other kind a request
+    names is counted as OTHER_KIND, so that requests naming made-up kinds cannot grow the
+    metrics without bound."""
+    return frozenset(
+        {k.kind for k in registry.kinds} | set(MODELS) | {kind for _, kind in PODGROUP_KINDS}
+    )
+
+
 OTHER_KIND = "other"
-
-
-def _counted_kind(review: Any) -> str:
-    kind = _kind_of(review)
-    return kind if kind in COUNTED_KINDS else OTHER_KIND
 
 
 def _uid_of(review: Any) -> Any:
@@ -99,10 +98,18 @@ def _too_large() -> web.Response:
 class AdmissionApp:
     """The routes and their decision functions; no TLS, no sockets (tests use it directly)."""
 
-    def __init__(self, settings: Settings, metrics: WebhookMetrics, readiness: Readiness) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: WebhookMetrics,
+        readiness: Readiness,
+        registry: Registry = REGISTRY,
+    ) -> None:
         self.settings = settings
         self.metrics = metrics
         self.readiness = readiness
+        self.registry = registry
+        self._counted = counted_kinds(registry)
         self._patches: dict[str, Any] = {}
 
     def build(self) -> web.Application:
@@ -123,16 +130,18 @@ class AdmissionApp:
 
     # The review was decoded from the request body for this call alone: edited in place.
     def _mutate(self, review: Any) -> dict[str, Any]:
-        return mutate(review, self.settings, owned=True)
+        return mutate(review, self.settings, owned=True, registry=self.registry)
 
     def _mutate_default(self, review: Any) -> dict[str, Any]:
-        return mutate(review, self.settings, default_queue="default", owned=True)
+        return mutate(
+            review, self.settings, default_queue="default", owned=True, registry=self.registry
+        )
 
     def _validate(self, review: Any) -> dict[str, Any]:
-        return validate(review, self.settings)
+        return validate(review, self.settings, registry=self.registry)
 
     def _validate_default(self, review: Any) -> dict[str, Any]:
-        return validate(review, self.settings, default_queue="default")
+        return validate(review, self.settings, default_queue="default", registry=self.registry)
 
     def _handler(
         self, webhook: str, decide: Decision, decode: Decoder = orjson.loads
@@ -173,12 +182,16 @@ class AdmissionApp:
         self._count(webhook, review, answer)
         return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
+    def _counted_kind(self, review: Any) -> str:
+        kind = _kind_of(review)
+        return kind if kind in self._counted else OTHER_KIND
+
     def _count(self, webhook: str, review: Any, answer: dict[str, Any]) -> None:
         response = answer["response"]
         if not response["allowed"]:
-            self.metrics.denials.labels(webhook, _counted_kind(review)).inc()
+            self.metrics.denials.labels(webhook, self._counted_kind(review)).inc()
         elif "patch" in response:
-            kind = _counted_kind(review)
+            kind = self._counted_kind(review)
             counter = self._patches.get(kind)
             if counter is None:  # labels() takes a lock and builds a key: once per kind
                 counter = self._patches[kind] = self.metrics.patches.labels(kind)
@@ -225,6 +238,7 @@ class WebhookServer:
         metrics_host: str = "0.0.0.0",
         metrics_port: int | None = 8080,
         reuse_port: bool = False,
+        registry: Registry = REGISTRY,
     ) -> None:
         self.metrics = WebhookMetrics()
         self.reuse_port = reuse_port
@@ -232,7 +246,7 @@ class WebhookServer:
         self.context = context
         self.host, self.port = host, port
         self.metrics_host, self.metrics_port = metrics_host, metrics_port
-        self.app = AdmissionApp(settings, self.metrics, self.readiness).build()
+        self.app = AdmissionApp(settings, self.metrics, self.readiness, registry).build()
         self._runners: list[web.AppRunner] = []
 
     def certificate_loaded(self, certificate: x509.Certificate) -> None:

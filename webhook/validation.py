@@ -37,7 +37,7 @@ from controller.workloads.base import (
 )
 from controller.workloads.edits import lookup
 from controller.workloads.pod import of_unmanaged_job, owned_by_job
-from controller.workloads.registry import adapter_for, part_of_managed_workload
+from controller.workloads.registry import REGISTRY, Registry
 from webhook import reviews
 from webhook.settings import Settings
 
@@ -47,13 +47,18 @@ MODELS: Mapping[str, type[Resource]] = {
 
 
 def validate(
-    review: Any, settings: Settings, *, default_queue: str | None = None
+    review: Any,
+    settings: Settings,
+    *,
+    default_queue: str | None = None,
+    registry: Registry = REGISTRY,
 ) -> dict[str, Any]:
     """The AdmissionReview response for `review`; BadReview when it cannot be answered.
 
     `default_queue` (the path for opted-in namespaces) makes an unlabelled new workload count
     as managed, so one that arrives unheld (mutation failed open) is refused. Updates are
     judged by their labels alone: workloads made before the namespace opted in stay free.
+    `registry`: the workload kinds it manages.
     """
     request = reviews.parse(review)
     if request.operation not in ("CREATE", "UPDATE"):
@@ -72,19 +77,25 @@ def validate(
         if problem:
             return reviews.deny(request.uid, f"{request.subject}: {problem}")
         return reviews.allow(request.uid)
-    adapter = adapter_for(request.group, request.version, request.kind)
+    adapter = registry.adapter_for(request.group, request.version, request.kind)
     if adapter is None:
         return reviews.allow(request.uid)
     try:
         user = request.user.username
         if request.operation == "CREATE":
-            problem = ownership_problem(adapter, request.object, None, user, settings)
-            problem = problem or creation_problem(adapter, request.object, default_queue)
+            problem = ownership_problem(
+                adapter, request.object, None, user, settings, registry=registry
+            )
+            problem = problem or creation_problem(
+                adapter, request.object, default_queue, registry=registry
+            )
             if problem is None and adapter.KIND == kinds.PODS and owned_by_job(request.object):
                 problem = job_pod_problem(request.object, user, settings)
         elif isinstance(request.old_object, dict):
             old = request.old_object
-            problem = ownership_problem(adapter, request.object, old, user, settings)
+            problem = ownership_problem(
+                adapter, request.object, old, user, settings, registry=registry
+            )
             problem = problem or update_problem(adapter, old, request.object)
         else:
             return reviews.deny(request.uid, "request.oldObject must be a JSON object", code=400)
@@ -178,20 +189,20 @@ def _describe(error: Mapping[str, Any]) -> str:
 
 
 def creation_problem(
-    adapter: WorkloadAdapter, obj: dict[str, Any], default_queue: str | None = None
+    adapter: WorkloadAdapter,
+    obj: dict[str, Any],
+    default_queue: str | None = None,
+    *,
+    registry: Registry = REGISTRY,
 ) -> str | None:
     """Why a new workload may not be created as it is (it is managed but not held)."""
     if queue_of(obj, default_queue) is None:
         return None
-    if adapter.KIND != kinds.PODS and part_of_managed_workload(obj):
+    if adapter.KIND != kinds.PODS and registry.part_of_managed_workload(obj):
         return None  # held through its owner, which is the gang
     if queue_of(obj) is None and adapter.KIND == kinds.PODS and of_unmanaged_job(obj):
         return None  # a pod of a Job made before its namespace opted in, or opted out
     return node_name_problem(adapter, obj) or adapter.unheld(obj)
-
-
-# Operators that make their pods themselves, owned by the workload kohort holds.
-OPERATOR_POD_OWNERS = (kinds.PYTORCHJOBS, kinds.RAYCLUSTERS)
 
 
 def ownership_problem(
@@ -200,15 +211,18 @@ def ownership_problem(
     old: dict[str, Any] | None,
     username: str,
     settings: Settings,
+    *,
+    registry: Registry = REGISTRY,
 ) -> str | None:
     """Why this user may not make or change an object that names a managed workload as its
     controller. Such an object is held through its owner's gang (a JobSet's Jobs, a
-    LeaderWorkerSet's StatefulSets, an operator's pods), so only the owner's controller
+    LeaderWorkerSet's StatefulSets, the pods of a kind whose operator alone makes them:
+    `registry.operator_pod_makers`), so only the owner's controller
     (`settings.workload_controllers`) makes it or changes its spec and ownerReferences."""
     if username in settings.workload_controllers:
         return None
     if adapter.KIND == kinds.PODS:
-        owner = next((k for k in OPERATOR_POD_OWNERS if owned_by(new, k)), None)
+        owner = next((k for k in registry.operator_pod_makers if owned_by(new, k)), None)
         if old is not None or owner is None:
             return None
         return (
@@ -216,14 +230,14 @@ def ownership_problem(
             f" releases it); a pod of yours must not name a {owner.kind} as its controller"
         )
     if old is None:
-        if not part_of_managed_workload(new):
+        if not registry.part_of_managed_workload(new):
             return None
         return (
             "its controller (ownerReference with controller: true) is a workload kohort holds as"
             " a gang, and only that workload's controller makes the objects it controls; create"
             " it without that ownerReference"
         )
-    if not (part_of_managed_workload(old) or part_of_managed_workload(new)):
+    if not (registry.part_of_managed_workload(old) or registry.part_of_managed_workload(new)):
         return None
     changed = [
         where

@@ -79,17 +79,3 @@ WORKLOADS = Kind(GROUP, VERSION, "workloads", "Workload")
 CRDS = Kind(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
-
-# The kinds kohort manages as gangs (controller.workloads.registry has an adapter for each): an
-# object whose controller is one of them is held through that owner's gang. Here, not in the
-# registry, so that the adapters can ask without importing it.
-MANAGED_WORKLOADS = (
-    JOBS,
-    STATEFULSETS,
-    LEADERWORKERSETS,
-    JOBSETS,
-    PYTORCHJOBS,
-    RAYCLUSTERS,
-    RAYJOBS,
-    PODS,
-)

@@ -1,14 +1,14 @@
 """The informers the controller needs, each decoding its kind into a typed object.
 
 Rule: which kinds are watched follows from the workload registry (one informer per managed
-kind) plus the kinds every gang needs (pods, nodes, queues, cohorts, flavors, Workloads,
-PodGroups).
+kind, optional where the kind's CRD is) plus the kinds every gang needs (pods, nodes, queues,
+cohorts, flavors, Workloads, PodGroups).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from controller.api import kinds, kube
@@ -17,30 +17,22 @@ from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlav
 from controller.api.workload import Workload
 from controller.cluster.clients import Client, decoder
 from controller.cluster.informers import Informer
-from controller.workloads.base import WorkloadAdapter
-from controller.workloads.registry import ADAPTERS
+from controller.workloads.registry import REGISTRY, Registry
 
 Listener = Callable[[Kind, Any, Any], None]
 
-# Kinds the cluster may not serve (their CRDs are optional; Cohorts' CRD is newer than the
-# others, and a cluster whose CRDs are installed by another tool may lack it: no Cohort then).
-OPTIONAL = frozenset(
-    {
-        kinds.LEADERWORKERSETS,
-        kinds.JOBSETS,
-        kinds.PYTORCHJOBS,
-        kinds.RAYCLUSTERS,
-        kinds.RAYJOBS,
-        kinds.COSCHEDULING_PODGROUPS,
-        kinds.VOLCANO_PODGROUPS,
-        kinds.COHORTS,
-    }
-)
+# Kinds besides the workload kinds that the cluster may not serve (the gang schedulers' CRDs;
+# Cohorts' CRD is newer than the others, and a cluster whose CRDs are installed by another tool
+# may lack it: no Cohort then). Which workload kinds may be missing, their adapters say.
+OPTIONAL = frozenset({kinds.COSCHEDULING_PODGROUPS, kinds.VOLCANO_PODGROUPS, kinds.COHORTS})
 
 
-def models(
-    adapters: Mapping[Kind, WorkloadAdapter], podgroup_kind: Kind | None
-) -> dict[Kind, type[Any]]:
+def optional_kinds(registry: Registry) -> frozenset[Kind]:
+    """The kinds whose informers wait for their CRDs instead of failing."""
+    return OPTIONAL | registry.optional_kinds
+
+
+def models(registry: Registry, podgroup_kind: Kind | None) -> dict[Kind, type[Any]]:
     """Each watched kind and the type its objects are decoded into."""
     watched: dict[Kind, type[Any]] = {
         kinds.CLUSTER_QUEUES: ClusterQueue,
@@ -55,7 +47,7 @@ def models(
         # Their labels decide what ClusterQueues' namespaceSelectors admit.
         kinds.NAMESPACES: kube.Namespace,
     }
-    watched.update((kind, adapter.model) for kind, adapter in adapters.items())
+    watched.update((kind, adapter.model) for kind, adapter in registry.adapters.items())
     if podgroup_kind is not None:
         watched[podgroup_kind] = kube.GangObject
     return watched
@@ -68,17 +60,18 @@ class Cache:
         *,
         podgroup_kind: Kind | None,
         namespace_selector: str | None = None,
-        adapters: Mapping[Kind, WorkloadAdapter] = ADAPTERS,
+        registry: Registry = REGISTRY,
     ) -> None:
+        optional = optional_kinds(registry)
         self.informers: dict[Kind, Informer[Any]] = {
             kind: Informer(
                 api,
                 kind,
                 decoder(model),
-                optional=kind in OPTIONAL,
+                optional=kind in optional,
                 label_selector=namespace_selector if kind == kinds.NAMESPACES else None,
             )
-            for kind, model in models(adapters, podgroup_kind).items()
+            for kind, model in models(registry, podgroup_kind).items()
         }
 
     def listen(self, listener: Listener) -> None:

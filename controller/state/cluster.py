@@ -33,8 +33,7 @@ from controller.state.objects import PodGroupSettings
 from controller.state.reporter import QueueReport, Reporter, counted
 from controller.state.steps import Step
 from controller.state.timers import Timers
-from controller.workloads.base import WorkloadAdapter
-from controller.workloads.registry import ADAPTERS
+from controller.workloads.registry import REGISTRY, Registry
 from controller.workloads.standalone import STANDALONE, is_standalone
 
 log = logging.getLogger("kohort.state")
@@ -82,13 +81,13 @@ class ClusterState:
         settings: Settings,
         podgroups: PodGroupSettings,
         *,
-        adapters: Mapping[Kind, WorkloadAdapter] = ADAPTERS,
+        registry: Registry = REGISTRY,
         namespace_filter: bool = False,
         rng: random.Random | None = None,
     ) -> None:
         self.settings = settings
         self.podgroups = podgroups
-        self.adapters = adapters
+        self.adapters = registry.adapters
         self.rng = rng or random.Random()
         self.index = GangIndex()
         self.inventory = Inventory(self.index, namespace_filter=namespace_filter)

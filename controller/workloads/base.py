@@ -15,7 +15,7 @@ import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol
 
 import msgspec
 
@@ -189,20 +189,10 @@ def toleration_json(toleration: kube.Toleration) -> JSONDict:
     return out
 
 
-@runtime_checkable
-class MergedDefaults(Protocol):
-    """Kinds whose whole `default` is one merge: the webhook computes its patch without
-    editing (see edits.merge_operations)."""
-
-    def defaults(self, obj: JSONDict, mutation: Mutation) -> tuple[JSONDict, list[str]]:
-        """What a new object must hold, queue label included, to merge into it; warnings.
-        Raises Denied like `default`."""
-        ...
-
-
 class WorkloadAdapter(Protocol):
     """One workload kind (Kueue's GenericJob). Adding a kind is one module plus one line in
-    `registry.ADAPTERS`."""
+    `registry.REGISTRY`; the facts of its kind and its optional capabilities are in
+    `capabilities`."""
 
     KIND: ClassVar[Kind]
 
@@ -473,6 +463,13 @@ def pod_set(name: str, count: int, template: kube.PodTemplate) -> PodSet:
         node_selector=dict(spec.node_selector),
         tolerations=tuple(pod_toleration(t) for t in spec.tolerations),
     )
+
+
+def running_pods(spec: kube.JobSpec) -> int:
+    """How many pods a Job runs at once: min(parallelism, completions), parallelism (default 1)
+    when completions is unset."""
+    parallelism = spec.parallelism if spec.parallelism is not None else 1
+    return parallelism if spec.completions is None else min(parallelism, spec.completions)
 
 
 def template_gang(template: kube.PodTemplate) -> str | None:

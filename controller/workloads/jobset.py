@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from controller.api import kube, names
+from controller.api import kinds, kube, names
 from controller.api.kinds import Kind
-from controller.workloads.base import Finished, Mutation
+from controller.workloads.base import Finished, Mutation, running_pods
+from controller.workloads.capabilities import OwnPods
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
-from controller.workloads.job import running_pods
 from controller.workloads.suspended import HeldTemplate, SuspendedAdapter, negative
 
 IN_ORDER = "InOrder"
@@ -42,7 +42,10 @@ def _replicated_job(index: int) -> Path:
 class JobSetAdapter(SuspendedAdapter):
     KIND: ClassVar[Kind] = kube.JobSet.KIND
     model: ClassVar[type[kube.JobSet]] = kube.JobSet
-    PREFIX: ClassVar[str] = "jobset"
+    GANG_PREFIX: ClassVar[str] = "jobset"
+    OPTIONAL_CRD: ClassVar[bool] = True
+    MAKES: ClassVar[tuple[Kind, ...]] = (kinds.JOBS,)
+    OWN_PODS: ClassVar[OwnPods] = OwnPods.NONE
 
     def held_templates(self, obj: kube.JobSet) -> list[HeldTemplate]:
         return [

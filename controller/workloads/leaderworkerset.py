@@ -1,15 +1,17 @@
 """leaderworkerset.x-k8s.io/v1 LeaderWorkerSet: one gang per group of `size` pods.
 
 A group's index is known only on its pods, so the templates get the gate and the queue, and
-each Pod is given its group's PodGroup when it is created (see `pod.py`).
+each Pod is given its group's PodGroup when it is created: LeaderWorkerSet's StatefulSets make
+the pods, labelled with the LeaderWorkerSet's name and their group's index, and this adapter
+tells the Pod adapter, through the registry, which gang such a pod joins (`pod_mark`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from controller.api import kube, names
+from controller.api import kinds, kube, names
 from controller.api.kinds import Kind
 from controller.quota.snapshot import PodSet
 from controller.workloads.base import (
@@ -31,6 +33,7 @@ from controller.workloads.base import (
     priority_classes,
     ungate_up_to,
 )
+from controller.workloads.capabilities import OwnPods, PodMark
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
 
 GROUP_TEMPLATE = ("spec", "leaderWorkerTemplate")
@@ -40,7 +43,7 @@ LEADER = (*GROUP_TEMPLATE, "leaderTemplate")
 
 def group_gang_name(lws_name: str, group_index: str | int) -> str:
     """The PodGroup of one LWS group: shared by the pods and the controller."""
-    return gang_name("lws", lws_name, str(group_index))
+    return gang_name(LeaderWorkerSetAdapter.GANG_PREFIX, lws_name, str(group_index))
 
 
 def _templates(obj: JSONDict) -> list[tuple[str, ...]]:
@@ -52,6 +55,36 @@ def _templates(obj: JSONDict) -> list[tuple[str, ...]]:
 class LeaderWorkerSetAdapter:
     KIND: ClassVar[Kind] = kube.LeaderWorkerSet.KIND
     model: ClassVar[type[kube.LeaderWorkerSet]] = kube.LeaderWorkerSet
+    GANG_PREFIX: ClassVar[str] = "lws"
+    OPTIONAL_CRD: ClassVar[bool] = True
+    # Its leader StatefulSet (and worker StatefulSets, through the group's leader Pod).
+    MAKES: ClassVar[tuple[Kind, ...]] = (kinds.STATEFULSETS,)
+    OWN_PODS: ClassVar[OwnPods] = OwnPods.NONE
+
+    def pod_mark(self, pod_labels: Mapping[str, Any]) -> PodMark | None:
+        """A pod labelled with a LeaderWorkerSet's name is one of its groups' (its StatefulSets
+        make it): its gang is its group's, known from its group-index label."""
+        lws = pod_labels.get(names.LWS_NAME_LABEL)
+        if not lws:
+            return None
+        index = pod_labels.get(names.LWS_GROUP_INDEX_LABEL)
+        gang = None
+        if isinstance(lws, str) and isinstance(index, str) and index:
+            gang = group_gang_name(lws, index)
+        return PodMark(
+            kind=self.KIND,
+            label=names.LWS_NAME_LABEL,
+            gang=gang,
+            maker=kinds.STATEFULSETS,
+            unnamed=(
+                f"a pod of LeaderWorkerSet {lws} must carry {names.POD_GROUP_LABEL} (its"
+                f" group's gang), which kohort's mutating webhook adds when the pod is created,"
+                f" from the {names.LWS_GROUP_INDEX_LABEL} label LeaderWorkerSet's own webhook"
+                f" sets: kohort's webhook did not answer (the StatefulSet controller creates"
+                f" the pod again), or that label is missing (is LeaderWorkerSet's webhook"
+                f" running?)"
+            ),
+        )
 
     # -- webhook side ---------------------------------------------------------------------------
 

@@ -1,16 +1,20 @@
 """core/v1 Pod: the pods of managed workloads, bare pods, and plain pod groups.
 
 Which gang a new pod joins:
-- a pod of a LeaderWorkerSet: its group's, known from its group-index label;
-- a pod of a managed Job, StatefulSet, PyTorchJob or RayCluster: its owner's, named on the
-  owner's pod template (a Job's pods are created only once the Job is released, so they get no
-  gate); the pods of a JobSet's Jobs carry the JobSet's gang, copied from its templates, and
-  those of a RayJob's RayCluster and submitter Job the RayJob's;
+- a pod that carries a kind's mark (`capabilities.MarksPods`: a LeaderWorkerSet's name): the
+  gang that kind names, its group's;
+- a pod of a managed Job, or of a kind whose pods carry the gate (`capabilities.OwnPods`: a
+  StatefulSet, PyTorchJob or RayCluster): its owner's, named on the owner's pod template (a
+  Job's pods are created only once the Job is released, so they get no gate); the pods of a
+  JobSet's Jobs carry the JobSet's gang, copied from its templates, and those of a RayJob's
+  RayCluster and submitter Job the RayJob's;
 - a pod that shares a user-chosen `kohort.dev/pod-group` with others: that plain pod group,
   whose size the user gives with `kohort.dev/pod-group-total-count`;
 - any other pod in a queue (bare, or made by a controller kohort has no adapter for, such as a
   ReplicaSet): a gang by itself, marked with a total count of 1.
-Every pod but a Job's gets the gate if it arrives without it (defence in depth).
+Every pod but a Job's gets the gate if it arrives without it (defence in depth). What the Pod
+adapter knows of the other kinds (which mark their pods, whose pods are gated, the prefixes of
+their gangs' names) it asks the registry that holds it.
 """
 
 from __future__ import annotations
@@ -45,27 +49,14 @@ from controller.workloads.base import (
     ungate,
     ungate_up_to,
 )
+from controller.workloads.capabilities import OwnPods, PodMark, Registrable
 from controller.workloads.edits import Editor, JSONDict, Path
-from controller.workloads.leaderworkerset import group_gang_name
 
 ROOT: tuple[str, ...] = ()
 
 
 def owned_by_job(obj: JSONDict) -> bool:
     return owned_by(obj, kinds.JOBS)
-
-
-def owned_by_statefulset(obj: JSONDict) -> bool:
-    return owned_by(obj, kinds.STATEFULSETS)
-
-
-# The kinds whose pods are made from pod templates that name the owner's gang and carry the
-# admission gate: they join that gang, gated until its release.
-GATED_OWNERS = (kinds.STATEFULSETS, kinds.PYTORCHJOBS, kinds.RAYCLUSTERS)
-
-
-def of_gated_workload(obj: JSONDict) -> bool:
-    return any(owned_by(obj, kind) for kind in GATED_OWNERS)
 
 
 # More pods than this in one plain group is a typo, not a gang.
@@ -104,39 +95,6 @@ def _missing_size(group: str) -> str:
     )
 
 
-# Gang names kohort gives the workloads of its other kinds: no plain pod group may take one.
-RESERVED_PREFIXES = (
-    "job-",
-    "sts-",
-    "lws-",
-    "jobset-",
-    "pytorchjob-",
-    "raycluster-",
-    "rayjob-",
-)
-
-
-def impersonation(obj: JSONDict) -> str | None:
-    """Why a pod pretends to belong to a workload it does not: a LeaderWorkerSet's labels on a
-    pod no StatefulSet made, or a plain group named like another kind's gang."""
-    pod_labels = labels(obj)
-    if pod_labels.get(names.LWS_NAME_LABEL) and not owned_by_statefulset(obj):
-        return f"only a LeaderWorkerSet's StatefulSets create pods labelled {names.LWS_NAME_LABEL}"
-    group = pod_labels.get(names.POD_GROUP_LABEL)
-    if (
-        isinstance(group, str)
-        and group.startswith(RESERVED_PREFIXES)
-        and controller_owner(obj) is None
-    ):
-        return (
-            f"{names.POD_GROUP_LABEL}={group}: names starting with"
-            f" {', '.join(RESERVED_PREFIXES)} are the gangs of Jobs, StatefulSets,"
-            " LeaderWorkerSets, JobSets, PyTorchJobs, RayClusters and RayJobs; choose another name"
-            " for a plain pod group"
-        )
-    return None
-
-
 def of_unmanaged_job(obj: JSONDict) -> bool:
     """A pod of a Job kohort does not manage (its template names no gang): in a namespace that
     opted in, such a Job was made before the opt-in, or opted out itself."""
@@ -150,32 +108,63 @@ def _job_not_queued(obj: JSONDict) -> str:
     )
 
 
-class PodAdapter:
+class PodAdapter(Registrable):
     KIND: ClassVar[Kind] = kube.Pod.KIND
     model: ClassVar[type[kube.Pod]] = kube.Pod
+    GANG_PREFIX: ClassVar[str] = "pod"
+    OPTIONAL_CRD: ClassVar[bool] = False
+    MAKES: ClassVar[tuple[Kind, ...]] = ()
+    OWN_PODS: ClassVar[OwnPods] = OwnPods.NONE
 
     def gang_name(self, obj: JSONDict, request_uid: str = "") -> str | None:
-        """The pod's PodGroup, or None for an LWS pod whose group index is not set yet."""
+        """The pod's PodGroup, or None for a marked pod whose gang is not named yet."""
         pod_labels = labels(obj)
         existing = pod_labels.get(names.POD_GROUP_LABEL)
         if isinstance(existing, str) and existing:
             return existing
-        lws = pod_labels.get(names.LWS_NAME_LABEL)
-        if isinstance(lws, str) and lws:
-            index = pod_labels.get(names.LWS_GROUP_INDEX_LABEL)
-            return group_gang_name(lws, index) if isinstance(index, str) and index else None
-        return gang_name("pod", object_name(obj, request_uid))
+        mark = self.kinds.pod_mark(pod_labels)
+        if mark is not None:
+            return mark.gang
+        return gang_name(self.GANG_PREFIX, object_name(obj, request_uid))
+
+    def of_gated_workload(self, obj: JSONDict) -> bool:
+        """Whether the pod's controller is of a kind whose pods carry the gate and the gang."""
+        return any(owned_by(obj, kind) for kind in self.kinds.gated_pod_makers)
+
+    def reserved_prefixes(self) -> tuple[str, ...]:
+        """The gang names kohort gives the workloads of its other kinds: no plain pod group may
+        take one."""
+        prefixes = self.kinds.gang_prefixes
+        return tuple(f"{p}-" for kind, p in prefixes.items() if kind != self.KIND)
+
+    def impersonation(self, obj: JSONDict, mark: PodMark | None) -> str | None:
+        """Why a pod pretends to belong to a workload it does not: another kind's mark on a pod
+        no object of the kind that makes such pods made, or a plain group named like another
+        kind's gang."""
+        if mark is not None and not owned_by(obj, mark.maker):
+            return f"only a {mark.kind.kind}'s {mark.maker.kind}s create pods labelled {mark.label}"
+        group = labels(obj).get(names.POD_GROUP_LABEL)
+        reserved = self.reserved_prefixes()
+        if isinstance(group, str) and group.startswith(reserved) and controller_owner(obj) is None:
+            others = [kind.kind + "s" for kind in self.kinds.gang_prefixes if kind != self.KIND]
+            return (
+                f"{names.POD_GROUP_LABEL}={group}: names starting with"
+                f" {', '.join(reserved)} are the gangs of {_listed(others)}; choose another name"
+                " for a plain pod group"
+            )
+        return None
 
     # -- webhook side ---------------------------------------------------------------------------
 
     def default(self, editor: Editor, mutation: Mutation) -> list[str]:
         obj = editor.doc
-        pretends = impersonation(obj)
+        pod_labels = labels(obj)
+        mark = self.kinds.pod_mark(pod_labels)
+        pretends = self.impersonation(obj, mark)
         if pretends:
             raise Denied(pretends)
         gang = self.gang_name(obj, mutation.request_uid)
-        pod_labels = labels(obj)
-        if pod_labels.get(names.LWS_NAME_LABEL):
+        if mark is not None:
             return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=True)
         size = _declared_size(obj)
         group = pod_labels.get(names.POD_GROUP_LABEL)
@@ -184,7 +173,7 @@ class PodAdapter:
                 raise Denied(_job_not_queued(obj))
             return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=False)
         if group and size is None:
-            if of_gated_workload(obj):  # named on its managed owner's template
+            if self.of_gated_workload(obj):  # named on its managed owner's template
                 return decorate_pod_template(editor, ROOT, mutation, gang=gang, gate=True)
             raise Denied(_missing_size(str(group)))
         if size is None:
@@ -196,27 +185,20 @@ class PodAdapter:
         return []
 
     def unheld(self, obj: JSONDict) -> str | None:
-        pretends = impersonation(obj)
+        pod_labels = labels(obj)
+        mark = self.kinds.pod_mark(pod_labels)
+        pretends = self.impersonation(obj, mark)
         if pretends:
             return pretends
-        pod_labels = labels(obj)
         group = pod_labels.get(names.POD_GROUP_LABEL)
         if owned_by_job(obj):
             # A managed Job's pods exist only once the Job is released.
             return None if group else _job_not_queued(obj)
-        lws = pod_labels.get(names.LWS_NAME_LABEL)
-        if lws and not group:
-            # Its gang is its group's, named when the pod is made; a pod that missed that
-            # would keep its whole group from ever being complete.
-            return (
-                f"a pod of LeaderWorkerSet {lws} must carry {names.POD_GROUP_LABEL} (its"
-                f" group's gang), which kohort's mutating webhook adds when the pod is created,"
-                f" from the {names.LWS_GROUP_INDEX_LABEL} label LeaderWorkerSet's own webhook"
-                f" sets: kohort's webhook did not answer (the StatefulSet controller creates"
-                f" the pod again), or that label is missing (is LeaderWorkerSet's webhook"
-                f" running?)"
-            )
-        if not lws and _declared_size(obj) is None and not of_gated_workload(obj):
+        if mark is not None and not group:
+            # Its gang is named when the pod is made; a pod that missed that would keep its
+            # whole group from ever being complete.
+            return mark.unnamed
+        if mark is None and _declared_size(obj) is None and not self.of_gated_workload(obj):
             return _missing_size(str(group or "<name>"))
         return gate_problem(obj, [ROOT])
 
@@ -239,15 +221,15 @@ class PodAdapter:
     def gangs(self, obj: kube.Pod) -> list[GangShape]:
         meta = obj.metadata
         declared = meta.labels.get(names.POD_GROUP_TOTAL_COUNT_LABEL)
-        # Pods of managed workloads belong to their owner's gang (an LWS pod whose
+        # Pods of managed workloads belong to their owner's gang (a marked pod whose
         # LeaderWorkerSet is not known yet waits for it). Pods made before the total
         # count existed are gangs of one when nothing owns them.
-        if meta.labels.get(names.LWS_NAME_LABEL):
+        if self.kinds.pod_mark(meta.labels) is not None:
             return []
         if declared is None and meta.controller_owner() is not None:
             return []
         size = 1 if declared is None else group_size(declared)
-        name = meta.labels.get(names.POD_GROUP_LABEL) or gang_name("pod", meta.name)
+        name = meta.labels.get(names.POD_GROUP_LABEL) or gang_name(self.GANG_PREFIX, meta.name)
         template = kube.PodTemplate(spec=obj.spec)
         pods = pod_set("main", size, template)
         return [GangShape(name, size, (pods,), priority_classes(template))]
@@ -290,3 +272,8 @@ class PodAdapter:
 def alike(pod: kube.Pod) -> PodSet:
     """What a pod asks for, as one pod of a pod set: the pods of a plain group must be alike."""
     return pod_set("main", 1, kube.PodTemplate(spec=pod.spec))
+
+
+def _listed(items: Sequence[str]) -> str:
+    """`a, b and c`."""
+    return items[0] if len(items) < 2 else f"{', '.join(items[:-1])} and {items[-1]}"

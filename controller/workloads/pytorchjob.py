@@ -16,6 +16,7 @@ from typing import ClassVar
 from controller.api import kube, names
 from controller.api.kinds import Kind
 from controller.workloads.base import Finished, Mutation, shown
+from controller.workloads.capabilities import OwnPods
 from controller.workloads.edits import Editor
 from controller.workloads.suspended import HeldTemplate, SuspendedAdapter, negative
 
@@ -29,7 +30,10 @@ class PyTorchJobAdapter(SuspendedAdapter):
     KIND: ClassVar[Kind] = kube.PyTorchJob.KIND
     model: ClassVar[type[kube.PyTorchJob]] = kube.PyTorchJob
     SUSPEND: ClassVar[tuple[str, ...]] = ("spec", "runPolicy", "suspend")
-    PREFIX: ClassVar[str] = "pytorchjob"
+    GANG_PREFIX: ClassVar[str] = "pytorchjob"
+    OPTIONAL_CRD: ClassVar[bool] = True
+    MAKES: ClassVar[tuple[Kind, ...]] = ()
+    OWN_PODS: ClassVar[OwnPods] = OwnPods.BY_OPERATOR
     GATED: ClassVar[bool] = True
 
     def default(self, editor: Editor, mutation: Mutation) -> list[str]:

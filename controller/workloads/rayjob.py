@@ -11,17 +11,17 @@ submitter Job, so their pods go with them. The RayCluster and the Job are no gan
 spec.rayClusterSpec and spec.submitterPodTemplate, so they flow into the RayCluster, the Job and
 all their pods. Released and held as `suspended.py` says.
 
-Pod sets: `head` (one pod) and one per worker group, as for a RayCluster, then `submitter` (one
-pod) in K8sJobMode. The submitter is in the gang's quota but not in its minMember: KubeRay makes
-it only once the head and workers run, so a gang scheduler that waited for it before placing
-those would wait forever. minMember is the head and the workers; the submitter joins the gang's
-PodGroup once that has started (Volcano then places it as a member beyond minMember), and is
-not gated (a Job's pods exist only once the gang is released, as for any managed Job). The
-cluster's pods are gated until the release, like a RayCluster's. When spec.submitterPodTemplate
-is unset, the webhook writes the one KubeRay would use (one `ray-job-submitter` container of the
-head's image, 500m CPU and 200Mi requested), so that the submitter carries the gang too. In
-SidecarMode KubeRay adds that container to the head pod instead: it is counted in the head's
-requests. HTTPMode has no submitter pod.
+Pod sets: `head` (one pod) and one per worker group, as for a RayCluster (see `ray.py`), then
+`submitter` (one pod) in K8sJobMode. The submitter is in the gang's quota but not in its
+minMember: KubeRay makes it only once the head and workers run, so a gang scheduler that waited
+for it before placing those would wait forever. minMember is the head and the workers; the
+submitter joins the gang's PodGroup once that has started (Volcano then places it as a member
+beyond minMember), and is not gated (a Job's pods exist only once the gang is released, as for
+any managed Job). The cluster's pods are gated until the release, like a RayCluster's. When
+spec.submitterPodTemplate is unset, the webhook writes the one KubeRay would use (one
+`ray-job-submitter` container of the head's image, 500m CPU and 200Mi requested), so that the
+submitter carries the gang too. In SidecarMode KubeRay adds that container to the head pod
+instead: it is counted in the head's requests. HTTPMode has no submitter pod.
 
 The quota is given back when the RayJob finishes (jobDeploymentStatus Complete or Failed, or
 ValidationFailed: KubeRay will never run it). What is refused, each with its reason:
@@ -42,11 +42,12 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from controller.api import kube
+from controller.api import kinds, kube
 from controller.api.kinds import Kind
 from controller.workloads.base import Finished, Mutation, made_by
+from controller.workloads.capabilities import OwnPods
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
-from controller.workloads.raycluster import cluster_problem, cluster_templates, ray_pod_set
+from controller.workloads.ray import cluster_problem, cluster_templates, ray_pod_set
 from controller.workloads.suspended import HeldTemplate, SuspendedAdapter
 
 CLUSTER_SPEC: Path = ("spec", "rayClusterSpec")
@@ -100,7 +101,10 @@ def _with_sidecar(template: kube.PodTemplate) -> kube.PodTemplate:
 class RayJobAdapter(SuspendedAdapter):
     KIND: ClassVar[Kind] = kube.RayJob.KIND
     model: ClassVar[type[kube.RayJob]] = kube.RayJob
-    PREFIX: ClassVar[str] = "rayjob"
+    GANG_PREFIX: ClassVar[str] = "rayjob"
+    OPTIONAL_CRD: ClassVar[bool] = True
+    MAKES: ClassVar[tuple[Kind, ...]] = (kinds.RAYCLUSTERS, kinds.JOBS)
+    OWN_PODS: ClassVar[OwnPods] = OwnPods.NONE
     GATED: ClassVar[bool] = True
 
     # -- webhook side: the raw object -----------------------------------------------------------

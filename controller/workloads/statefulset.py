@@ -40,6 +40,7 @@ from controller.workloads.base import (
     template_gang,
     ungate,
 )
+from controller.workloads.capabilities import OwnPods
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
 
 TEMPLATE = ("spec", "template")
@@ -77,9 +78,13 @@ def _applied_policy(obj: JSONDict) -> Any:
 class StatefulSetAdapter:
     KIND: ClassVar[Kind] = kube.StatefulSet.KIND
     model: ClassVar[type[kube.StatefulSet]] = kube.StatefulSet
+    GANG_PREFIX: ClassVar[str] = "sts"
+    OPTIONAL_CRD: ClassVar[bool] = False
+    MAKES: ClassVar[tuple[Kind, ...]] = ()
+    OWN_PODS: ClassVar[OwnPods] = OwnPods.GATED
 
     def gang_name(self, obj: JSONDict, request_uid: str = "") -> str:
-        return gang_name("sts", object_name(obj, request_uid))
+        return gang_name(self.GANG_PREFIX, object_name(obj, request_uid))
 
     # -- webhook side ---------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from controller.api import kinds, kube, names
+from controller.api import kube, names
 from controller.api.kinds import Kind
 from controller.api.workload import MAX_POD_SETS
 from controller.workloads.base import (
@@ -41,7 +41,6 @@ from controller.workloads.base import (
     Mutation,
     PodSetFlavors,
     Write,
-    controlled_by,
     decorate_pod_template,
     field_path,
     gang_name,
@@ -60,6 +59,7 @@ from controller.workloads.base import (
     toleration_json,
     ungate_up_to,
 )
+from controller.workloads.capabilities import Registrable
 from controller.workloads.edits import Editor, JSONDict, Path, lookup, pointer
 
 log = logging.getLogger("kohort.workloads")
@@ -190,16 +190,17 @@ def negative(counts: Sequence[tuple[Path, int | None]]) -> str | None:
     return None
 
 
-class SuspendedAdapter:
+class SuspendedAdapter(Registrable):
     """The adapter of a kind held by a suspend field. A kind names where its suspend field is,
-    the prefix of its gang's name and whether its operator's pods carry the admission gate, and
-    says which templates it has, why it cannot be one gang, when it is suspended or done, and
-    which pod set a pod of it is."""
+    the facts of its kind (`capabilities.KindAdapter`: the prefix of its gang's name, ...) and
+    whether its operator's pods carry the admission gate, and says which templates it has, why
+    it cannot be one gang, when it is suspended or done, and which pod set a pod of it is. It is
+    told the other kinds when registered: an object one of them made is left to that one."""
 
     KIND: ClassVar[Kind]
     model: ClassVar[type[Any]]
     SUSPEND: ClassVar[tuple[str, ...]] = ("spec", "suspend")
-    PREFIX: ClassVar[str]
+    GANG_PREFIX: ClassVar[str]
     # Whether its own operator makes its pods: they are then gated until the release too, since
     # kohort lets a pod skip the gate only when the Job controller makes it (see pod.py).
     GATED: ClassVar[bool] = False
@@ -234,7 +235,7 @@ class SuspendedAdapter:
     def owned_elsewhere(self, obj: Any) -> bool:
         """Whether a workload of a kind kohort manages made the object: it is part of that
         one's gang. One made by any other controller is a gang of its own."""
-        return any(controlled_by(obj.metadata, kind) for kind in kinds.MANAGED_WORKLOADS)
+        return self.kinds.made_by_managed(obj.metadata)
 
     def _gang_problem(self, obj: Any) -> str | None:
         problem = self.problem(obj)
@@ -262,7 +263,7 @@ class SuspendedAdapter:
     # -- webhook side: the raw object -----------------------------------------------------------
 
     def gang_name(self, obj: JSONDict, request_uid: str = "") -> str:
-        return gang_name(self.PREFIX, object_name(obj, request_uid))
+        return gang_name(self.GANG_PREFIX, object_name(obj, request_uid))
 
     def managed_templates(self, obj: JSONDict) -> list[HeldTemplate] | None:
         """The templates of a raw object kohort holds (None when a managed workload made it);

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -17,10 +17,10 @@ from controller.reconciler import Reconciler
 from controller.settings import Settings
 from controller.state.cluster import ClusterState
 from controller.state.objects import PodGroupSettings
-from controller.workloads.base import Mutation, WorkloadAdapter
+from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
-from controller.workloads.registry import ADAPTERS
+from controller.workloads.registry import REGISTRY, Registry
 from hack.objects import cluster_queue, local_queue, resource_flavor
 from tests.fakes.memory_api import MemoryApi
 from tests.fakes.workloads import make_job
@@ -41,7 +41,7 @@ def held_job(name: str, pods: int, cpu: str = "1", namespace: str = "ns") -> JSO
         memory=None,
     )
     editor = Editor(job)
-    JobAdapter().default(editor, Mutation("lq"))
+    REGISTRY.instance(JobAdapter).default(editor, Mutation("lq"))
     return editor.doc
 
 
@@ -85,7 +85,7 @@ class World:
         self,
         *objects: tuple[kinds.Kind, JSON],
         cpu_quota: str = "4",
-        adapters: Mapping[kinds.Kind, WorkloadAdapter] = ADAPTERS,
+        registry: Registry = REGISTRY,
         pods_ready_timeout: float | None = None,
         clock: Callable[[], float] = lambda: NOW,
     ) -> None:
@@ -99,8 +99,8 @@ class World:
         settings = Settings(
             pods_ready_timeout=pods_ready_timeout, core=quota.Config(placement=False)
         )
-        self.state = ClusterState(settings, PodGroupSettings(), adapters=adapters)
-        self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, adapters=adapters)
+        self.state = ClusterState(settings, PodGroupSettings(), registry=registry)
+        self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, registry=registry)
         writers = Writers(self.api, self.cache.informers)
         self.reconciler = Reconciler(
             self.state, writers, settings, ControllerMetrics(), clock=clock

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from controller.workloads.registry import REGISTRY
 from tests.chart_support import NAMESPACE, RELEASE, VALUE_SETS, Manifest, render
 
 Permission = tuple[str, str, str]  # (apiGroup, resource, verb)
@@ -93,6 +94,17 @@ def test_no_rule_uses_a_wildcard(value_set: str) -> None:
 def test_the_controller_is_allowed_exactly_what_its_code_does() -> None:
     got = permissions(render(), f"{RELEASE}-controller")
     assert got == CONTROLLER_NEEDS | LEADER_ELECTION_NEEDS
+
+
+def test_the_controller_may_read_every_kind_of_the_workload_registry() -> None:
+    got = permissions(render(), f"{RELEASE}-controller")
+    missing = {
+        (kind.group, kind.plural, verb)
+        for kind in REGISTRY.kinds
+        for verb in READ
+        if (kind.group, kind.plural, verb) not in got
+    }
+    assert not missing, "a registered kind needs its rule in templates/controller/rbac.yaml"
 
 
 def test_the_controller_never_reads_secrets_or_changes_rbac_or_nodes() -> None:

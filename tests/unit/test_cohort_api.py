@@ -12,7 +12,7 @@ from controller.api import kinds
 from controller.api.crds import crd
 from controller.api.queues import ClusterQueue, Cohort
 from controller.cluster.cache import models
-from controller.workloads.registry import ADAPTERS
+from controller.workloads.registry import REGISTRY
 from tests.chart_support import CHART_DIR
 from tests.fakes.reviews import make_review
 from webhook.registration import QUOTA_RESOURCES
@@ -191,7 +191,7 @@ def controller_rules() -> list[tuple[set[str], set[str]]]:
 
 
 def test_the_controller_may_watch_every_kohort_kind_it_watches_and_write_cohort_status() -> None:
-    watched = {k.plural for k in models(ADAPTERS, None) if k.group == "kohort.dev"}
+    watched = {k.plural for k in models(REGISTRY, None) if k.group == "kohort.dev"}
     readable = {
         r
         for resources, verbs in controller_rules()

@@ -23,13 +23,13 @@ from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
-from controller.workloads.registry import ADAPTERS
+from controller.workloads.registry import REGISTRY
 from hack.objects import cluster_queue, local_queue, resource_flavor
 from tests.fakes.workloads import make_job
 from tests.unit.controller_world import NOW, World, held_job, start
 
 JSON = dict[str, Any]
-TYPES = models(ADAPTERS, kinds.VOLCANO_PODGROUPS)
+TYPES = models(REGISTRY, kinds.VOLCANO_PODGROUPS)
 
 
 def cpu_flavor(name: str, cpu: str) -> JSON:
@@ -155,7 +155,7 @@ def job_with_workload(name: str, pods: int, namespace: str = "team-a") -> list[t
     """A held Job of `pods` one-cpu pods in LocalQueue `research`, and its Workload."""
     job = make_job(name, namespace=namespace, parallelism=pods, completions=pods, memory=None)
     editor = Editor(job)
-    JobAdapter().default(editor, Mutation("research"))
+    REGISTRY.instance(JobAdapter).default(editor, Mutation("research"))
     workload: JSON = {
         "metadata": {
             "namespace": namespace,

@@ -11,6 +11,7 @@ from controller.quota.outcomes import Eviction, EvictionCause
 from controller.workloads.base import Mutation, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.pod import PodAdapter
+from controller.workloads.registry import REGISTRY
 from tests.fakes.workloads import make_pod
 from tests.unit.controller_world import NOW, World, start
 
@@ -23,7 +24,7 @@ def group_pod(name: str, size: int = 4, cpu: str = "1") -> JSON:
     pod = make_pod(name, namespace="ns", queue="lq", labels=labels)
     pod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": cpu}
     editor = Editor(pod)
-    PodAdapter().default(editor, Mutation("lq"))
+    REGISTRY.instance(PodAdapter).default(editor, Mutation("lq"))
     return editor.doc
 
 
@@ -190,7 +191,7 @@ def reserved(workload: JSON) -> bool:
 async def test_a_lone_pods_workload_is_owned_by_it_and_goes_with_it(started: list[World]) -> None:
     pod = make_pod("solo", namespace="ns", queue="lq")
     editor = Editor(pod)
-    PodAdapter().default(editor, Mutation("lq"))
+    REGISTRY.instance(PodAdapter).default(editor, Mutation("lq"))
     world = await start(started, World((kinds.PODS, editor.doc), cpu_quota="8"))
     await world.reconciler.reconcile_once()
     await world.api.settle()

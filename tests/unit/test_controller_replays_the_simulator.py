@@ -42,6 +42,7 @@ from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Mutation
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
+from controller.workloads.registry import REGISTRY
 from hack.objects import resource_flavor
 from tests.fakes.memory_api import MemoryApi
 
@@ -228,7 +229,7 @@ def held_job(job: Job) -> JSON:
         },
     }
     editor = Editor(obj)
-    JobAdapter().default(editor, Mutation("lq"))
+    REGISTRY.instance(JobAdapter).default(editor, Mutation("lq"))
     return editor.doc
 
 

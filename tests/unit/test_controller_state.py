@@ -23,13 +23,13 @@ from controller.state.steps import CreateWorkload, DeletePodGroup, DeleteWorkloa
 from controller.workloads.base import Backend, Mutation, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
-from controller.workloads.registry import ADAPTERS
+from controller.workloads.registry import REGISTRY
 from controller.workloads.statefulset import StatefulSetAdapter
 from tests.fakes.workloads import make_job, make_statefulset
 from webhook.validation import model_problem
 
 JSON = dict[str, Any]
-MODELS = models(ADAPTERS, kinds.VOLCANO_PODGROUPS)
+MODELS = models(REGISTRY, kinds.VOLCANO_PODGROUPS)
 NOW = 1_800_000_000.0
 
 
@@ -96,7 +96,10 @@ def workload_of(gang_name: str, namespace: str = "team-a") -> JSON:
 
 
 def test_a_held_job_is_one_gang_named_after_its_template_label() -> None:
-    job = held(make_job("train", namespace="team-a", parallelism=4, completions=4), JobAdapter())
+    job = held(
+        make_job("train", namespace="team-a", parallelism=4, completions=4),
+        REGISTRY.instance(JobAdapter),
+    )
 
     state = state_of((kinds.JOBS, job))
 
@@ -109,7 +112,7 @@ def test_a_held_job_is_one_gang_named_after_its_template_label() -> None:
 
 
 def test_a_new_gang_in_a_queue_gets_a_workload_first() -> None:
-    job = held(make_job("train", namespace="team-a"), JobAdapter())
+    job = held(make_job("train", namespace="team-a"), REGISTRY.instance(JobAdapter))
 
     work = state_of((kinds.JOBS, job)).sync(NOW).work
 
@@ -125,7 +128,7 @@ def test_a_job_the_webhook_never_saw_is_not_a_gang() -> None:
 
 
 def test_a_completed_job_is_a_finished_gang() -> None:
-    job = held(make_job("done", namespace="team-a"), JobAdapter())
+    job = held(make_job("done", namespace="team-a"), REGISTRY.instance(JobAdapter))
     job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
 
     gang = state_of((kinds.JOBS, job)).index.get(("team-a", "job-done"))
@@ -201,7 +204,10 @@ def test_cluster_queue_quota_is_kept_per_flavor_with_cohort_weight_and_policy() 
 
 
 def test_the_engine_counts_foreign_pods_as_used_and_pending_gangs_in_their_cluster_queue() -> None:
-    job = held(make_job("train", namespace="team-a", parallelism=2, completions=2), JobAdapter())
+    job = held(
+        make_job("train", namespace="team-a", parallelism=2, completions=2),
+        REGISTRY.instance(JobAdapter),
+    )
     foreign = {
         "metadata": {"namespace": "other", "name": "web"},
         "spec": {
@@ -234,7 +240,10 @@ def test_the_engine_counts_foreign_pods_as_used_and_pending_gangs_in_their_clust
 def test_pods_shutting_down_hold_their_nodes_even_once_their_gang_is_admitted_again() -> None:
     # A preempted gang goes back in its queue at once: it can be admitted again, on n1, while
     # its old pod on n2 still shuts down.
-    job = held(make_job("train", namespace="team-a", parallelism=1, completions=1), JobAdapter())
+    job = held(
+        make_job("train", namespace="team-a", parallelism=1, completions=1),
+        REGISTRY.instance(JobAdapter),
+    )
     body = workload_for(gang_with_workload(job), priority=0).model_dump(
         mode="json", by_alias=True, exclude_none=True
     )
@@ -275,7 +284,7 @@ def test_pods_shutting_down_hold_their_nodes_even_once_their_gang_is_admitted_ag
 
 
 def test_a_gang_whose_local_queue_is_missing_waits_and_says_so() -> None:
-    job = held(make_job("train", namespace="team-a"), JobAdapter())
+    job = held(make_job("train", namespace="team-a"), REGISTRY.instance(JobAdapter))
     state = state_of((kinds.JOBS, job), (kinds.WORKLOADS, workload_of("job-train")))
 
     state.sync(NOW)
@@ -292,7 +301,10 @@ def gang_with_workload(job: JSON) -> Any:
 
 
 def test_a_volcano_podgroup_asks_for_the_whole_gang_in_the_configured_queue() -> None:
-    job = held(make_job("train", namespace="team-a", parallelism=4, completions=4), JobAdapter())
+    job = held(
+        make_job("train", namespace="team-a", parallelism=4, completions=4),
+        REGISTRY.instance(JobAdapter),
+    )
     job["spec"]["template"]["spec"]["priorityClassName"] = "high"
 
     step = podgroup_for(gang_with_workload(job), PodGroupSettings(Backend.VOLCANO, "research"))
@@ -307,7 +319,10 @@ def test_a_volcano_podgroup_asks_for_the_whole_gang_in_the_configured_queue() ->
 
 
 def test_kubernetes_backend_makes_a_scheduling_workload_whose_gang_is_the_whole_gang() -> None:
-    job = held(make_job("train", namespace="team-a", parallelism=4, completions=4), JobAdapter())
+    job = held(
+        make_job("train", namespace="team-a", parallelism=4, completions=4),
+        REGISTRY.instance(JobAdapter),
+    )
 
     step = podgroup_for(gang_with_workload(job), PodGroupSettings(Backend.KUBERNETES))
 
@@ -320,7 +335,10 @@ def test_kubernetes_backend_makes_a_scheduling_workload_whose_gang_is_the_whole_
 
 
 def test_kubernetes_backend_at_v1beta1_makes_a_scheduling_podgroup_of_the_whole_gang() -> None:
-    job = held(make_job("train", namespace="team-a", parallelism=4, completions=4), JobAdapter())
+    job = held(
+        make_job("train", namespace="team-a", parallelism=4, completions=4),
+        REGISTRY.instance(JobAdapter),
+    )
 
     settings = PodGroupSettings(Backend.KUBERNETES, gang_api="v1beta1")
     step = podgroup_for(gang_with_workload(job), settings)
@@ -338,13 +356,16 @@ def test_kubernetes_backend_at_v1beta1_makes_a_scheduling_podgroup_of_the_whole_
 
 
 def test_no_podgroup_is_made_without_a_gang_backend() -> None:
-    job = held(make_job("train", namespace="team-a"), JobAdapter())
+    job = held(make_job("train", namespace="team-a"), REGISTRY.instance(JobAdapter))
 
     assert podgroup_for(gang_with_workload(job), PodGroupSettings(Backend.NONE)) is None
 
 
 def test_a_coscheduling_podgroup_has_min_member_and_resources_but_no_volcano_fields() -> None:
-    job = held(make_job("train", namespace="team-a", parallelism=2, completions=2), JobAdapter())
+    job = held(
+        make_job("train", namespace="team-a", parallelism=2, completions=2),
+        REGISTRY.instance(JobAdapter),
+    )
 
     step = podgroup_for(gang_with_workload(job), PodGroupSettings(Backend.COSCHEDULING))
 
@@ -355,7 +376,10 @@ def test_a_coscheduling_podgroup_has_min_member_and_resources_but_no_volcano_fie
 
 
 def test_the_workload_the_controller_writes_passes_the_api_model_the_webhook_enforces() -> None:
-    job = held(make_job("train", namespace="team-a", parallelism=2, completions=2), JobAdapter())
+    job = held(
+        make_job("train", namespace="team-a", parallelism=2, completions=2),
+        REGISTRY.instance(JobAdapter),
+    )
     job["spec"]["template"]["spec"]["tolerations"] = [
         {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]

@@ -18,6 +18,7 @@ from controller import quota
 from controller.api import kinds
 from controller.quota.engine import Engine
 from controller.workloads.job import JobAdapter
+from controller.workloads.registry import REGISTRY
 from hack.objects import cluster_queue, local_queue, reserved
 from tests.unit.controller_world import World, start
 from tests.unit.test_controller_state import held
@@ -95,7 +96,9 @@ async def test_the_engine_mirrors_the_records_through_churn(
         world.api.put(kinds.NODES, node(name))
     for i in range(12):
         for team, _ in TEAMS:
-            world.api.put(kinds.JOBS, held(_job(f"{team}-{i}"), JobAdapter(), queue=team))
+            world.api.put(
+                kinds.JOBS, held(_job(f"{team}-{i}"), REGISTRY.instance(JobAdapter), queue=team)
+            )
     for team, weight in TEAMS:
         queue = cluster_queue(team, {"cpu": "0"}, cohort="c", weight=weight)
         world.api.put(kinds.CLUSTER_QUEUES, queue)

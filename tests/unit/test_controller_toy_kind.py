@@ -1,4 +1,5 @@
-"""A new workload kind is one adapter module plus one registry line (tests/unit/toy_kind.py).
+"""A new workload kind is one adapter module plus one registry line (tests/unit/toy_kind.py):
+the controller side.
 
 Registered next to the built-in kinds, the toy kind's objects are found as gangs, recorded in
 Workloads, admitted by the decision core and released, or held with a reason, through its
@@ -9,29 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.api import kinds, names
-from controller.workloads.registry import ADAPTERS
+from controller.api import kinds
+from controller.workloads.registry import REGISTRY
 from tests.unit.controller_world import World, start
-from tests.unit.toy_kind import TRAINING_RUNS, TrainingRunAdapter
+from tests.unit.toy_kind import TRAINING_RUNS, TrainingRunAdapter, training_run
 
 JSON = dict[str, Any]
 # The one registry line.
-WITH_TOY = {**ADAPTERS, TRAINING_RUNS: TrainingRunAdapter()}
-
-
-def training_run(name: str, workers: int, cpu: str = "1") -> JSON:
-    return {
-        "apiVersion": "example.com/v1",
-        "kind": "TrainingRun",
-        "metadata": {"name": name, "namespace": "ns", "labels": {names.QUEUE_LABEL: "lq"}},
-        "spec": {
-            "workers": workers,
-            "paused": True,
-            "template": {
-                "spec": {"containers": [{"name": "w", "resources": {"requests": {"cpu": cpu}}}]}
-            },
-        },
-    }
+WITH_TOY = REGISTRY.with_kinds(TrainingRunAdapter())
 
 
 def paused(world: World, name: str) -> bool:
@@ -47,7 +33,7 @@ async def test_a_toy_kind_runs_through_state_decision_and_writers(started: list[
             (TRAINING_RUNS, training_run("early", workers=4)),
             (TRAINING_RUNS, training_run("late", workers=3)),
             cpu_quota="4",
-            adapters=WITH_TOY,
+            registry=WITH_TOY,
         ),
     )
 

@@ -1,4 +1,5 @@
-"""The pruned decoding and the new-Job fast path answer exactly like the general path."""
+"""The pruned decoding and the new-Job fast path (the Job adapter's `fast_defaults`) answer
+exactly like the general path."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from hypothesis import strategies as st
 
 from controller.api import names
 from controller.workloads.base import Backend, Placement
+from controller.workloads.registry import REGISTRY
 from tests.fakes.reviews import make_review
 from tests.fakes.workloads import make_job, make_pod, make_statefulset
-from webhook import new_job, pruned_reviews
-from webhook.mutation import mutate
+from webhook import pruned_reviews
+from webhook.mutation import fast_answer, mutate
 from webhook.reviews import BadReview, patch_of
 from webhook.server import decode_for_mutation
 from webhook.settings import Settings
@@ -175,7 +177,7 @@ def test_the_new_job_fast_path_answers_like_the_job_adapter_or_not_at_all(
     request = pruned_reviews.decode(body)
     if request is None or request.object is None:
         return  # decoded the general way
-    fast = new_job.answer(request.uid, request.object, settings_, "default")
+    fast = fast_answer(request, settings_, "default", REGISTRY)
     if fast is not None:
         assert fast == mutate(orjson.loads(body), settings_, default_queue="default")
 
@@ -203,7 +205,7 @@ def test_usual_new_jobs_take_the_fast_path(shape: str) -> None:
     body = orjson.dumps(make_review(job, uid="uid-1"))
     request = pruned_reviews.decode(body)
     assert request is not None and request.object is not None
-    fast = new_job.answer(request.uid, request.object, Settings(), "default")
+    fast = fast_answer(request, Settings(), "default", REGISTRY)
     assert fast is not None
     assert fast == mutate(orjson.loads(body), Settings(), default_queue="default")
     assert patch_of(fast), "a new managed Job is always patched"

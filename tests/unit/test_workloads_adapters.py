@@ -26,7 +26,7 @@ from controller.workloads.pod import PodAdapter
 from controller.workloads.pytorchjob import PyTorchJobAdapter
 from controller.workloads.raycluster import RayClusterAdapter
 from controller.workloads.rayjob import RayJobAdapter
-from controller.workloads.registry import ADAPTERS, adapter_for
+from controller.workloads.registry import ADAPTERS, REGISTRY
 from controller.workloads.requests import pod_requests
 from controller.workloads.statefulset import StatefulSetAdapter
 from tests.fakes.workloads import make_job, make_lws, make_pod, make_statefulset
@@ -49,23 +49,32 @@ def held(obj: dict[str, Any], adapter: WorkloadAdapter) -> Any:
 def test_job_gang_size_is_min_of_parallelism_and_completions(
     parallelism: int | None, completions: int | None, want_size: int
 ) -> None:
-    job = held(make_job(parallelism=parallelism, completions=completions), JobAdapter())
-    [gang] = JobAdapter().gangs(job)
+    job = held(
+        make_job(parallelism=parallelism, completions=completions), REGISTRY.instance(JobAdapter)
+    )
+    [gang] = REGISTRY.instance(JobAdapter).gangs(job)
     assert gang.min_member == want_size
     assert gang.name == "job-train"
 
 
 def test_a_paused_job_runs_as_no_gang_until_it_is_scaled_up() -> None:
-    assert JobAdapter().gangs(held(make_job(parallelism=0, completions=5), JobAdapter())) == []
+    assert (
+        REGISTRY.instance(JobAdapter).gangs(
+            held(make_job(parallelism=0, completions=5), REGISTRY.instance(JobAdapter))
+        )
+        == []
+    )
 
 
 def test_a_job_the_webhook_never_saw_runs_as_no_gang() -> None:
-    assert JobAdapter().gangs(msgspec.convert(make_job(), kube.Job)) == []
+    assert REGISTRY.instance(JobAdapter).gangs(msgspec.convert(make_job(), kube.Job)) == []
 
 
 def test_job_pod_set_counts_parallelism_pods_with_their_requests() -> None:
-    job = held(make_job(parallelism=8, completions=16, cpu="500m", gpus=1), JobAdapter())
-    [gang] = JobAdapter().gangs(job)
+    job = held(
+        make_job(parallelism=8, completions=16, cpu="500m", gpus=1), REGISTRY.instance(JobAdapter)
+    )
+    [gang] = REGISTRY.instance(JobAdapter).gangs(job)
     [pods] = gang.pod_sets
     assert pods.count == 8
     assert pods.requests == {"cpu": 500, "memory": GI, "nvidia.com/gpu": 1000}
@@ -73,11 +82,11 @@ def test_job_pod_set_counts_parallelism_pods_with_their_requests() -> None:
 
 def test_job_with_negative_parallelism_is_denied_naming_the_field() -> None:
     with pytest.raises(Denied, match=r"spec\.parallelism"):
-        JobAdapter().unheld(make_job(parallelism=-1))
+        REGISTRY.instance(JobAdapter).unheld(make_job(parallelism=-1))
 
 
 def test_job_is_held_by_suspend_and_released_by_unsuspending_it() -> None:
-    adapter = JobAdapter()
+    adapter = REGISTRY.instance(JobAdapter)
     job = held(make_job(), adapter)
     assert adapter.hold(job, []) == []
     [release] = adapter.release(job, [])
@@ -89,7 +98,7 @@ def test_job_is_held_by_suspend_and_released_by_unsuspending_it() -> None:
 
 
 def test_a_complete_job_has_succeeded_and_a_failed_one_failed() -> None:
-    adapter = JobAdapter()
+    adapter = REGISTRY.instance(JobAdapter)
     job = held(make_job(), adapter)
     assert adapter.finished(job) is None
     job.status.conditions.append(kube.Condition(type="Complete", status="True"))
@@ -123,7 +132,7 @@ def test_leaderworkerset_without_leader_template_uses_the_worker_template_for_th
 
 
 def test_a_bare_pod_is_a_gang_of_one_and_a_pod_of_a_managed_statefulset_is_not() -> None:
-    adapter = PodAdapter()
+    adapter = REGISTRY.instance(PodAdapter)
     [gang] = adapter.gangs(held(make_pod(), adapter))
     assert (gang.name, gang.min_member) == ("pod-worker-0", 1)
     of_managed_set = make_pod(owner_kind="StatefulSet", labels={names.POD_GROUP_LABEL: "sts-a"})
@@ -132,7 +141,7 @@ def test_a_bare_pod_is_a_gang_of_one_and_a_pod_of_a_managed_statefulset_is_not()
 
 @pytest.mark.parametrize("owner", ["ReplicaSet", "StatefulSet"])
 def test_a_pod_of_a_controller_kohort_does_not_manage_is_a_gang_of_one(owner: str) -> None:
-    adapter = PodAdapter()
+    adapter = REGISTRY.instance(PodAdapter)
     pod = held(make_pod(owner_kind=owner), adapter)
     assert pod.metadata.labels[names.POD_GROUP_TOTAL_COUNT_LABEL] == "1"
     [gang] = adapter.gangs(pod)
@@ -142,11 +151,11 @@ def test_a_pod_of_a_controller_kohort_does_not_manage_is_a_gang_of_one(owner: st
 def test_pods_sharing_a_group_label_need_the_groups_size() -> None:
     pod = make_pod(labels={names.POD_GROUP_LABEL: "ring"})
     with pytest.raises(Denied, match="pod-group-total-count to the number of pods"):
-        PodAdapter().default(Editor(pod), Mutation("research"))
+        REGISTRY.instance(PodAdapter).default(Editor(pod), Mutation("research"))
 
 
 def test_a_plain_pod_group_is_one_gang_of_its_total_count() -> None:
-    adapter = PodAdapter()
+    adapter = REGISTRY.instance(PodAdapter)
     group = {names.POD_GROUP_LABEL: "ring", names.POD_GROUP_TOTAL_COUNT_LABEL: "4"}
     [gang] = adapter.gangs(held(make_pod(labels=group), adapter))
     assert (gang.name, gang.min_member, gang.pod_sets[0].count) == ("ring", 4, 4)
@@ -154,7 +163,9 @@ def test_a_plain_pod_group_is_one_gang_of_its_total_count() -> None:
 
 def test_a_pod_of_a_job_that_is_not_in_a_queue_is_refused() -> None:
     with pytest.raises(Denied, match=r"put kohort\.dev/queue-name on the Job itself"):
-        PodAdapter().default(Editor(make_pod(owner_kind="Job")), Mutation("research"))
+        REGISTRY.instance(PodAdapter).default(
+            Editor(make_pod(owner_kind="Job")), Mutation("research")
+        )
 
 
 def test_releasing_a_plain_group_ungates_at_most_its_size_and_only_alike_pods() -> None:
@@ -166,7 +177,7 @@ def test_releasing_a_plain_group_ungates_at_most_its_size_and_only_alike_pods() 
     big = make_pod("p9", labels=group, gates=(names.ADMISSION_GATE,))
     big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64"
     pods.insert(0, msgspec.convert(big, kube.Pod))
-    writes = PodAdapter().release(pods[1], pods)
+    writes = REGISTRY.instance(PodAdapter).release(pods[1], pods)
     assert sorted(w.name for w in writes) == ["p0", "p1"]
 
 
@@ -176,7 +187,7 @@ def test_pod_of_an_lws_group_gets_its_groups_podgroup() -> None:
         owner_kind="StatefulSet",
     )
     editor = Editor(pod)
-    PodAdapter().default(editor, Mutation("research"))
+    REGISTRY.instance(PodAdapter).default(editor, Mutation("research"))
     annotations = editor.doc["metadata"]["annotations"]
     assert annotations[names.VOLCANO_GROUP_ANNOTATION] == "lws-llm-2"
 
@@ -185,13 +196,13 @@ def test_gated_pods_are_released_by_removing_only_the_admission_gate() -> None:
     pod = make_pod(gates=("example.com/other", names.ADMISSION_GATE))
     pod["metadata"]["resourceVersion"] = "7"
     view = msgspec.convert(pod, kube.Pod)
-    [release] = PodAdapter().release(view, [view])
+    [release] = REGISTRY.instance(PodAdapter).release(view, [view])
     assert isinstance(release, Patch) and release.type is PatchType.JSON
     assert release.body == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
         {"op": "remove", "path": "/spec/schedulingGates/1"},
     ]
-    assert PodAdapter().hold(view, [view]) == []
+    assert REGISTRY.instance(PodAdapter).hold(view, [view]) == []
 
 
 def test_an_ungated_pod_of_a_gang_is_held_again_by_deleting_it() -> None:
@@ -265,17 +276,18 @@ def test_long_names_give_gang_names_that_fit_a_label_value() -> None:
 
 def test_every_kind_is_registered_once() -> None:
     assert len(ADAPTERS) == 8
-    assert isinstance(adapter_for("batch", "v1", "Job"), JobAdapter)
-    assert isinstance(adapter_for("apps", "v1", "StatefulSet"), StatefulSetAdapter)
+    assert isinstance(REGISTRY.adapter_for("batch", "v1", "Job"), JobAdapter)
+    assert isinstance(REGISTRY.adapter_for("apps", "v1", "StatefulSet"), StatefulSetAdapter)
     assert isinstance(
-        adapter_for("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"), LeaderWorkerSetAdapter
+        REGISTRY.adapter_for("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"),
+        LeaderWorkerSetAdapter,
     )
-    assert isinstance(adapter_for("jobset.x-k8s.io", "v1alpha2", "JobSet"), JobSetAdapter)
-    assert isinstance(adapter_for("kubeflow.org", "v1", "PyTorchJob"), PyTorchJobAdapter)
-    assert isinstance(adapter_for("ray.io", "v1", "RayCluster"), RayClusterAdapter)
-    assert isinstance(adapter_for("ray.io", "v1", "RayJob"), RayJobAdapter)
-    assert isinstance(adapter_for("", "v1", "Pod"), PodAdapter)
-    assert adapter_for("apps", "v1", "Deployment") is None
+    assert isinstance(REGISTRY.adapter_for("jobset.x-k8s.io", "v1alpha2", "JobSet"), JobSetAdapter)
+    assert isinstance(REGISTRY.adapter_for("kubeflow.org", "v1", "PyTorchJob"), PyTorchJobAdapter)
+    assert isinstance(REGISTRY.adapter_for("ray.io", "v1", "RayCluster"), RayClusterAdapter)
+    assert isinstance(REGISTRY.adapter_for("ray.io", "v1", "RayJob"), RayJobAdapter)
+    assert isinstance(REGISTRY.adapter_for("", "v1", "Pod"), PodAdapter)
+    assert REGISTRY.adapter_for("apps", "v1", "Deployment") is None
 
 
 @pytest.mark.parametrize(
@@ -293,9 +305,41 @@ def test_a_pod_that_pretends_to_belong_to_another_workload_is_refused(
     labels: dict[str, str], want: str
 ) -> None:
     with pytest.raises(Denied, match=want):
-        PodAdapter().default(Editor(make_pod(labels=labels)), Mutation("research"))
-    assert want in (PodAdapter().unheld(make_pod(labels=labels)) or "")
+        REGISTRY.instance(PodAdapter).default(Editor(make_pod(labels=labels)), Mutation("research"))
+    assert want in (REGISTRY.instance(PodAdapter).unheld(make_pod(labels=labels)) or "")
 
 
-def test_the_kinds_whose_objects_are_left_to_their_owners_gang_are_the_registrys() -> None:
-    assert set(kinds.MANAGED_WORKLOADS) == set(ADAPTERS)
+def test_the_sets_of_kinds_other_code_asks_about_follow_from_the_adapters_facts() -> None:
+    assert REGISTRY.kinds == tuple(ADAPTERS)
+    assert " ".join(k.kind for k in REGISTRY.kinds) == (
+        "Job StatefulSet LeaderWorkerSet JobSet PyTorchJob RayCluster RayJob Pod"
+    )
+    # Whose CRDs a cluster may lack, who makes Jobs for their gang, whose pods are gated, whose
+    # operator alone makes pods, and the gang names no plain pod group may take.
+    assert REGISTRY.optional_kinds == {
+        kinds.LEADERWORKERSETS,
+        kinds.JOBSETS,
+        kinds.PYTORCHJOBS,
+        kinds.RAYCLUSTERS,
+        kinds.RAYJOBS,
+    }
+    assert REGISTRY.makers_of(kinds.JOBS) == (kinds.JOBSETS, kinds.RAYJOBS)
+    assert REGISTRY.makers_of(kinds.RAYCLUSTERS) == (kinds.RAYJOBS,)
+    assert REGISTRY.gated_pod_makers == (kinds.STATEFULSETS, kinds.PYTORCHJOBS, kinds.RAYCLUSTERS)
+    assert REGISTRY.operator_pod_makers == (kinds.PYTORCHJOBS, kinds.RAYCLUSTERS)
+    assert REGISTRY.instance(PodAdapter).reserved_prefixes() == (
+        "job-",
+        "sts-",
+        "lws-",
+        "jobset-",
+        "pytorchjob-",
+        "raycluster-",
+        "rayjob-",
+    )
+
+
+def test_an_adapter_that_asks_about_other_kinds_must_come_from_a_registry() -> None:
+    with pytest.raises(LookupError, match="take it from a registry"):
+        JobAdapter().gangs(msgspec.convert(make_job(), kube.Job))
+    with pytest.raises(ValueError, match="registered twice: Job"):
+        REGISTRY.with_kinds(JobAdapter())

@@ -15,6 +15,7 @@ from controller.workloads.base import Patch, PodSetFlavors
 from controller.workloads.job import TEMPLATE_BEFORE_FLAVORS, JobAdapter
 from controller.workloads.leaderworkerset import LeaderWorkerSetAdapter
 from controller.workloads.pod import PodAdapter
+from controller.workloads.registry import REGISTRY
 from tests.fakes.workloads import make_job, make_lws, make_pod
 
 H100 = quota.FlavorSpec(
@@ -34,7 +35,7 @@ def gated(name: str, labels: dict[str, str] | None = None, **extra: Any) -> kube
 def test_a_gated_pod_gets_its_flavors_fields_in_the_patch_that_removes_its_gate() -> None:
     pod = gated("p0")
 
-    [release] = PodAdapter().release(pod, [pod], {"main": PodSetFlavors((H100,))})
+    [release] = REGISTRY.instance(PodAdapter).release(pod, [pod], {"main": PodSetFlavors((H100,))})
 
     assert isinstance(release, Patch)
     assert release.body == [
@@ -54,7 +55,7 @@ def test_a_pod_with_a_node_selector_of_its_own_gets_the_flavors_labels_added_to_
     raw["spec"]["nodeSelector"] = {"zone": "a"}
     pod = msgspec.convert(raw, kube.Pod)
 
-    [release] = PodAdapter().release(pod, [pod], {"main": PodSetFlavors((SPOT,))})
+    [release] = REGISTRY.instance(PodAdapter).release(pod, [pod], {"main": PodSetFlavors((SPOT,))})
 
     assert isinstance(release, Patch)
     assert {"op": "add", "path": "/spec/nodeSelector/lifecycle", "value": "spot"} in release.body
@@ -65,7 +66,7 @@ def test_a_pod_whose_node_selector_contradicts_its_flavor_stays_gated() -> None:
     raw["spec"]["nodeSelector"] = {"gpu": "a100"}
     pod = msgspec.convert(raw, kube.Pod)
 
-    assert PodAdapter().release(pod, [pod], {"main": PodSetFlavors((H100,))}) == []
+    assert REGISTRY.instance(PodAdapter).release(pod, [pod], {"main": PodSetFlavors((H100,))}) == []
 
 
 def test_pods_of_a_plain_group_given_their_flavor_are_alike_those_not_given_it_yet() -> None:
@@ -75,7 +76,7 @@ def test_pods_of_a_plain_group_given_their_flavor_are_alike_those_not_given_it_y
     first["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
     pods = [msgspec.convert(first, kube.Pod), gated("p1", group)]
 
-    writes = PodAdapter().release(pods[0], pods, {"main": PodSetFlavors((H100,))})
+    writes = REGISTRY.instance(PodAdapter).release(pods[0], pods, {"main": PodSetFlavors((H100,))})
 
     assert [w.name for w in writes] == ["p1"]
 
@@ -117,7 +118,7 @@ def held_job() -> kube.Job:
 def test_a_job_keeps_its_own_scheduling_fields_in_an_annotation_while_released_on_flavors() -> None:
     job = held_job()
 
-    [release] = JobAdapter().release(job, [], {"main": PodSetFlavors((H100,))})
+    [release] = REGISTRY.instance(JobAdapter).release(job, [], {"main": PodSetFlavors((H100,))})
 
     assert isinstance(release, Patch)
     body = release.body
@@ -133,7 +134,7 @@ def test_a_released_jobs_gang_is_the_one_its_user_asked_for_not_its_flavors() ->
     raw["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "a", "gpu": "h100"}
     raw["spec"]["suspend"] = False
 
-    [gang] = JobAdapter().gangs(msgspec.convert(raw, kube.Job))
+    [gang] = REGISTRY.instance(JobAdapter).gangs(msgspec.convert(raw, kube.Job))
 
     assert dict(gang.pod_sets[0].node_selector) == {"zone": "a"}
 
@@ -155,7 +156,9 @@ def test_a_flavors_toleration_keeps_its_toleration_seconds_on_the_pod() -> None:
         tolerations=(quota.Toleration("reclaim", "Exists", "", "NoExecute", seconds=300),),
     )
 
-    [release] = PodAdapter().release(pod, [pod], {"main": PodSetFlavors((evictable,))})
+    [release] = REGISTRY.instance(PodAdapter).release(
+        pod, [pod], {"main": PodSetFlavors((evictable,))}
+    )
 
     assert isinstance(release, Patch)
     assert {

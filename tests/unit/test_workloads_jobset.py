@@ -19,6 +19,7 @@ from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.jobset import JobSetAdapter
 from controller.workloads.pod import PodAdapter
+from controller.workloads.registry import REGISTRY
 from controller.workloads.suspended import TEMPLATES_BEFORE_FLAVORS
 from hack.objects import flavored_cluster_queue, resource_flavor
 from tests.fakes.reviews import make_review
@@ -29,7 +30,7 @@ from webhook.mutation import mutate
 from webhook.reviews import patch_of
 from webhook.server import decode_for_mutation
 
-ADAPTER = JobSetAdapter()
+ADAPTER = REGISTRY.instance(JobSetAdapter)
 JOBSET_CONTROLLER = "system:serviceaccount:jobset-system:jobset-controller-manager"
 
 
@@ -269,9 +270,8 @@ def test_a_job_made_by_a_jobset_is_not_a_gang_of_its_own() -> None:
     job = job_of(support.stored(make_jobset()))
     job["metadata"]["labels"][names.QUEUE_LABEL] = "research"
 
-    assert JobAdapter().gangs(msgspec.convert(job, kube.Job)) == []
-    values, warnings = JobAdapter().defaults(job, Mutation("research"))
-    assert (values, warnings) == ({}, [])
+    assert REGISTRY.instance(JobAdapter).gangs(msgspec.convert(job, kube.Job)) == []
+    assert patch_of(mutate(make_review(job), support.SETTINGS)) == []
 
 
 @pytest.mark.parametrize("default_queue", [None, "default"])
@@ -322,7 +322,7 @@ def test_the_pods_of_a_jobsets_jobs_join_the_jobsets_gang() -> None:
     )
     pod["metadata"]["labels"][names.JOBSET_REPLICATED_JOB_LABEL] = "workers"
     editor = Editor(pod)
-    PodAdapter().default(editor, Mutation("research"))
+    REGISTRY.instance(PodAdapter).default(editor, Mutation("research"))
     assert not support.gated(editor.doc)  # a Job's pod: its Job was released with the JobSet
     assert editor.doc["metadata"]["labels"][names.POD_GROUP_LABEL] == "jobset-trainer"
 

@@ -14,6 +14,7 @@ from controller.workloads.base import Denied, Finished, Mutation, Patch, PodSetF
 from controller.workloads.edits import Editor
 from controller.workloads.pod import PodAdapter
 from controller.workloads.pytorchjob import PyTorchJobAdapter
+from controller.workloads.registry import REGISTRY
 from controller.workloads.suspended import TEMPLATES_BEFORE_FLAVORS
 from tests.fakes.reviews import make_review
 from tests.fakes.workloads import make_pod, make_pytorchjob
@@ -21,7 +22,7 @@ from tests.unit import suspended_kinds as support
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
 
-ADAPTER = PyTorchJobAdapter()
+ADAPTER = REGISTRY.instance(PyTorchJobAdapter)
 SUSPEND = ("spec", "runPolicy", "suspend")
 
 
@@ -165,12 +166,12 @@ def test_a_pod_the_operator_made_joins_its_pytorchjobs_gang_gated() -> None:
     pod = make_pod("mnist-worker-0", owner_kind="PyTorchJob", labels=template["metadata"]["labels"])
 
     editor = Editor(pod)
-    PodAdapter().default(editor, Mutation("research"))
+    REGISTRY.instance(PodAdapter).default(editor, Mutation("research"))
 
     assert support.gated(editor.doc)
     assert editor.doc["metadata"]["labels"][names.POD_GROUP_LABEL] == "pytorchjob-mnist"
-    assert PodAdapter().gangs(msgspec.convert(editor.doc, kube.Pod)) == []
-    assert "scheduling gate" in (PodAdapter().unheld(pod) or "")
+    assert REGISTRY.instance(PodAdapter).gangs(msgspec.convert(editor.doc, kube.Pod)) == []
+    assert "scheduling gate" in (REGISTRY.instance(PodAdapter).unheld(pod) or "")
 
 
 def test_a_pytorchjob_is_finished_by_its_succeeded_or_failed_condition() -> None:

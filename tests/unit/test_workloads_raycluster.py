@@ -13,6 +13,7 @@ import pytest
 from controller.api import kinds, kube, names
 from controller.workloads.base import is_gated
 from controller.workloads.raycluster import RayClusterAdapter
+from controller.workloads.registry import REGISTRY
 from controller.workloads.suspended import TEMPLATES_BEFORE_FLAVORS
 from tests.fakes.reviews import make_review
 from tests.fakes.workloads import make_raycluster
@@ -21,7 +22,7 @@ from tests.unit.controller_world import World, start
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
 
-ADAPTER = RayClusterAdapter()
+ADAPTER = REGISTRY.instance(RayClusterAdapter)
 
 
 def test_a_raycluster_is_one_gang_of_its_head_and_all_its_workers() -> None:

@@ -18,6 +18,7 @@ from controller.workloads.base import Finished, is_gated
 from controller.workloads.job import JobAdapter
 from controller.workloads.raycluster import RayClusterAdapter
 from controller.workloads.rayjob import RayJobAdapter
+from controller.workloads.registry import REGISTRY
 from hack.objects import cluster_queue
 from tests.fakes.reviews import make_review
 from tests.fakes.workloads import make_raycluster, make_rayjob
@@ -26,7 +27,7 @@ from tests.unit.controller_world import World, start
 from webhook.mutation import mutate
 from webhook.reviews import patch_of
 
-ADAPTER = RayJobAdapter()
+ADAPTER = REGISTRY.instance(RayJobAdapter)
 KUBERAY = "system:serviceaccount:ray-system:kuberay-operator"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 
@@ -248,7 +249,7 @@ def test_the_raycluster_kuberay_makes_for_a_rayjob_is_left_to_the_rayjobs_gang()
     assert patch_of(mutate(make_review(cluster), support.SETTINGS)) == []
     assert support.allowed(cluster, user=KUBERAY)
     assert not support.allowed(cluster)  # only KubeRay makes a RayJob's cluster
-    rayclusters = RayClusterAdapter()
+    rayclusters = REGISTRY.instance(RayClusterAdapter)
     assert rayclusters.gangs(support.view(rayclusters, cluster)) == []
     # Its templates name the RayJob's gang, and carry the gate.
     for template in support.templates(rayclusters, cluster):
@@ -262,7 +263,7 @@ def test_the_submitter_job_is_left_to_the_rayjobs_gang_and_its_pod_joins_it_unga
     assert patch_of(mutate(make_review(submitter), support.SETTINGS)) == []
     assert support.allowed(submitter, user=KUBERAY)
     assert not support.allowed(submitter)
-    assert JobAdapter().gangs(msgspec.convert(submitter, kube.Job)) == []
+    assert REGISTRY.instance(JobAdapter).gangs(msgspec.convert(submitter, kube.Job)) == []
 
     pod = job_pod(submitter, "ray-submit-abcde")
     response = mutate(make_review(pod, user=JOB_CONTROLLER), support.SETTINGS)

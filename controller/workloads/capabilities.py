@@ -1,0 +1,161 @@
+"""What a registered kind says of itself beyond `WorkloadAdapter`, and what it may ask of the
+registry about the other kinds.
+
+Rule: what other code needs to know about kinds is derived from these declarations by the
+registry (`registry.Registry`), never listed by hand. A kind states its facts as class-level
+constants (`KindAdapter`); behaviour only some kinds have is an optional capability, a small
+protocol the registry looks for (as Kueue's optional job interfaces). An adapter that needs to
+know the other kinds is told them when it is registered (`Registrable`), as a `KindIndex`: no
+adapter imports another, nor the registry.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
+
+from controller.api import kube
+from controller.api.kinds import Kind
+from controller.workloads.base import Mutation, Placement, WorkloadAdapter
+from controller.workloads.edits import JSONDict
+from controller.workloads.pruned import Workload
+
+
+class OwnPods(enum.Enum):
+    """How the objects of a kind make the pods whose controller they are."""
+
+    # None itself: the objects it makes do (a JobSet's Jobs), or it is a pod.
+    NONE = "none"
+    # Only once released, so without the admission gate (a Job's).
+    UNGATED = "ungated"
+    # From its pod templates, which name its gang and carry the admission gate: a pod that names
+    # such an object as its controller joins that gang, gated until its release (a
+    # StatefulSet's).
+    GATED = "gated"
+    # As GATED, and made by its operator alone, so that a pod that names such an object as its
+    # controller is refused from anyone but a workload controller (a PyTorchJob's, a
+    # RayCluster's).
+    BY_OPERATOR = "by-operator"
+
+
+class KindAdapter(WorkloadAdapter, Protocol):
+    """A workload kind as the registry takes it: its adapter and the facts of its kind."""
+
+    # It names its gangs `<GANG_PREFIX>-...`: a plain pod group may not take such a name.
+    GANG_PREFIX: ClassVar[str]
+    # Its CRD may be missing from a cluster: its informer waits for it instead of failing.
+    OPTIONAL_CRD: ClassVar[bool]
+    # The kinds of the objects it makes that join its gang (a JobSet's Jobs, a RayJob's
+    # RayCluster and submitter Job), besides pods.
+    MAKES: ClassVar[tuple[Kind, ...]]
+    # How it makes its pods.
+    OWN_PODS: ClassVar[OwnPods]
+
+
+@dataclass(frozen=True)
+class PodMark:
+    """A pod that carries a kind's label is that kind's, whichever object is its controller (a
+    LeaderWorkerSet's pods are made by its StatefulSets)."""
+
+    kind: Kind
+    # The label that marks such pods.
+    label: str
+    # The gang the pod joins, as its labels name it; None while they do not yet.
+    gang: str | None
+    # The kind of the objects that make such pods: any other pod that carries the label pretends.
+    maker: Kind
+    # Why a pod so marked that names no gang cannot be admitted.
+    unnamed: str
+
+
+class KindIndex(Protocol):
+    """What an adapter may ask of the registry it is in about the registered kinds."""
+
+    def made_by_managed(self, meta: kube.ObjectMeta) -> bool:
+        """Whether the object with metadata `meta` is controlled by an object of a registered
+        kind."""
+        ...
+
+    def makers_of(self, kind: Kind) -> tuple[Kind, ...]:
+        """The registered kinds whose objects make objects of `kind` that join their gang."""
+        ...
+
+    @property
+    def gated_pod_makers(self) -> tuple[Kind, ...]:
+        """The kinds whose pods carry the admission gate and join the gang their templates
+        name (OwnPods.GATED and BY_OPERATOR)."""
+        ...
+
+    @property
+    def gang_prefixes(self) -> Mapping[Kind, str]:
+        """Each kind's gang-name prefix, in registration order."""
+        ...
+
+    def pod_mark(self, pod_labels: Mapping[str, Any]) -> PodMark | None:
+        """What the kind whose label a pod carries says of it; None when it carries none."""
+        ...
+
+
+class Registrable:
+    """The base of an adapter that asks about the other kinds: the registry gives it a
+    `KindIndex` when it registers it (`registered`), a fresh adapter for each registry."""
+
+    def __init__(self, kinds: KindIndex | None = None) -> None:
+        self._kinds = kinds
+
+    def registered(self, kinds: KindIndex) -> Self:
+        """This adapter, told the kinds of the registry that holds it."""
+        return type(self)(kinds)
+
+    @property
+    def kinds(self) -> KindIndex:
+        if self._kinds is None:
+            raise LookupError(
+                f"{type(self).__name__} knows no other kinds: take it from a registry"
+                " (controller.workloads.registry.REGISTRY.instance)"
+            )
+        return self._kinds
+
+
+@runtime_checkable
+class SeesOtherKinds(Protocol):
+    """Capability: the adapter asks about the other kinds (see `Registrable`)."""
+
+    def registered(self, kinds: KindIndex) -> Self: ...
+
+
+@runtime_checkable
+class MergedDefaults(Protocol):
+    """Capability: the kind's whole `default` is one merge, whose patch the webhook computes
+    without editing (see edits.merge_operations)."""
+
+    def defaults(self, obj: JSONDict, mutation: Mutation) -> tuple[JSONDict, list[str]]:
+        """What a new object must hold, queue label included, to merge into it; warnings.
+        Raises Denied like `default`."""
+        ...
+
+
+@runtime_checkable
+class FastDefaults(Protocol):
+    """Capability: the kind answers a new object of its usual shape straight from its pruned
+    view (`pruned.Workload`), without building it as dicts."""
+
+    def fast_defaults(
+        self, obj: Workload, *, queue: str, placement: Placement, request_uid: str
+    ) -> list[JSONDict] | None:
+        """The JSON Patch its general defaulting gives a new object of the usual shape, in the
+        same order, for the `Mutation` of these members; None for any other shape (the general
+        path answers it then)."""
+        ...
+
+
+@runtime_checkable
+class MarksPods(Protocol):
+    """Capability: the kind knows its pods by a label they carry (see `PodMark`)."""
+
+    def pod_mark(self, pod_labels: Mapping[str, Any]) -> PodMark | None:
+        """What this kind says of a pod whose labels are `pod_labels`; None when they do not
+        mark it as one of this kind's."""
+        ...

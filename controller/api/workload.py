@@ -10,7 +10,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from controller.api import kinds
+from controller.api import kinds, names
 from controller.api.common import (
     Condition,
     Lenient,
@@ -101,3 +101,7 @@ class Workload(Resource):
     kind: Literal["Workload"] = "Workload"
     spec: WorkloadSpec
     status: WorkloadStatus | None = None
+
+    def submitted(self) -> bool:
+        """Whether its creator submitted it: kohort labels every Workload it makes."""
+        return self.metadata.labels.get(names.MANAGED_LABEL) != names.MANAGED_VALUE

@@ -33,8 +33,9 @@ from controller.state.objects import PodGroupSettings
 from controller.state.reporter import QueueReport, Reporter, counted
 from controller.state.steps import Step
 from controller.state.timers import Timers
+from controller.workloads.capabilities import RecordOwner
 from controller.workloads.registry import REGISTRY, Registry
-from controller.workloads.standalone import STANDALONE, is_standalone
+from controller.workloads.standalone import STANDALONE
 
 log = logging.getLogger("kohort.state")
 
@@ -82,6 +83,7 @@ class ClusterState:
         podgroups: PodGroupSettings,
         *,
         registry: Registry = REGISTRY,
+        submitted: RecordOwner = STANDALONE,
         namespace_filter: bool = False,
         rng: random.Random | None = None,
     ) -> None:
@@ -89,7 +91,7 @@ class ClusterState:
         self.podgroups = podgroups
         self.adapters = registry.adapters
         self.rng = rng or random.Random()
-        self.index = GangIndex()
+        self.index = GangIndex(submitted)
         self.inventory = Inventory(self.index, namespace_filter=namespace_filter)
         self.timers = Timers()
         self.mirror = EngineMirror(settings.core)
@@ -258,8 +260,8 @@ class ClusterState:
         name a submitted Workload holds told so (once); None when the gang takes part in
         admission."""
         wl, owner = gang.workload, gang.owner
-        taken = owner is not None and owner.kind != STANDALONE.KIND
-        if taken and wl is not None and is_standalone(wl):
+        taken = owner is not None and not gang.runs_itself
+        if taken and wl is not None and wl.submitted():
             if gang.key in self._taken:
                 return []
             self._taken.add(gang.key)

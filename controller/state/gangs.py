@@ -1,9 +1,11 @@
 """Gangs found from the cluster's objects, kept up to date one changed object at a time.
 
-Rule: a gang is found from its owner (a Job, StatefulSet, LeaderWorkerSet, JobSet, PyTorchJob,
-RayCluster, RayJob or bare Pod) through the owner's kind adapter; its pods join it by the
+Rule: a gang is found from its owner through the owner's kind adapter (or, for a Workload its
+creator submitted, the adapter that owns such records); its pods join it by the
 `kohort.dev/pod-group` label, and its Workload and PodGroup by sharing its name in its
-namespace. Every change marks the gangs it touches dirty; nothing here walks all gangs.
+namespace. What differs between kinds is asked of their adapters' capabilities
+(`controller.workloads.capabilities`): nothing here names a kind. Every change marks the gangs
+it touches dirty; nothing here walks all gangs.
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ from controller.api.quantity import QuantityError
 from controller.api.times import parse_time
 from controller.api.workload import Workload
 from controller.quota import PodPlacement
-from controller.workloads.base import Finished, GangShape, WorkloadAdapter, is_gated, queue_in
-from controller.workloads.pod import alike
-from controller.workloads.standalone import STANDALONE, Standalone, is_standalone
+from controller.workloads.base import Finished, GangShape, WorkloadAdapter, queue_in
+from controller.workloads.capabilities import GangOfMembers, OwnsItsRecord, RecordOwner, WeakOwner
 
 log = logging.getLogger("kohort.state")
 
@@ -111,20 +112,30 @@ class ManagedGang:
 
     @property
     def declared_group(self) -> bool:
-        """A plain pod group: pods sharing a `kohort.dev/pod-group` their creator chose. Evicting
-        it deletes its pods (a gate cannot be put back) and only their creator can make them
-        again, under the same group, so its Workload has no owner and outlives them. (A lone
-        pod, `pod-<name>` of one, is not one: its Workload goes with it.)"""
-        if self.owner is None or self.owner.kind != kube.Pod.KIND:
+        """A gang of its own members whose Workload outlives them (a plain pod group: evicting
+        it deletes its pods, a gate cannot be put back, and only their creator makes them
+        again, under the same group; see capabilities.GangOfMembers)."""
+        owner = self.owner
+        if owner is None or not isinstance(owner.adapter, GangOfMembers):
             return False
-        labels = self.owner.meta.labels
-        lone = self.name.startswith("pod-") and labels.get(names.POD_GROUP_TOTAL_COUNT_LABEL) == "1"
-        return names.POD_GROUP_TOTAL_COUNT_LABEL in labels and not lone
+        return owner.adapter.outlives_members(owner.obj, self.name)
+
+    @property
+    def members_only(self) -> bool:
+        """Whether the gang's owner is one of its members (its pods): no controller tells when
+        it ends."""
+        return self.owner is not None and isinstance(self.owner.adapter, GangOfMembers)
+
+    @property
+    def runs_itself(self) -> bool:
+        """Whether the gang's owner is its own record, a Workload its creator submitted: its
+        creator runs the work (no PodGroup) and writes its status too."""
+        return self.owner is not None and isinstance(self.owner.adapter, OwnsItsRecord)
 
     def waits_for_its_pods(self) -> bool:
-        """A plain pod group's Workload, kept after an eviction deleted its pods: no pod of the
-        group exists, and the Workload (made with no owner) records the eviction until pods of
-        the group are made again, or someone deletes it."""
+        """A Workload that outlived its gang's members, kept after an eviction deleted them: no
+        pod of the gang exists, and the Workload (made with no owner) records the eviction until
+        pods of the gang are made again, or someone deletes it."""
         wl = self.workload
         return (
             self.owner is None
@@ -183,29 +194,12 @@ class ManagedGang:
         return (parse_time(self.owner.meta.creation_timestamp) if self.owner else None) or 0.0
 
     def incomplete(self) -> str | None:
-        """Why a plain pod group cannot be admitted yet: fewer pods than its total count, more,
-        or pods that ask for other resources than the one that gave the gang its shape."""
+        """Why a gang of its own members cannot be admitted yet as they are (a plain pod group
+        short of pods, say); None for any other gang."""
         owner, shape = self.owner, self.shape
-        if owner is None or shape is None or owner.kind != kube.Pod.KIND or shape.min_member < 2:
+        if owner is None or shape is None or not isinstance(owner.adapter, GangOfMembers):
             return None
-        live = self.live_pods()
-        size = shape.min_member
-        label = names.POD_GROUP_TOTAL_COUNT_LABEL
-        if len(live) < size:
-            return f"{len(live)} of the {size} pods of group {self.name} exist ({label})"
-        if len(live) > size:
-            return (
-                f"{len(live)} pods carry {names.POD_GROUP_LABEL}={self.name} but {label} says"
-                f" {size}; delete the extra pods or recreate the group with the right count"
-            )
-        expected = alike(owner.obj)
-        odd = sorted(p.metadata.name for p in live if alike(p) != expected)
-        if odd:
-            return (
-                f"pod(s) {', '.join(odd)} ask for other resources than pod"
-                f" {owner.meta.name}; the pods of a plain group must be alike"
-            )
-        return None
+        return owner.adapter.incomplete(owner.obj, shape, list(self.pods.values()))
 
     # -- its pods -------------------------------------------------------------------------
 
@@ -243,10 +237,25 @@ class ManagedGang:
         )
 
 
-class GangIndex:
-    """Every gang of the cluster by key, with the keys that changed since they were taken."""
+def _takes_over(claimant: WorkloadAdapter, owner: WorkloadAdapter) -> bool:
+    """Whether an object of `claimant`'s kind takes a gang from its current owner: a managed
+    object takes it from weak owners (pods that only carry its label, a Workload its creator
+    submitted under its name), seen first; weak owners never take a gang from each other."""
+    return isinstance(owner, WeakOwner) and not isinstance(claimant, WeakOwner)
 
-    def __init__(self) -> None:
+
+def _grows(claimant: WorkloadAdapter, owner: WorkloadAdapter) -> bool:
+    """Whether a claim on an owned gang is how it grows (one more pod of a plain group), not a
+    conflict worth a warning."""
+    return claimant.KIND == owner.KIND and isinstance(owner, WeakOwner) and owner.shares_gangs()
+
+
+class GangIndex:
+    """Every gang of the cluster by key, with the keys that changed since they were taken.
+    `records` owns the Workloads their creators submitted."""
+
+    def __init__(self, records: RecordOwner) -> None:
+        self._records = records
         self.gangs: dict[GangKey, ManagedGang] = {}
         # (owner kind, namespace, name) -> the gangs it runs as.
         self._owned: dict[tuple[Kind, str, str], list[GangKey]] = {}
@@ -296,23 +305,18 @@ class GangIndex:
         for shape in shapes:
             key = (meta.namespace, shape.name)
             gang = self._gang(key)
-            if gang.owner is not None and (gang.owner.kind, gang.owner.meta.name) != (
+            current = gang.owner
+            if current is not None and (current.kind, current.meta.name) != (
                 adapter.KIND,
                 meta.name,
             ):
-                # A workload owns its gang even when pods that only carry its label, or a
-                # Workload its creator submitted under that name, were seen first; among pods,
-                # the first keeps a plain group.
-                taken_from = gang.owner.kind
-                if taken_from in (kube.Pod.KIND, STANDALONE.KIND) and adapter.KIND != kube.Pod.KIND:
-                    log.warning(
-                        "gang %s/%s: taken from %s %s", *key, taken_from.kind, gang.owner.meta.name
-                    )
-                else:
-                    if gang.owner.kind != adapter.KIND or adapter.KIND != kube.Pod.KIND:
-                        # (another pod of a plain group is how the group grows: no news)
+                if not _takes_over(adapter, current.adapter):
+                    if not _grows(adapter, current.adapter):
                         log.warning("gang %s/%s already belongs to another object", *key)
                     continue
+                log.warning(
+                    "gang %s/%s: taken from %s %s", *key, current.kind.kind, current.meta.name
+                )
             self._set_queue(gang, queue_in(new.metadata.labels))
             gang.owner = Owner(adapter, new)
             gang.shape = shape
@@ -325,40 +329,31 @@ class GangIndex:
                 continue  # taken over by another object meanwhile
             gang.owner = gang.shape = gang.finished = None
             self._set_queue(gang, None)
-            self._adopt(adapter, gang, meta.name)
-            if gang.owner is None and gang.workload is not None and is_standalone(gang.workload):
-                self._standalone_changed(gang, gang.workload)  # its own gang again
+            self._succeed(adapter, gang, meta.name)
+            if gang.owner is None and gang.workload is not None:
+                self._record_changed(gang, gang.workload)  # its own gang again, if submitted
             self._drop_if_empty(gang)
         for key in after:
-            self._group_finished(self.gangs[key])
+            self._judge_by_members(self.gangs[key])
         if after:
             self._owned[ref] = after
 
-    def _adopt(self, adapter: WorkloadAdapter, gang: ManagedGang, gone: str) -> None:
-        """A plain pod group whose owning pod went: another live pod of it that declares the
-        same gang owns it from now on."""
-        if adapter.KIND != kube.Pod.KIND:
+    def _succeed(self, adapter: WorkloadAdapter, gang: ManagedGang, gone: str) -> None:
+        """A gang of its own members whose owner went: the member its adapter names owns it
+        from now on."""
+        if not isinstance(adapter, GangOfMembers):
             return
-        for pod in sorted(gang.pods.values(), key=lambda p: p.metadata.name):
-            if pod.metadata.name == gone or not pod.live():
-                continue
-            if any(shape.name == gang.name for shape in self._shapes(adapter, pod)):
-                self.owner_changed(adapter, None, pod)
-                return
+        successor = adapter.successor(gone, gang.name, list(gang.pods.values()))
+        if successor is not None:
+            self.owner_changed(adapter, None, successor)
 
-    def _group_finished(self, gang: ManagedGang) -> None:
-        """A plain pod group is finished when its pods have run and none still runs, not when
-        its owner is (finished pods may be deleted meanwhile; extra pods stay gated)."""
+    def _judge_by_members(self, gang: ManagedGang) -> None:
+        """A gang of its own members is done as its members say (a plain pod group when its
+        pods have run and none still runs), not when its owner is."""
         owner, shape = gang.owner, gang.shape
-        if owner is None or shape is None or owner.kind != kube.Pod.KIND or shape.min_member < 2:
+        if owner is None or shape is None or not isinstance(owner.adapter, GangOfMembers):
             return
-        done = [p for p in gang.pods.values() if p.finished()]
-        running = any(p.live() and not is_gated(p) for p in gang.pods.values())
-        if not done or running:
-            gang.finished = None
-            return
-        failed = any(p.status.phase == Finished.FAILED for p in done)
-        gang.finished = Finished.FAILED if failed else Finished.SUCCEEDED
+        gang.finished = owner.adapter.group_done(owner.obj, shape, list(gang.pods.values()))
 
     def _shapes(self, adapter: WorkloadAdapter, obj: Any) -> list[GangShape]:
         meta = obj.metadata
@@ -394,7 +389,7 @@ class GangIndex:
         key = (new.metadata.namespace, new_group)
         gang = self._gang(key)
         gang.pods[new.metadata.name] = new
-        self._group_finished(gang)
+        self._judge_by_members(gang)
         return key
 
     def workload_changed(self, old: Workload | None, new: Workload | None) -> None:
@@ -402,28 +397,28 @@ class GangIndex:
         assert obj is not None
         gang = self._gang((obj.metadata.namespace or "", obj.metadata.name))
         gang.workload = new
-        submitted = new if new is not None and is_standalone(new) else None
-        if submitted is not None or (gang.owner is not None and gang.owner.kind == STANDALONE.KIND):
-            self._standalone_changed(gang, submitted)
+        owned = gang.owner is not None and gang.owner.adapter is self._records
+        if owned or (new is not None and new.submitted()):
+            self._record_changed(gang, new)
         self._drop_if_empty(gang)
 
-    def _standalone_changed(self, gang: ManagedGang, new: Workload | None) -> None:
-        """A Workload its creator submitted owns its gang (see workloads.standalone), unless
+    def _record_changed(self, gang: ManagedGang, record: Workload | None) -> None:
+        """A Workload its creator submitted owns its gang (capabilities.OwnsItsRecord), unless
         an object of a managed kind does: that gang waits, its name taken (see
         ClusterState._bookkeeping)."""
-        owner = gang.owner
-        if owner is not None and owner.kind != STANDALONE.KIND:
+        records, owner = self._records, gang.owner
+        if owner is not None and owner.adapter is not records:
             return
-        view = None if new is None else Standalone(new)
-        shapes = [] if view is None else STANDALONE.gangs(view)
+        view = None if record is None else records.owner_of(record)
+        shapes = [] if view is None else records.gangs(view)
         if view is None or not shapes:
             gang.owner = gang.shape = gang.finished = None
             self._set_queue(gang, None)
             return
-        gang.owner = Owner(STANDALONE, view)
+        gang.owner = Owner(records, view)
         gang.shape = shapes[0]
-        gang.finished = STANDALONE.finished(view)
-        self._set_queue(gang, view.workload.spec.queue_name)
+        gang.finished = records.finished(view)
+        self._set_queue(gang, records.queue_name(view))
 
     def podgroup_changed(self, old: kube.GangObject | None, new: kube.GangObject | None) -> None:
         obj = new or old

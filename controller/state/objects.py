@@ -53,7 +53,6 @@ from controller.quota import Admission
 from controller.state.gangs import ManagedGang
 from controller.state.steps import CreatePodGroup, RecordEvent, WriteWorkloadStatus
 from controller.workloads.base import Backend, Finished, GangShape
-from controller.workloads.standalone import is_standalone
 from controller.workloads.taints import workload_toleration
 
 COMPONENT = "kohort-controller"
@@ -70,7 +69,7 @@ def status_write(gang: ManagedGang, status: WorkloadStatus) -> WriteWorkloadStat
     """Write `status` to the gang's Workload; a standalone Workload's creator writes its
     status too, so that write holds to the version `status` was computed from."""
     wl = gang.workload
-    based_on = (wl.metadata.resource_version or "") if wl and is_standalone(wl) else ""
+    based_on = (wl.metadata.resource_version or "") if wl and wl.submitted() else ""
     return WriteWorkloadStatus(gang.namespace, gang.name, status, based_on)
 
 

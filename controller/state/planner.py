@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from controller import quota
-from controller.api import kube, names
+from controller.api import names
 from controller.api.conditions import Reason
 from controller.quota import Admission, Pending, PendingCause
 from controller.state import objects
@@ -21,7 +21,6 @@ from controller.state.gangs import ManagedGang
 from controller.state.objects import EvictionRecord, PodGroupSettings
 from controller.state.steps import CreateWorkload, DeletePodGroup, DeleteWorkload, Step
 from controller.workloads.base import Delete, Finished, PodSetFlavors
-from controller.workloads.standalone import STANDALONE
 
 log = logging.getLogger("kohort.state")
 
@@ -54,8 +53,7 @@ def bookkeeping(
         ]
         # A gang of a controller that succeeded has that controller's Event (a Job's
         # Completed); pods have no controller to tell.
-        pods_only = gang.owner.kind == kube.Pod.KIND
-        if gang.finished is Finished.FAILED or pods_only:
+        if gang.finished is Finished.FAILED or gang.members_only:
             message = f"Gang {gang.finished.value.lower()}; its quota is released"
             steps.append(objects.event(gang, Reason.FINISHED, message))
         return steps
@@ -109,7 +107,7 @@ def release(
     on the nodes of the flavors `assigned` to its pod sets (all of them known)."""
     assert gang.owner is not None
     # A submitted Workload's creator runs its work as it likes: it gets no PodGroup.
-    wanted = gang.podgroup is None and gang.owner.kind != STANDALONE.KIND
+    wanted = gang.podgroup is None and not gang.runs_itself
     podgroup = objects.podgroup_for(gang, podgroups) if wanted else None
     steps: list[Step] = [podgroup] if podgroup is not None else []
     by_pod_set = {

@@ -12,13 +12,14 @@ adapter imports another, nor the registry.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from controller.api import kube
 from controller.api.kinds import Kind
-from controller.workloads.base import Mutation, Placement, WorkloadAdapter
+from controller.api.workload import Workload as WorkloadRecord
+from controller.workloads.base import Finished, GangShape, Mutation, Placement, WorkloadAdapter
 from controller.workloads.edits import JSONDict
 from controller.workloads.pruned import Workload
 
@@ -159,3 +160,64 @@ class MarksPods(Protocol):
         """What this kind says of a pod whose labels are `pod_labels`; None when they do not
         mark it as one of this kind's."""
         ...
+
+
+# -- how a kind's objects own their gangs (the controller side) ----------------------------------
+
+
+@runtime_checkable
+class WeakOwner(Protocol):
+    """Capability: an object of this kind owns its gang only until an object of a managed kind
+    names the same gang (pods that only carry a gang's label, a Workload its creator submitted
+    under that name): the managed object takes it. Weak owners never take a gang from each
+    other: the first seen keeps it."""
+
+    def shares_gangs(self) -> bool:
+        """Whether several objects of this kind form one gang (the pods of a plain group), so
+        that one more of them joining a gang is how the gang grows, not a conflict."""
+        ...
+
+
+@runtime_checkable
+class GangOfMembers(Protocol):
+    """Capability: the gang's owner is one of its own members (a bare pod, or a pod of a plain
+    pod group): no controller of its own tells when it ends, it may be assembled one member at
+    a time, and another member takes it over when its owner goes."""
+
+    def group_done(
+        self, owner: Any, shape: GangShape, members: Sequence[kube.Pod]
+    ) -> Finished | None:
+        """Whether the gang is done, judged from its members."""
+        ...
+
+    def incomplete(self, owner: Any, shape: GangShape, members: Sequence[kube.Pod]) -> str | None:
+        """Why the gang cannot be admitted yet as its members are (None: it can)."""
+        ...
+
+    def successor(self, gone: str, gang: str, members: Sequence[kube.Pod]) -> kube.Pod | None:
+        """The member that owns gang `gang` now that member `gone` went, if any."""
+        ...
+
+    def outlives_members(self, owner: Any, gang: str) -> bool:
+        """Whether the gang's Workload has no owner and outlives its members: evicting it
+        deletes them, and only their creator makes them again, under the same gang."""
+        ...
+
+
+@runtime_checkable
+class OwnsItsRecord(Protocol):
+    """Capability: the gang's record is a Workload its creator submitted, which is also its
+    owner. Its creator runs the gang's work once admitted (kohort makes no PodGroup for it) and
+    writes the record's status too (kohort writes it only on the version it saw)."""
+
+    def owner_of(self, record: WorkloadRecord) -> Any | None:
+        """The owner view of a submitted record; None for a record kohort made."""
+        ...
+
+    def queue_name(self, owner: Any) -> str:
+        """The LocalQueue the record names."""
+        ...
+
+
+class RecordOwner(WorkloadAdapter, OwnsItsRecord, Protocol):
+    """The adapter that owns the Workloads their creators submit (workloads.standalone)."""

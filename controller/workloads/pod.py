@@ -40,11 +40,13 @@ from controller.workloads.base import (
     gang_name,
     gate_problem,
     has_gate,
+    is_gated,
     labels,
     object_name,
     owned_by,
     pod_set,
     priority_classes,
+    queue_in,
     shown,
     ungate,
     ungate_up_to,
@@ -267,6 +269,81 @@ class PodAdapter(Registrable):
     def hold(self, obj: kube.Pod, pods: Sequence[kube.Pod]) -> list[Write]:
         # A scheduling gate cannot be put back on a pod: a bare pod is evicted by deleting it.
         return delete_ungated(pods)
+
+    # -- the gang of its own members (capabilities.WeakOwner, capabilities.GangOfMembers) --------
+
+    def shares_gangs(self) -> bool:
+        return True  # the pods of a plain group
+
+    def group_done(
+        self, owner: kube.Pod, shape: GangShape, members: Sequence[kube.Pod]
+    ) -> Finished | None:
+        """A lone pod is done when it is; a plain pod group when its pods have run and none
+        still runs, whatever its owner is (finished pods may be deleted meanwhile; extra pods
+        stay gated)."""
+        if shape.min_member < 2:
+            return self.finished(owner)
+        done = [p for p in members if p.finished()]
+        running = any(p.live() and not is_gated(p) for p in members)
+        if not done or running:
+            return None
+        failed = any(p.status.phase == Finished.FAILED for p in done)
+        return Finished.FAILED if failed else Finished.SUCCEEDED
+
+    def incomplete(
+        self, owner: kube.Pod, shape: GangShape, members: Sequence[kube.Pod]
+    ) -> str | None:
+        """Why a plain pod group cannot be admitted yet: fewer pods than its total count, more,
+        or pods that ask for other resources than the one that gave the gang its shape."""
+        size = shape.min_member
+        if size < 2:
+            return None
+        live = [p for p in members if p.live()]
+        group = shape.name
+        label = names.POD_GROUP_TOTAL_COUNT_LABEL
+        if len(live) < size:
+            return f"{len(live)} of the {size} pods of group {group} exist ({label})"
+        if len(live) > size:
+            return (
+                f"{len(live)} pods carry {names.POD_GROUP_LABEL}={group} but {label} says"
+                f" {size}; delete the extra pods or recreate the group with the right count"
+            )
+        expected = alike(owner)
+        odd = sorted(p.metadata.name for p in live if alike(p) != expected)
+        if odd:
+            return (
+                f"pod(s) {', '.join(odd)} ask for other resources than pod"
+                f" {owner.metadata.name}; the pods of a plain group must be alike"
+            )
+        return None
+
+    def successor(self, gone: str, gang: str, members: Sequence[kube.Pod]) -> kube.Pod | None:
+        """A plain pod group whose owning pod went: another live pod of it that declares the
+        same gang owns it from now on (the first by name)."""
+        for pod in sorted(members, key=lambda p: p.metadata.name):
+            if pod.metadata.name == gone or not pod.live():
+                continue
+            if any(shape.name == gang for shape in self._shapes_of(pod)):
+                return pod
+        return None
+
+    def outlives_members(self, owner: kube.Pod, gang: str) -> bool:
+        """A plain pod group: pods sharing a `kohort.dev/pod-group` their creator chose. Its
+        Workload has no owner and outlives its pods. (A lone pod, `pod-<name>` of one, is not
+        one: its Workload goes with it.)"""
+        labels_ = owner.metadata.labels
+        lone = gang.startswith("pod-") and labels_.get(names.POD_GROUP_TOTAL_COUNT_LABEL) == "1"
+        return names.POD_GROUP_TOTAL_COUNT_LABEL in labels_ and not lone
+
+    def _shapes_of(self, pod: kube.Pod) -> list[GangShape]:
+        """The gangs a pod declares, none when it is being deleted, not queued or malformed."""
+        meta = pod.metadata
+        if meta.deletion_timestamp or queue_in(meta.labels) is None:
+            return []
+        try:
+            return self.gangs(pod)
+        except ValueError:
+            return []
 
 
 def alike(pod: kube.Pod) -> PodSet:

@@ -13,8 +13,9 @@ it has seen, so a Finished its creator has just added is never written over.
 
 This is what frameworks without an adapter, and load generators like Kueue's own scale runner,
 submit. A managed object whose gang name such a Workload holds, and that Workload, both wait
-(see ClusterState._name_taken). The webhook never routes a Workload to an adapter: only the
-controller uses this one.
+(see ClusterState._bookkeeping). The webhook never routes a Workload to an adapter: only the
+controller uses this one, as the owner of submitted Workloads (capabilities.OwnsItsRecord,
+capabilities.WeakOwner).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from controller.api import kinds, kube, names
+from controller.api import kinds, kube
 from controller.api.conditions import WorkloadCondition, find
 from controller.api.kinds import Kind
 from controller.api.workload import Workload
@@ -31,11 +32,6 @@ from controller.quota.snapshot import PodSet
 from controller.workloads.base import NO_FLAVORS, Finished, Flavors, GangShape, Mutation, Write
 from controller.workloads.edits import Editor, JSONDict, Path
 from controller.workloads.taints import core_toleration
-
-
-def is_standalone(wl: Workload) -> bool:
-    """Whether its creator submitted it (kohort labels every Workload it makes)."""
-    return wl.metadata.labels.get(names.MANAGED_LABEL) != names.MANAGED_VALUE
 
 
 @dataclass(frozen=True)
@@ -116,6 +112,17 @@ class StandaloneAdapter:
 
     def hold(self, obj: Standalone, pods: Sequence[kube.Pod]) -> list[Write]:
         return []  # its creator stops its work when the status says Evicted
+
+    # -- its own record (capabilities.OwnsItsRecord, capabilities.WeakOwner) -------------------
+
+    def owner_of(self, record: Workload) -> Standalone | None:
+        return Standalone(record) if record.submitted() else None
+
+    def queue_name(self, owner: Standalone) -> str:
+        return owner.workload.spec.queue_name
+
+    def shares_gangs(self) -> bool:
+        return False
 
 
 STANDALONE = StandaloneAdapter()

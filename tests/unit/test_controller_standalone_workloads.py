@@ -23,6 +23,7 @@ from controller.quota.outcomes import (
 )
 from controller.state.gangs import GangIndex, ManagedGang
 from controller.state.objects import pending_status, status_write
+from controller.workloads.standalone import STANDALONE
 from hack.objects import condition, reserved
 from tests.fakes.memory_api import MemoryApi
 from tests.unit.controller_world import NOW, World, held_job, start
@@ -219,7 +220,7 @@ class Race:
         return Workload.model_validate(self.api.read_back(kinds.WORKLOADS, "batch-1", "ns"))
 
     def gang(self) -> ManagedGang:
-        index = GangIndex()
+        index = GangIndex(STANDALONE)
         index.workload_changed(None, self.seen)
         gang = index.get(("ns", "batch-1"))
         assert gang is not None

@@ -57,6 +57,15 @@ def _pod_usage(pod: kube.Pod) -> dict[str, int]:
     return usage
 
 
+def _keep(store: dict[str, Any], old: Any, new: Any, value: Any) -> None:
+    """Keep `value` for a cluster-scoped object by name, or forget it once it is deleted."""
+    name = (new or old).metadata.name
+    if new is None:
+        store.pop(name, None)
+    else:
+        store[name] = value
+
+
 class Inventory:
     """Every object of the cluster's shape, as the engine and the reports need them."""
 
@@ -153,11 +162,7 @@ class Inventory:
         if kind == kinds.CLUSTER_QUEUES:
             self._cluster_queue_changed(old, new)
         elif kind == kinds.COHORTS:
-            obj = new or old
-            if new is None:
-                self.cohorts.pop(obj.metadata.name, None)
-            else:
-                self.cohorts[obj.metadata.name] = new
+            _keep(self.cohorts, old, new, new)
             if old is None or new is None or old.spec != new.spec:
                 self.queues_changed = True
         elif kind == kinds.RESOURCE_FLAVORS:
@@ -167,20 +172,12 @@ class Inventory:
         elif kind == kinds.NODES:
             self._node_changed(old, new)
         elif kind == kinds.PRIORITY_CLASSES:
-            obj = new or old
-            if new is None:
-                self.priority_classes.pop(obj.metadata.name, None)
-            else:
-                self.priority_classes[obj.metadata.name] = new.value
+            _keep(self.priority_classes, old, new, new and new.value)
         elif kind == kinds.NAMESPACES:
             self._namespace_changed(old, new)
 
     def _cluster_queue_changed(self, old: Any, new: Any) -> None:
-        obj = new or old
-        if new is None:
-            self.cluster_queues.pop(obj.metadata.name, None)
-        else:
-            self.cluster_queues[obj.metadata.name] = new
+        _keep(self.cluster_queues, old, new, new)
         if old is None or new is None or old.spec != new.spec:
             self.queues_changed = True
         if (old and old.spec.namespace_selector) != (new and new.spec.namespace_selector):

@@ -390,7 +390,8 @@ def run_before(args: argparse.Namespace) -> None:
         command = [sys.executable, str(Path(tree) / "bench" / "bench_reconcile.py")]
         command += ["--pending", *map(str, args.pending), "--changes", str(args.changes)]
         command += ["--max-passes", str(args.max_passes)]
-        command += ["--starvation-after", str(args.starvation_after)]
+        if args.starvation_after is not None:  # (None: the core's default, off)
+            command += ["--starvation-after", str(args.starvation_after)]
         print(f"==== before: this bench at {args.compare}", flush=True)
         subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": tree})
         print(f"\n==== after: this bench at the working tree (--latency {args.latency:g} ms)")

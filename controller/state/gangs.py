@@ -23,7 +23,12 @@ from controller.api.times import parse_time
 from controller.api.workload import Workload
 from controller.quota import PodPlacement
 from controller.workloads.base import Finished, GangShape, WorkloadAdapter, queue_in
-from controller.workloads.capabilities import GangOfMembers, OwnsItsRecord, RecordOwner, WeakOwner
+from controller.workloads.capabilities import (
+    RecordOwner,
+    gang_of_members,
+    owns_its_record,
+    weak_owner,
+)
 
 log = logging.getLogger("kohort.state")
 
@@ -116,7 +121,7 @@ class ManagedGang:
         it deletes its pods, a gate cannot be put back, and only their creator makes them
         again, under the same group; see capabilities.GangOfMembers)."""
         owner = self.owner
-        if owner is None or not isinstance(owner.adapter, GangOfMembers):
+        if owner is None or not gang_of_members(owner.adapter):
             return False
         return owner.adapter.outlives_members(owner.obj, self.name)
 
@@ -124,13 +129,13 @@ class ManagedGang:
     def members_only(self) -> bool:
         """Whether the gang's owner is one of its members (its pods): no controller tells when
         it ends."""
-        return self.owner is not None and isinstance(self.owner.adapter, GangOfMembers)
+        return self.owner is not None and gang_of_members(self.owner.adapter)
 
     @property
     def runs_itself(self) -> bool:
         """Whether the gang's owner is its own record, a Workload its creator submitted: its
         creator runs the work (no PodGroup) and writes its status too."""
-        return self.owner is not None and isinstance(self.owner.adapter, OwnsItsRecord)
+        return self.owner is not None and owns_its_record(self.owner.adapter)
 
     def waits_for_its_pods(self) -> bool:
         """A Workload that outlived its gang's members, kept after an eviction deleted them: no
@@ -197,7 +202,7 @@ class ManagedGang:
         """Why a gang of its own members cannot be admitted yet as they are (a plain pod group
         short of pods, say); None for any other gang."""
         owner, shape = self.owner, self.shape
-        if owner is None or shape is None or not isinstance(owner.adapter, GangOfMembers):
+        if owner is None or shape is None or not gang_of_members(owner.adapter):
             return None
         return owner.adapter.incomplete(owner.obj, shape, list(self.pods.values()))
 
@@ -241,13 +246,13 @@ def _takes_over(claimant: WorkloadAdapter, owner: WorkloadAdapter) -> bool:
     """Whether an object of `claimant`'s kind takes a gang from its current owner: a managed
     object takes it from weak owners (pods that only carry its label, a Workload its creator
     submitted under its name), seen first; weak owners never take a gang from each other."""
-    return isinstance(owner, WeakOwner) and not isinstance(claimant, WeakOwner)
+    return weak_owner(owner) and not weak_owner(claimant)
 
 
 def _grows(claimant: WorkloadAdapter, owner: WorkloadAdapter) -> bool:
     """Whether a claim on an owned gang is how it grows (one more pod of a plain group), not a
     conflict worth a warning."""
-    return claimant.KIND == owner.KIND and isinstance(owner, WeakOwner) and owner.shares_gangs()
+    return claimant.KIND == owner.KIND and weak_owner(owner) and owner.shares_gangs()
 
 
 class GangIndex:
@@ -341,9 +346,10 @@ class GangIndex:
     def _succeed(self, adapter: WorkloadAdapter, gang: ManagedGang, gone: str) -> None:
         """A gang of its own members whose owner went: the member its adapter names owns it
         from now on."""
-        if not isinstance(adapter, GangOfMembers):
+        members = adapter
+        if not gang_of_members(members):
             return
-        successor = adapter.successor(gone, gang.name, list(gang.pods.values()))
+        successor = members.successor(gone, gang.name, list(gang.pods.values()))
         if successor is not None:
             self.owner_changed(adapter, None, successor)
 
@@ -351,7 +357,7 @@ class GangIndex:
         """A gang of its own members is done as its members say (a plain pod group when its
         pods have run and none still runs), not when its owner is."""
         owner, shape = gang.owner, gang.shape
-        if owner is None or shape is None or not isinstance(owner.adapter, GangOfMembers):
+        if owner is None or shape is None or not gang_of_members(owner.adapter):
             return
         gang.finished = owner.adapter.group_done(owner.obj, shape, list(gang.pods.values()))
 

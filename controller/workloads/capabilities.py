@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, Self, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, TypeGuard, runtime_checkable
 
 from controller.api import kube
 from controller.api.kinds import Kind
@@ -221,3 +221,30 @@ class OwnsItsRecord(Protocol):
 
 class RecordOwner(WorkloadAdapter, OwnsItsRecord, Protocol):
     """The adapter that owns the Workloads their creators submit (workloads.standalone)."""
+
+
+# -- asking an adapter for a capability -----------------------------------------------------------
+# isinstance against a runtime protocol walks the protocol's members on every call (about 20 µs
+# on Python 3.11); the state asks on every gang it looks at, so the answer is kept per class.
+
+
+_IMPLEMENTS: dict[tuple[type, type], bool] = {}
+
+
+def _implements(cls: type, capability: type) -> bool:
+    found = _IMPLEMENTS.get((cls, capability))
+    if found is None:
+        found = _IMPLEMENTS[(cls, capability)] = issubclass(cls, capability)
+    return found
+
+
+def weak_owner(adapter: object) -> TypeGuard[WeakOwner]:
+    return _implements(type(adapter), WeakOwner)
+
+
+def gang_of_members(adapter: object) -> TypeGuard[GangOfMembers]:
+    return _implements(type(adapter), GangOfMembers)
+
+
+def owns_its_record(adapter: object) -> TypeGuard[OwnsItsRecord]:
+    return _implements(type(adapter), OwnsItsRecord)

@@ -163,7 +163,8 @@ def options(
             shape = shape_cache.get(key)
             if shape is None:
                 specs = [flavors.get(name) for name in chosen_flavors[i]]
-                shape = shape_cache[key] = index.shape(flavored(pod_set, specs))
+                levels = next((s.topology for s in specs if s is not None and s.topology), ())
+                shape = shape_cache[key] = index.shape(flavored(pod_set, specs), levels)
             shapes.append((i, shape, pod_set.count))
         out.append(FlavorOption(tuple(per_set), charge, shapes))
     return out

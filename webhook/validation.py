@@ -1,6 +1,6 @@
 """POST /validate: keep held gangs held, and reject malformed kohort.dev quota objects.
 
-1. kohort.dev objects (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload) must
+1. kohort.dev objects (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload) must
    validate against the API models; the message names the offending field.
 2. Requests from kohort's controller are allowed: releasing and evicting gangs is its job.
 3. A new managed workload must arrive held (the mutating webhook fails open, so this is where
@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from controller.api import kinds, names
 from controller.api.common import Resource
 from controller.api.quantity import QuantityError, parse_quantity
-from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from controller.api.workload import Workload
 from controller.workloads.base import (
     Denied,
@@ -42,7 +42,8 @@ from webhook import reviews
 from webhook.settings import Settings
 
 MODELS: Mapping[str, type[Resource]] = {
-    model.KIND.kind: model for model in (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload)
+    model.KIND.kind: model
+    for model in (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload)
 }
 
 

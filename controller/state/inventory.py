@@ -15,7 +15,7 @@ from controller import quota
 from controller.api import kinds, kube
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, parse_quantity
-from controller.api.queues import ClusterQueue, Cohort
+from controller.api.queues import ClusterQueue, Cohort, ResourceFlavor
 from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
 from controller.state.gangs import GangIndex, GangKey
 from controller.workloads.base import GangShape
@@ -73,8 +73,11 @@ class Inventory:
         self._index = index
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.cohorts: dict[str, Cohort] = {}
-        # Each ResourceFlavor as the core sees it.
+        # Each ResourceFlavor as the core sees it, and as the API has it.
         self.flavors: dict[str, quota.FlavorSpec] = {}
+        self._flavor_objects: dict[str, ResourceFlavor] = {}
+        # Each Topology's levels.
+        self.topologies: dict[str, tuple[str, ...]] = {}
         # (namespace, LocalQueue) -> its ClusterQueue
         self.local_queues: dict[tuple[str, str], str] = {}
         # Namespaces whose workloads this controller manages (None: all).
@@ -167,6 +170,8 @@ class Inventory:
                 self.queues_changed = True
         elif kind == kinds.RESOURCE_FLAVORS:
             self._flavor_changed(old, new)
+        elif kind == kinds.TOPOLOGIES:
+            self._topology_changed(old, new)
         elif kind == kinds.LOCAL_QUEUES:
             self._local_queue_changed(old, new)
         elif kind == kinds.NODES:
@@ -202,13 +207,25 @@ class Inventory:
             self.queues_changed = True
 
     def _flavor_changed(self, old: Any, new: Any) -> None:
-        name = (new or old).metadata.name
+        _keep(self._flavor_objects, old, new, new)
+        self._take_flavor((new or old).metadata.name)
+
+    def _take_flavor(self, name: str) -> None:
+        """The core's view of flavor `name` (as its object and its Topology are now)."""
+        flavor = self._flavor_objects.get(name)
         before = self.flavors.pop(name, None)
-        after = flavor_spec(new) if new is not None else None
+        after = flavor_spec(flavor, self.topologies) if flavor is not None else None
         if after is not None:
             self.flavors[name] = after
         if before != after:
             self.flavors_changed = True
+
+    def _topology_changed(self, old: Any, new: Any) -> None:
+        _keep(self.topologies, old, new, new and new.levels())
+        name = (new or old).metadata.name
+        for flavor, obj in self._flavor_objects.items():
+            if obj.spec.topology_name == name:
+                self._take_flavor(flavor)
 
     def _local_queue_changed(self, old: Any, new: Any) -> None:
         obj = new or old

@@ -24,6 +24,32 @@ from controller.quota.snapshot import HostPort, TopologyRequest
 Plan = list[tuple[int, int, int]]  # (pod set index, node index, pod count)
 
 
+def victim_domains(
+    index: NodeIndex, shapes: Sequence[tuple[int, PodShape, int]]
+) -> list[set[int]] | None:
+    """For a gang whose first pod set with a required topology level asks for one domain: the
+    nodes of each domain of that level that could host that pod set were it empty, roomiest
+    first (victims are then sought within one domain at a time); None for any other gang."""
+    for ps, shape, count in shapes:
+        request = shape.rules.topology if shape.rules is not None else None
+        if request is None or request.level is None or not request.required:
+            continue
+        empty = index.pristine()
+        rooms = GangPlacer(empty, [(ps, shape, count)], "best-fit")._rooms(
+            shape, request.level, request
+        )
+        fitting = sorted((-room, key) for key, room in rooms.items() if room >= count)
+        return [
+            {
+                node
+                for node in range(len(index.names))
+                if all(_label(index, node, k) == v for k, v in key)
+            }
+            for _, key in fitting
+        ]
+    return None
+
+
 def _label(index: NodeIndex, node: int, key: str) -> str | None:
     return index.class_of[node].labels.get(key)
 

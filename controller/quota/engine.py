@@ -22,6 +22,7 @@ from typing import Literal
 
 from controller import defaults
 from controller.quota import flavor_assignment, preemption
+from controller.quota.constrained import victim_domains
 from controller.quota.flavor_assignment import FlavorOption, Shapes
 from controller.quota.outcomes import (
     NOT_CONSIDERED,
@@ -919,7 +920,34 @@ class Engine:
         if self.config.waste_budget is not None:
             waited = max(0.0, now - info.gang.created)
             budget = self.config.waste_budget * waited * self._dominant(info)
-        return self._strategy(_Trial(self, queue, info, opt, budget), info, candidates)
+        domains = victim_domains(self.index, opt.shapes) if self._floor_guard else None
+        if domains is None:
+            return self._strategy(_Trial(self, queue, info, opt, budget), info, candidates)
+        return self._victims_in_one_domain(queue, info, opt, budget, candidates, domains)
+
+    def _victims_in_one_domain(
+        self,
+        queue: QueueRuntime,
+        info: GangInfo,
+        opt: FlavorOption,
+        budget: float,
+        candidates: list[Candidate],
+        domains: list[set[int]],
+    ) -> list[RunningGang] | None:
+        """For a gang that must be inside one domain: the cheapest victims that free one domain
+        it fits in (least work lost, then fewest victims, then the domain's order), not
+        capacity scattered over several."""
+        lost = {c.victim.name: c.lost_work for c in candidates}
+        best: tuple[tuple[float, int, int], list[RunningGang]] | None = None
+        for rank, nodes in enumerate(domains):
+            trial = _Trial(self, queue, info, opt, budget, within=nodes)
+            victims = self._strategy(trial, info, candidates)
+            if victims is None:
+                continue
+            cost = (sum(lost[v.name] for v in victims), len(victims), rank)
+            if best is None or cost < best[0]:
+                best = (cost, victims)
+        return best[1] if best is not None else None
 
     # -- starvation guard -----------------------------------------------------------------------
 
@@ -1044,13 +1072,17 @@ class _Trial:
         info: GangInfo,
         opt: FlavorOption,
         budget: float,
+        *,
+        within: set[int] | None = None,
     ) -> None:
+        """`within`: clear nodes only there (one domain a gang must fit in)."""
         self.engine = engine
         self.queue = queue
         self.info = info
         self.charge = opt.charge
         self.shapes = opt.shapes
         self.budget = budget
+        self.within = within
 
     def remove(self, victim: RunningGang) -> None:
         owner, _ = self.engine.running[victim.name]
@@ -1139,4 +1171,6 @@ class _Trial:
 
     def may_host(self, shape: PodShape, node: int) -> bool:
         index = self.engine.index
+        if self.within is not None and node not in self.within:
+            return False
         return node not in index.reserved and index.class_of[node] in index.eligible(shape)

@@ -310,7 +310,7 @@ class NodeIndex:
         """A pod set that could not be placed, its rules kept, even on empty nodes."""
         key = tuple(shapes)
         if key not in self._never_rules:
-            empty = self._pristine()
+            empty = self.pristine()
             plan, failure = empty.place(shapes, "best-fit")
             if failure is None:
                 empty.release((empty._shape_request(shapes, ps), node, n) for ps, node, n in plan)
@@ -326,7 +326,7 @@ class NodeIndex:
     def _shape_request(shapes: Sequence[tuple[int, PodShape, int]], ps: int) -> Vector:
         return next(shape.request for i, shape, _ in shapes if i == ps)
 
-    def _pristine(self) -> NodeIndex:
+    def pristine(self) -> NodeIndex:
         """The same nodes with nothing running on them (built once)."""
         if self._empty is None:
             self._empty = NodeIndex(

@@ -181,6 +181,35 @@ def admitted_status(gang: ManagedGang, admission: Admission, now: float) -> Work
     return status
 
 
+def unchecked(gang: ManagedGang) -> list[str]:
+    """What the gang's pods ask of the scheduler that the placement check does not model, by
+    pod set (`pod set: what`)."""
+    if gang.shape is None:
+        return []
+    return [f"{ps.name}: {what}" for ps in gang.shape.pod_sets for what in ps.unchecked]
+
+
+def unchecked_text(unchecked: Sequence[str]) -> str:
+    return (
+        f"Admitted without checking {'; '.join(unchecked)}: kohort placed the gang on what it"
+        " models, and the scheduler may keep some of its pods pending for the rest (the"
+        " pods-ready timeout then evicts it)"
+    )
+
+
+def placement_not_checked(
+    conditions: Sequence[Condition], unchecked: Sequence[str], now: float
+) -> list[Condition]:
+    return set_condition(
+        conditions,
+        WorkloadCondition.PLACEMENT_CHECKED,
+        False,
+        Reason.PLACEMENT_NOT_CHECKED,
+        unchecked_text(unchecked),
+        now,
+    )
+
+
 def missing_flavors(missing: Sequence[str]) -> str:
     """Why an admitted gang is not released: flavors it was admitted on have no ResourceFlavor."""
     many = len(missing) > 1

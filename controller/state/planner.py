@@ -250,6 +250,9 @@ def admission(
     podgroups: PodGroupSettings,
 ) -> AdmissionWrites:
     status = objects.admitted_status(gang, decided, now)
+    unchecked = objects.unchecked(gang)
+    if unchecked:
+        status.conditions = objects.placement_not_checked(status.conditions, unchecked, now)
     record: list[Step] = [objects.status_write(gang, status)]
     releasing: list[Step] = []
     missing = missing_flavors(decided.flavors, flavors)
@@ -262,4 +265,7 @@ def admission(
     if missing:
         text = status.pending_reason or ""
         record.append(objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True))
+    if unchecked:
+        text = objects.unchecked_text(unchecked)
+        record.append(objects.event(gang, Reason.PLACEMENT_NOT_CHECKED, text, warning=True))
     return AdmissionWrites(record, releasing, missing)

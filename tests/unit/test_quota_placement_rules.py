@@ -281,3 +281,40 @@ def test_slices_land_each_in_its_own_rack() -> None:
     per_rack = Counter(n[:4] for n, c in placed.items() for _ in range(c))
     assert sorted(per_rack.values()) == [4, 4]
     assert len({r[:2] for r in per_rack}) == 1  # both in one block
+
+
+def test_reclaim_for_a_gang_that_needs_one_rack_frees_one_rack_within_its_budget() -> None:
+    # 2 racks x 2 nodes x 8 GPUs, all taken by four 1-pod gangs that borrow. A lender's gang
+    # needs 2 nodes in one rack; what it may throw away (its waste budget) covers rack r0's two
+    # gangs (5 + 6), not a walk that starts with the cheapest gang anywhere (r1's, 1).
+    from controller.quota import AdmittedGang, Config, Engine, PodPlacement
+    from controller.quota.snapshot import FlavorQuota, Quota, ResourceGroup
+
+    nodes = [rack_node(f"b0r{r}n{n}", "b0", f"b0r{r}") for r in range(2) for n in range(2)]
+
+    def spec(name: str, gpus: int) -> QueueSpec:
+        quotas = {GPU: Quota(gpus * G), "cpu": Quota(gpus * 4 * G)}
+        groups = (ResourceGroup((GPU, "cpu"), (FlavorQuota("gpu", quotas),)),)
+        return QueueSpec(name, {}, cohort="all", reclaim_within_cohort="Any", groups=groups)
+
+    flavor = FlavorSpec("gpu", topology=(BLOCK, RACK, HOST))
+    engine = Engine(
+        [spec("lender", 32), spec("borrower", 0)],
+        nodes,  # type: ignore[arg-type]
+        Config(waste_budget=0.023),
+        flavors=[flavor],
+    )
+    lost = {"b0r0n0": 5, "b0r0n1": 6, "b0r1n0": 1, "b0r1n1": 100}  # work each would lose
+    for node_name, work in lost.items():
+        g = replace(gang(f"v-{node_name}", "borrower", 1, 8), created=0.0)
+        at = 1000.0 - work / 0.25  # lost work: runtime x dominant share (8 of 32 GPUs)
+        placement = (PodPlacement("main", node_name, 1),)
+        engine.add_admitted(AdmittedGang(g, at, placement, {"main": {GPU: "gpu", "cpu": "gpu"}}))
+    preemptor = replace(ruled("big", 2, 8, topology=TopologyRequest(RACK)), queue="lender")
+    engine.add_pending(preemptor)  # type: ignore[arg-type]
+
+    d = engine.cycle(1000.0)
+
+    assert [a.gang for a in d.admissions] == ["big"]
+    assert sorted(e.gang for e in d.evictions) == ["v-b0r0n0", "v-b0r0n1"]
+    assert racks_of(d, "big") == {"b0r0"}

@@ -19,6 +19,7 @@ from controller.api.queues import ClusterQueue, Cohort
 from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
 from controller.state.gangs import GangIndex, GangKey
 from controller.workloads.base import GangShape
+from controller.workloads.pod_rules import NODE_NAME_KEY
 from controller.workloads.requests import pod_requests
 from controller.workloads.taints import repelling_taints
 
@@ -26,7 +27,8 @@ UNSCHEDULABLE_TAINT = quota.Taint("node.kubernetes.io/unschedulable", "", "NoSch
 
 
 def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
-    """A Ready node as the core sees it (None when it is not Ready)."""
+    """A Ready node as the core sees it (None when it is not Ready); its name is among its
+    labels too, as NODE_NAME_KEY (what a node affinity's matchFields on metadata.name asks)."""
     ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
     if not ready:
         return None
@@ -42,7 +44,7 @@ def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
     return quota.Node(
         name=node.metadata.name,
         allocatable=allocatable,
-        labels=dict(node.metadata.labels),
+        labels={**node.metadata.labels, NODE_NAME_KEY: node.metadata.name},
         taints=tuple(taints),
         used=dict(used),
     )

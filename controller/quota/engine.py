@@ -57,6 +57,7 @@ from controller.quota.snapshot import (
     CohortSpec,
     FlavorSpec,
     Gang,
+    HostPort,
     Node,
     QueueSpec,
 )
@@ -358,6 +359,18 @@ class Engine:
         self._nodes[name] = replace(node, used=dict(used))
         self.index.take(i, tuple(a - b for a, b in zip(after, before, strict=True)))
         if any(a < b for a, b in zip(after, before, strict=True)):
+            self._freed = True
+
+    def set_node_ports(self, name: str, ports: Iterable[HostPort]) -> None:
+        """The host ports pods outside admitted gangs bind on node `name` now."""
+        node = self._nodes.get(name)
+        i = self.index.by_name.get(name)
+        bound = tuple(ports)
+        if node is None or i is None or node.ports == bound:
+            return
+        self._nodes[name] = replace(node, ports=bound)
+        self.index.ports[i] = bound
+        if set(node.ports) - set(bound):
             self._freed = True
 
     # -- gangs --------------------------------------------------------------------------------

@@ -170,8 +170,11 @@ class ClusterState:
             if steps:
                 work[key] = steps
         inventory = self.inventory
+        admitted = self.mirror.admitted
         for name in sorted(inventory.dirty_nodes):
-            self.mirror.take_node_used(name, inventory.node_used(name, self.mirror.admitted))
+            self.mirror.take_node_used(
+                name, inventory.node_used(name, admitted), inventory.node_ports(name, admitted)
+            )
         inventory.dirty_nodes.clear()
         new = sorted((key for key in work if self._is_new(key)), key=self._age)
         finishing = [key for key in work if self._is_finishing(key)]

@@ -50,7 +50,6 @@ from controller.workloads.base import (
     non_negative_int,
     object_name,
     owned_by,
-    pod_set,
     pod_template_fields,
     priority_classes,
     running_pods,
@@ -60,6 +59,7 @@ from controller.workloads.base import (
 )
 from controller.workloads.capabilities import OwnPods, Registrable
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
+from controller.workloads.pod_rules import TemplatePods, gang_pod_sets
 from controller.workloads.pruned import ObjectMeta, PodSpec, Workload, merge_ops, set_op
 from controller.workloads.suspended import Scheduling, encoded, kept_in, same_tolerations
 
@@ -238,9 +238,9 @@ class JobAdapter(Registrable):
         parallelism = obj.spec.parallelism if obj.spec.parallelism is not None else 1
         if name is None or parallelism < 1:
             return []
-        pods = pod_set("main", parallelism, template)
+        sets = gang_pod_sets([TemplatePods("main", parallelism, template)], obj.metadata.namespace)
         size = max(running_pods(obj.spec), 1)
-        return [GangShape(name, size, (pods,), priority_classes(template))]
+        return [GangShape(name, size, sets, priority_classes(template))]
 
     def finished(self, obj: kube.Job) -> Finished | None:
         done = {c.type for c in obj.status.conditions if c.status == "True"}

@@ -50,7 +50,6 @@ from controller.workloads.base import (
     made_by,
     object_name,
     pod_group_of,
-    pod_set,
     priority_classes,
     same_toleration,
     shown,
@@ -61,6 +60,7 @@ from controller.workloads.base import (
 )
 from controller.workloads.capabilities import Registrable
 from controller.workloads.edits import Editor, JSONDict, Path, lookup, pointer
+from controller.workloads.pod_rules import TemplatePods, gang_pod_sets
 
 log = logging.getLogger("kohort.workloads")
 
@@ -402,7 +402,10 @@ class SuspendedAdapter(Registrable):
         ]
         if name is None or not asked:
             return []
-        sets = tuple(pod_set(t.pod_set, t.count, template) for t, template in asked)
+        sets = gang_pod_sets(
+            [TemplatePods(t.pod_set, t.count, template) for t, template in asked],
+            obj.metadata.namespace,
+        )
         size = sum(t.count for t, _ in asked if not t.starts_later)
         return [GangShape(name, size, sets, priority_classes(*(tpl for _, tpl in asked)))]
 

@@ -371,7 +371,7 @@ class GangPlacer:
             return None
         index = self.index
         if rules.ports:
-            held = [*index.ports[node], *self.ports.get(node, ())]
+            held = [*index.bound_ports(node), *self.ports.get(node, ())]
             for port in rules.ports:
                 if any(port.conflicts(other) for other in held):
                     return f"host port {port.port}/{port.protocol}"

@@ -406,6 +406,7 @@ class Engine:
         charge = flavor_assignment.recorded(admitted.gang, groups, admitted.flavors)
         flavors = flavor_assignment.recorded_flavors(admitted.gang, groups, admitted.flavors)
         running = self._running(info, admitted.admitted_at, plan, charge, flavors)
+        self._bind_ports(running, +1)
         self.running[info.name] = (queue, running)
         if queue is not None:
             add_usage(queue.state, charge, +1)
@@ -418,11 +419,13 @@ class Engine:
         if sorted(plan) == sorted(running.plan):
             return
         self.index.release(running.on_nodes())
+        self._bind_ports(running, -1)
         for ps, node, n in plan:
             self.index.take(node, running.info.shapes[ps][1].request, n)
         moved = self._running(
             running.info, running.admitted_at, plan, running.charge, running.flavors
         )
+        self._bind_ports(moved, +1)
         self.running[name] = (queue, moved)
         if queue is not None:
             queue.running[name] = moved
@@ -436,6 +439,15 @@ class Engine:
             del queue.running[name]
             add_usage(queue.state, running.charge, -1)
         self.index.release(running.on_nodes())
+        self._bind_ports(running, -1)
+
+    def _bind_ports(self, running: RunningGang, sign: int) -> None:
+        """Count the host ports of an admitted gang's pods on their nodes (sign +1), or stop
+        counting them (-1)."""
+        for ps, node, n in running.plan:
+            rules = running.info.shapes[ps][1].rules
+            if rules is not None and rules.ports:
+                self.index.bind_ports(node, rules.ports, sign * n)
 
     def _plan_of(self, info: GangInfo, placement: Iterable[PodPlacement]) -> Plan:
         sets = {ps.name: i for i, ps in enumerate(info.gang.pod_sets)}
@@ -837,6 +849,7 @@ class Engine:
         self._no_victims_at.pop(info.name, None)
         flavors = opt.by_pod_set(info.gang)
         running = self._running(info, now, plan, dict(opt.charge), flavors)
+        self._bind_ports(running, +1)
         self._admitted_now.add(info.name)
         add_usage(queue.state, opt.charge, +1)
         queue.running[info.name] = running
@@ -1102,6 +1115,7 @@ class _Trial:
         assert owner is not None
         add_usage(owner.state, victim.charge, -1)
         self.engine.index.release(victim.on_nodes())
+        self.engine._bind_ports(victim, -1)
 
     def restore(self, victim: RunningGang) -> None:
         owner, _ = self.engine.running[victim.name]
@@ -1109,6 +1123,7 @@ class _Trial:
         add_usage(owner.state, victim.charge, +1)
         for request, node, n in victim.on_nodes():
             self.engine.index.take(node, request, n)
+        self.engine._bind_ports(victim, +1)
         self.engine._freed = False
 
     def shortfall(self, info: GangInfo) -> Shortfall | None:

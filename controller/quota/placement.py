@@ -132,8 +132,10 @@ class NodeIndex:
             for n in ordered
         ]
         self.by_name = {name: i for i, name in enumerate(self.names)}
-        # Host ports bound on each node by pods outside the admitted gangs.
+        # Host ports bound on each node by pods outside the admitted gangs, and by the admitted
+        # gangs' pods (port -> pods binding it).
         self.ports: list[tuple[HostPort, ...]] = [tuple(n.ports) for n in ordered]
+        self.gang_ports: list[dict[HostPort, int]] = [{} for _ in ordered]
         self._nodes = ordered
         self.capacity: dict[str, int] = {r: 0 for r in self.order}
         classes: dict[tuple[object, ...], _NodeClass] = {}
@@ -203,6 +205,20 @@ class NodeIndex:
 
     def give(self, i: int, request: Vector, count: int = 1) -> None:
         self._set_free(i, tuple(f + count * q for f, q in zip(self.free[i], request, strict=True)))
+
+    def bind_ports(self, i: int, ports: Iterable[HostPort], count: int) -> None:
+        """`count` more (or, negative, fewer) admitted pods binding `ports` on node `i`."""
+        held = self.gang_ports[i]
+        for port in ports:
+            left = held.get(port, 0) + count
+            if left > 0:
+                held[port] = left
+            else:
+                held.pop(port, None)
+
+    def bound_ports(self, i: int) -> list[HostPort]:
+        """Every host port bound on node `i`: by pods outside the gangs and by admitted ones."""
+        return [*self.ports[i], *self.gang_ports[i]]
 
     def reserve(self, i: int) -> None:
         """Hide a node from every search until `unreserve`."""

@@ -318,3 +318,20 @@ def test_reclaim_for_a_gang_that_needs_one_rack_frees_one_rack_within_its_budget
     assert [a.gang for a in d.admissions] == ["big"]
     assert sorted(e.gang for e in d.evictions) == ["v-b0r0n0", "v-b0r0n1"]
     assert racks_of(d, "big") == {"b0r0"}
+
+
+def test_an_admitted_gangs_host_ports_keep_the_next_gang_off_its_nodes() -> None:
+    from controller.quota import Engine
+
+    engine = Engine([queue("a", 32)], [node(f"n{i}") for i in range(3)])
+    first = ruled("first", 2, host_ports=(HostPort(9000),))
+    second = ruled("second", 2, host_ports=(HostPort(9000),))
+    engine.add_pending(first)  # type: ignore[arg-type]
+    engine.add_pending(second)  # type: ignore[arg-type]
+
+    d = engine.cycle(0.0)
+
+    assert [a.gang for a in d.admissions] == ["first"]
+    assert "host port 9000/TCP" in d.pending["second"].describe()
+    engine.finish("first")
+    assert [a.gang for a in engine.cycle(1.0).admissions] == ["second"]

@@ -137,10 +137,16 @@ class NodeSelector(View):
     node_selector_terms: list[NodeSelectorTerm] = []
 
 
+class Unread(View):
+    """Something kohort only needs to know is there: none of its members are read."""
+
+
 class NodeAffinity(View):
-    """A pod's node affinity: its required part (the preferred one is a preference)."""
+    """A pod's node affinity: its required part (the preferred one is a preference: only
+    whether it is there matters)."""
 
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[Unread] | None = None
 
 
 class PodAffinityTerm(View):

@@ -104,19 +104,32 @@ def release(
     podgroups: PodGroupSettings,
 ) -> list[Step]:
     """The gang's PodGroup if it has none yet, then its release through its adapter, its pods
-    on the nodes of the flavors `assigned` to its pod sets (all of them known)."""
+    on the nodes of the flavors `assigned` to its pod sets (all of them known) and pinned to the
+    nodes its admission placed them on."""
     assert gang.owner is not None
     # A submitted Workload's creator runs its work as it likes: it gets no PodGroup.
     wanted = gang.podgroup is None and not gang.runs_itself
     podgroup = objects.podgroup_for(gang, podgroups) if wanted else None
     steps: list[Step] = [podgroup] if podgroup is not None else []
-    by_pod_set = {
-        pod_set: PodSetFlavors(tuple(flavors[f] for f in dict.fromkeys(by_resource.values())))
-        for pod_set, by_resource in assigned.items()
-        if by_resource
-    }
+    planned = planned_nodes(gang)
+    by_pod_set: dict[str, PodSetFlavors] = {}
+    for pod_set in {*assigned, *planned}:
+        chosen = assigned.get(pod_set, {})
+        specs = tuple(flavors[f] for f in dict.fromkeys(chosen.values()))
+        by_pod_set[pod_set] = PodSetFlavors(specs, planned.get(pod_set, ()))
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
+
+
+def planned_nodes(gang: ManagedGang) -> dict[str, tuple[str, ...]]:
+    """The nodes the gang's admission placed each pod set on (once its pods are all bound,
+    where they run); none without a placement check."""
+    if gang.shape is None:
+        return {}
+    nodes: dict[str, set[str]] = {}
+    for placed in gang.placement():
+        nodes.setdefault(placed.pod_set, set()).add(placed.node)
+    return {pod_set: tuple(sorted(names)) for pod_set, names in nodes.items()}
 
 
 def still_held(gang: ManagedGang) -> bool:

@@ -59,6 +59,7 @@ from controller.workloads.base import (
 )
 from controller.workloads.capabilities import OwnPods, Registrable
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
+from controller.workloads.pinning import affinity_merge, required_of
 from controller.workloads.pod_rules import TemplatePods, gang_pod_sets
 from controller.workloads.pruned import ObjectMeta, PodSpec, Workload, merge_ops, set_op
 from controller.workloads.suspended import Scheduling, encoded, kept_in, same_tolerations
@@ -87,6 +88,9 @@ def _template_patch(obj: kube.Job, target: Scheduling) -> JSONDict:
         patch["nodeSelector"] = selector
     if not same_tolerations(spec.tolerations, target.tolerations):
         patch["tolerations"] = [toleration_json(t) for t in target.tolerations] or None
+    required = target.required_node_affinity
+    if required_of(spec) != required:
+        patch["affinity"] = affinity_merge(spec, required)
     return patch
 
 

@@ -306,7 +306,13 @@ class ClusterState:
         steps: list[Step] = []
         if not missing:
             self._unreleased.discard(gang.key)
-            steps = planner.release(gang, assigned, flavors=flavors, podgroups=self.podgroups)
+            steps = planner.release(
+                gang,
+                assigned,
+                flavors=flavors,
+                podgroups=self.podgroups,
+                hostname=self.inventory.hostname,
+            )
         elif planner.still_held(gang):
             self._unreleased.add(gang.key)
             return planner.not_released(gang, missing)
@@ -378,6 +384,7 @@ class ClusterState:
                 now,
                 flavors=self.inventory.flavors,
                 podgroups=self.podgroups,
+                hostname=self.inventory.hostname,
             )
             if writes.missing:
                 self._unreleased.add(key)

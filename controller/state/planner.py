@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller import quota
@@ -102,16 +102,19 @@ def release(
     *,
     flavors: Mapping[str, quota.FlavorSpec],
     podgroups: PodGroupSettings,
+    placement: Sequence[quota.PodPlacement] | None = None,
+    hostname: Callable[[str], str | None] = lambda node: None,
 ) -> list[Step]:
     """The gang's PodGroup if it has none yet, then its release through its adapter, its pods
     on the nodes of the flavors `assigned` to its pod sets (all of them known) and pinned to the
-    nodes its admission placed them on."""
+    nodes its admission placed them on (`placement`; by default, as its record says), named by
+    their `hostname` label (a pod set with a node that has none is not pinned)."""
     assert gang.owner is not None
     # A submitted Workload's creator runs its work as it likes: it gets no PodGroup.
     wanted = gang.podgroup is None and not gang.runs_itself
     podgroup = objects.podgroup_for(gang, podgroups) if wanted else None
     steps: list[Step] = [podgroup] if podgroup is not None else []
-    planned = planned_nodes(gang)
+    planned = planned_hosts(gang.placement() if placement is None else placement, hostname)
     by_pod_set: dict[str, PodSetFlavors] = {}
     for pod_set in {*assigned, *planned}:
         chosen = assigned.get(pod_set, {})
@@ -121,15 +124,20 @@ def release(
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
 
 
-def planned_nodes(gang: ManagedGang) -> dict[str, tuple[str, ...]]:
-    """The nodes the gang's admission placed each pod set on (once its pods are all bound,
-    where they run); none without a placement check."""
-    if gang.shape is None:
-        return {}
-    nodes: dict[str, set[str]] = {}
-    for placed in gang.placement():
-        nodes.setdefault(placed.pod_set, set()).add(placed.node)
-    return {pod_set: tuple(sorted(names)) for pod_set, names in nodes.items()}
+def planned_hosts(
+    placement: Sequence[quota.PodPlacement], hostname: Callable[[str], str | None]
+) -> dict[str, tuple[str, ...]]:
+    """The hostnames of the nodes each pod set is placed on (none without a placement check,
+    nor for a pod set one of whose nodes has no hostname label)."""
+    hosts: dict[str, set[str] | None] = {}
+    for placed in placement:
+        host = hostname(placed.node)
+        known = hosts.setdefault(placed.pod_set, set())
+        if host is None or known is None:
+            hosts[placed.pod_set] = None
+        else:
+            known.add(host)
+    return {pod_set: tuple(sorted(h)) for pod_set, h in hosts.items() if h}
 
 
 def still_held(gang: ManagedGang) -> bool:
@@ -261,6 +269,7 @@ def admission(
     *,
     flavors: Mapping[str, quota.FlavorSpec],
     podgroups: PodGroupSettings,
+    hostname: Callable[[str], str | None] = lambda node: None,
 ) -> AdmissionWrites:
     status = objects.admitted_status(gang, decided, now)
     unchecked = objects.unchecked(gang)
@@ -272,7 +281,14 @@ def admission(
     if missing:
         status.pending_reason = objects.missing_flavors(missing)
     else:
-        releasing = release(gang, decided.flavors, flavors=flavors, podgroups=podgroups)
+        releasing = release(
+            gang,
+            decided.flavors,
+            flavors=flavors,
+            podgroups=podgroups,
+            placement=decided.placement,
+            hostname=hostname,
+        )
     message = f"Admitted by ClusterQueue {decided.queue}: {decided.describe()}"
     record.append(objects.event(gang, Reason.ADMITTED, message))
     if missing:

@@ -144,8 +144,8 @@ def same_toleration(a: kube.Toleration, b: kube.Toleration) -> bool:
 class PodSetFlavors:
     """Where a pod set was admitted, as its pods get it when released: every flavor's node
     labels merged into the pod's nodeSelector and its tolerations appended (one the pod already
-    has is not added twice), and, when the admission placed its pods (`nodes`), a required node
-    affinity that pins them to those nodes (see pinning.py)."""
+    has is not added twice), and, when the admission placed its pods, a required node affinity
+    that pins them to those nodes, by their hostnames (`nodes`; see pinning.py)."""
 
     flavors: tuple[FlavorSpec, ...]
     nodes: tuple[str, ...] = ()

@@ -1,9 +1,11 @@
-"""An admitted pod set pinned to the nodes it was admitted on: a required node affinity term
-naming them (`matchFields` on `metadata.name`), added to every term the pods already have.
+"""An admitted pod set pinned to the nodes it was admitted on: a requirement naming their
+hostnames (`kubernetes.io/hostname In [...]`), added to every term of the pods' required node
+affinity (one term of it when they have none).
 
 Rule: pure functions of the typed views; the pin only narrows what the pods' own affinity
 allows (Kubernetes lets a gated pod's required node affinity gain requirements, never lose
-them), so the gang binds where its admission placed it, whichever scheduler places it.
+them, and lets a node field selector name one node only: hence the hostname label), so the gang
+binds where its admission placed it, whichever scheduler places it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import msgspec
 from controller.api import kube
 from controller.workloads.edits import JSONDict, Path, pointer
 
-NODE_NAME_FIELD = "metadata.name"
+HOSTNAME = "kubernetes.io/hostname"
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -26,19 +28,22 @@ def required_of(spec: kube.PodSpec) -> kube.NodeSelector | None:
     return node.required_during_scheduling_ignored_during_execution if node else None
 
 
-def node_pin(nodes: Sequence[str]) -> kube.SelectorRequirement:
-    return kube.SelectorRequirement(key=NODE_NAME_FIELD, operator="In", values=sorted(nodes))
+def node_pin(hostnames: Sequence[str]) -> kube.SelectorRequirement:
+    return kube.SelectorRequirement(key=HOSTNAME, operator="In", values=sorted(hostnames))
 
 
-def pinned(required: kube.NodeSelector | None, nodes: Sequence[str]) -> kube.NodeSelector:
-    """`required` with every term narrowed to `nodes` (one term naming them when it has none)."""
-    pin = node_pin(nodes)
+def pinned(required: kube.NodeSelector | None, hostnames: Sequence[str]) -> kube.NodeSelector:
+    """`required` with every term narrowed to the nodes of `hostnames` (one term naming them
+    when it has none)."""
+    pin = node_pin(hostnames)
     terms = required.node_selector_terms if required is not None else []
     if not terms:
-        return kube.NodeSelector(node_selector_terms=[kube.NodeSelectorTerm(match_fields=[pin])])
+        term = kube.NodeSelectorTerm(match_expressions=[pin])
+        return kube.NodeSelector(node_selector_terms=[term])
     return kube.NodeSelector(
         node_selector_terms=[
-            msgspec.structs.replace(term, match_fields=[*term.match_fields, pin]) for term in terms
+            msgspec.structs.replace(term, match_expressions=[*term.match_expressions, pin])
+            for term in terms
         ]
     )
 
@@ -104,19 +109,20 @@ def _emptied(spec: kube.PodSpec, base: Path) -> Path:
     return (*base, "nodeAffinity")
 
 
-def pin_ops(spec: kube.PodSpec, nodes: Sequence[str]) -> list[JSONDict]:
-    """JSON Patch operations that pin a gated pod to `nodes` by additions only: a new required
-    node affinity when it has none, else the pin added to each of its terms."""
+def pin_ops(spec: kube.PodSpec, hostnames: Sequence[str]) -> list[JSONDict]:
+    """JSON Patch operations that pin a gated pod to the nodes of `hostnames` by additions
+    only: a new required node affinity when it has none, else the pin added to each term."""
     current = required_of(spec)
     terms = current.node_selector_terms if current is not None else []
     if not terms:
-        return required_ops((), spec, pinned(current, nodes))
-    pin = msgspec.to_builtins(node_pin(nodes))
+        return required_ops((), spec, pinned(current, hostnames))
+    pin = msgspec.to_builtins(node_pin(hostnames))
     base = ("spec", "affinity", "nodeAffinity", _REQUIRED, "nodeSelectorTerms")
     ops: list[JSONDict] = []
     for i, term in enumerate(terms):
-        if term.match_fields:
-            ops.append({"op": "add", "path": pointer((*base, i, "matchFields", "-")), "value": pin})
+        where = (*base, i, "matchExpressions")
+        if term.match_expressions:
+            ops.append({"op": "add", "path": pointer((*where, "-")), "value": pin})
         else:
-            ops.append({"op": "add", "path": pointer((*base, i, "matchFields")), "value": [pin]})
+            ops.append({"op": "add", "path": pointer(where), "value": [pin]})
     return ops

@@ -20,7 +20,7 @@ from tests.fakes.workloads import make_job, make_jobset, make_pod
 from tests.unit import suspended_kinds as support
 
 JSON = dict[str, Any]
-PIN = {"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}
+PIN = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1", "n2"]}
 ZONE = {"key": "zone", "operator": "In", "values": ["a"]}
 
 
@@ -70,16 +70,14 @@ def released_pod(raw: JSON, pod: kube.Pod) -> JSON:
 def test_a_gated_pod_without_affinity_is_pinned_to_its_planned_nodes_as_it_is_ungated() -> None:
     released = released_pod(*gated())
 
-    assert required(released["spec"]) == {"nodeSelectorTerms": [{"matchFields": [PIN]}]}
+    assert required(released["spec"]) == {"nodeSelectorTerms": [{"matchExpressions": [PIN]}]}
     assert "schedulingGates" not in released["spec"] or not released["spec"]["schedulingGates"]
 
 
 def test_a_gated_pods_own_affinity_terms_each_gain_the_pin_and_keep_the_rest() -> None:
     released = released_pod(*gated(affinity=own_affinity()))
 
-    assert required(released["spec"]) == {
-        "nodeSelectorTerms": [{"matchExpressions": [ZONE], "matchFields": [PIN]}]
-    }
+    assert required(released["spec"]) == {"nodeSelectorTerms": [{"matchExpressions": [ZONE, PIN]}]}
     assert released["spec"]["affinity"]["podAntiAffinity"] == own_affinity()["podAntiAffinity"]
 
 
@@ -87,7 +85,7 @@ def test_a_gated_pod_with_affinity_but_no_node_affinity_gets_one() -> None:
     anti = {"podAntiAffinity": own_affinity()["podAntiAffinity"]}
     released = released_pod(*gated(affinity=anti))
 
-    assert required(released["spec"]) == {"nodeSelectorTerms": [{"matchFields": [PIN]}]}
+    assert required(released["spec"]) == {"nodeSelectorTerms": [{"matchExpressions": [PIN]}]}
     assert released["spec"]["affinity"]["podAntiAffinity"] == anti["podAntiAffinity"]
 
 
@@ -135,9 +133,7 @@ def test_a_job_is_released_pinned_and_held_again_with_its_own_affinity_back() ->
     assert isinstance(release, Patch)
     released = merged(raw, release)
     template = released["spec"]["template"]["spec"]
-    assert required(template)["nodeSelectorTerms"] == [
-        {"matchExpressions": [ZONE], "matchFields": [PIN]}
-    ]
+    assert required(template)["nodeSelectorTerms"] == [{"matchExpressions": [ZONE, PIN]}]
     kept = json.loads(released["metadata"]["annotations"][TEMPLATE_BEFORE_FLAVORS])
     assert kept["requiredNodeAffinity"] == {"nodeSelectorTerms": [{"matchExpressions": [ZONE]}]}
 
@@ -165,7 +161,7 @@ def test_a_job_without_affinity_of_its_own_loses_the_pin_on_hold() -> None:
     assert isinstance(release, Patch)
     released = merged(raw, release)
     assert required(released["spec"]["template"]["spec"]) == {
-        "nodeSelectorTerms": [{"matchFields": [PIN]}]
+        "nodeSelectorTerms": [{"matchExpressions": [PIN]}]
     }
     released["spec"]["suspend"] = False
     held = released
@@ -190,8 +186,8 @@ def test_a_jobset_is_released_with_each_template_pinned_to_its_pod_sets_nodes() 
     released = support.applied(held, release)
 
     for name, template in zip(sets, support.templates(adapter, released), strict=True):
-        pin = {"key": "metadata.name", "operator": "In", "values": [f"{name}-n"]}
-        assert required(template["spec"]) == {"nodeSelectorTerms": [{"matchFields": [pin]}]}
+        pin = {"key": "kubernetes.io/hostname", "operator": "In", "values": [f"{name}-n"]}
+        assert required(template["spec"]) == {"nodeSelectorTerms": [{"matchExpressions": [pin]}]}
     [hold] = adapter.hold(support.view(adapter, released), [])
     held_again = support.applied(released, hold)
     assert support.templates(adapter, held_again) == support.templates(adapter, held)

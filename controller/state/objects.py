@@ -50,6 +50,8 @@ from controller.api.workload import (
     WorkloadStatus,
 )
 from controller.quota import Admission
+from controller.quota.flavor_assignment import charged_requests
+from controller.quota.snapshot import PODS
 from controller.state.gangs import ManagedGang
 from controller.state.steps import CreatePodGroup, RecordEvent, WriteWorkloadStatus
 from controller.workloads.base import Backend, Finished, GangShape
@@ -101,12 +103,18 @@ def workload_for(gang: ManagedGang, priority: int) -> Workload:
     )
 
 
-def charged(shape: GangShape) -> list[tuple[str, int, dict[str, str]]]:
-    """What an admission charges for each pod set: its name, pods and total requests."""
-    return [
-        (ps.name, ps.count, _quantities({r: a * ps.count for r, a in ps.requests.items()}))
-        for ps in shape.pod_sets
-    ]
+def charged(
+    shape: GangShape, flavors: Mapping[str, Mapping[str, str]]
+) -> list[tuple[str, int, dict[str, str]]]:
+    """What an admission on `flavors` (pod set -> resource -> flavor) charges for each pod set:
+    its name, pods and total requests, with its pods when they were given a flavor (its queue
+    counts pods)."""
+    out = []
+    for ps in shape.pod_sets:
+        pods = PODS in flavors.get(ps.name, {})
+        usage = {r: a * ps.count for r, a in charged_requests(ps, pods).items()}
+        out.append((ps.name, ps.count, _quantities(usage)))
+    return out
 
 
 def resized(gang: ManagedGang) -> str | None:
@@ -115,7 +123,8 @@ def resized(gang: ManagedGang) -> str | None:
     if gang.shape is None or status is None or status.admission is None:
         return None
     was = {a.name: (a.count, a.resource_usage) for a in status.admission.pod_set_assignments}
-    now = {name: (count, usage) for name, count, usage in charged(gang.shape)}
+    flavors = gang.admitted_flavors()
+    now = {name: (count, usage) for name, count, usage in charged(gang.shape, flavors)}
     if not was or was == now:
         return None
     changes = []
@@ -173,7 +182,7 @@ def admitted_status(gang: ManagedGang, admission: Admission, now: float) -> Work
                     if p.pod_set == name
                 ],
             )
-            for name, count, usage in charged(gang.shape)
+            for name, count, usage in charged(gang.shape, admission.flavors)
         ],
         admitted_at=format_time(now),
     )

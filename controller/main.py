@@ -67,6 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="evict and requeue a released gang whose pods are not all running by then (0: off)",
     )
     parser.add_argument(
+        "--release-timeout",
+        type=float,
+        default=Settings.release_timeout,
+        metavar="SECONDS",
+        help="evict and requeue (with a backoff) an admitted gang whose release (its PodGroup,"
+        " its unsuspend) has failed for this long (0: never); default %(default)g",
+    )
+    parser.add_argument(
         "--requeue-base",
         type=float,
         default=10.0,
@@ -162,6 +170,7 @@ class _MovedToClusterQueue(argparse.Action):
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         pods_ready_timeout=args.wait_for_pods_ready or None,
+        release_timeout=args.release_timeout or None,
         requeue_base=args.requeue_base,
         resync_period=args.resync_period,
         core=quota.Config(

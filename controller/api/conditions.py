@@ -48,6 +48,9 @@ class Reason(enum.StrEnum):
     STARTED = "Started"
     # An admitted gang's flavor has no ResourceFlavor: its pods are not released.
     FLAVOR_NOT_FOUND = "FlavorNotFound"
+    # An admitted gang's release (its PodGroup, its unsuspend) keeps failing; past
+    # --release-timeout it is evicted for it.
+    RELEASE_FAILED = "ReleaseFailed"
     FINISHED = "Finished"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"

@@ -53,8 +53,8 @@ from controller.quota import Admission
 from controller.quota.flavor_assignment import charged_requests
 from controller.quota.snapshot import PODS
 from controller.state.gangs import ManagedGang
-from controller.state.steps import CreatePodGroup, RecordEvent, WriteWorkloadStatus
-from controller.workloads.base import Backend, Finished, GangShape
+from controller.state.steps import CreatePodGroup, RecordEvent, Step, WriteWorkloadStatus
+from controller.workloads.base import Backend, Delete, Finished, GangShape, Patch
 from controller.workloads.taints import workload_toleration
 
 COMPONENT = "kohort-controller"
@@ -201,6 +201,37 @@ def missing_flavors(missing: Sequence[str]) -> str:
     )
 
 
+def release_write(step: Step) -> str:
+    """What a write of a gang's release does, as a user reads it."""
+    if isinstance(step, CreatePodGroup):
+        kind = step.kind
+        return f"creating its {kind.kind} {step.podgroup.metadata.name} ({kind.api_version})"
+    if isinstance(step, Patch):
+        return f"patching {step.kind.kind} {step.name}"
+    if isinstance(step, Delete):
+        return f"deleting {step.kind.kind} {step.name}"
+    return type(step).__name__
+
+
+def release_failing(step: Step, error: str, evict_at: float | None) -> str:
+    """Why an admitted gang whose release keeps failing is not released, and what comes next
+    (`evict_at`: when it is evicted if it still fails; None: never)."""
+    then = (
+        f"; tried again every pass: if it still fails at {format_time(evict_at)} the gang is"
+        " evicted (its quota given back) and requeued"
+        if evict_at is not None
+        else "; tried again every pass (--release-timeout 0: it is never evicted for it)"
+    )
+    return f"Admitted but not released: {release_write(step)} failed: {error}{then}"
+
+
+def release_failed(step: Step, error: str, *, attempts: int, after: float) -> str:
+    """Why a gang whose release kept failing is evicted (its Evicted condition)."""
+    tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+    what = f"{release_write(step)} failed: {error}"
+    return f"its release kept failing for {after:.0f}s ({tries}): {what}"
+
+
 def released_status(gang: ManagedGang, reason: str | None) -> WorkloadStatus:
     """An admitted gang's status with `reason` (None: none) as why it is not released yet."""
     status = _status(gang)
@@ -212,11 +243,12 @@ def released_status(gang: ManagedGang, reason: str | None) -> WorkloadStatus:
 class EvictionRecord:
     """An eviction as the Workload records it."""
 
-    reason: Reason  # of the Evicted condition: Preempted or PodsReadyTimeout
+    reason: Reason  # of the Evicted condition: Preempted, PodsReadyTimeout, ReleaseFailed ...
     message: str  # why, the Eviction's describe()
     preempted: Reason | None  # InClusterQueue / InCohortReclamation for preemptions
     requeue_count: int
     pods_ready_timeouts: int
+    release_failures: int
     requeue_at: float  # whole seconds, as the record keeps it
     pending_reason: str
 
@@ -253,6 +285,7 @@ def evicted_status(gang: ManagedGang, eviction: EvictionRecord, now: float) -> W
     status.requeue_state = RequeueState(
         count=eviction.requeue_count,
         pods_ready_timeouts=eviction.pods_ready_timeouts,
+        release_failures=eviction.release_failures,
         requeue_at=format_time(eviction.requeue_at),
     )
     return status

@@ -52,6 +52,9 @@ class Reason(enum.StrEnum):
     FLAVOR_NOT_FOUND = "FlavorNotFound"
     # Its pods ask the scheduler for what the placement check does not model.
     PLACEMENT_NOT_CHECKED = "PlacementNotChecked"
+    # An admitted gang's release (its PodGroup, its unsuspend) keeps failing; past
+    # --release-timeout it is evicted for it.
+    RELEASE_FAILED = "ReleaseFailed"
     FINISHED = "Finished"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"

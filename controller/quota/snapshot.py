@@ -17,6 +17,8 @@ WithinQueuePolicy = Literal["Never", "LowerPriority"]
 QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
 
 GPU = "nvidia.com/gpu"
+# Counted one per pod (1000 milli-pods) by a queue that has quota of it.
+PODS = "pods"
 
 # The flavor of queues that name none (the core's shorthand `QueueSpec.quotas`): any node.
 DEFAULT_FLAVOR = ""

@@ -160,6 +160,17 @@ def not_released(gang: ManagedGang, missing: list[str]) -> list[Step]:
     ]
 
 
+def release_failing(gang: ManagedGang, text: str) -> list[Step]:
+    """An admitted gang whose release keeps failing: its Workload says why, with a Warning
+    Event, each time what it says changes."""
+    if text == gang.pending_reason():
+        return []
+    return [
+        objects.status_write(gang, objects.released_status(gang, text)),
+        objects.event(gang, Reason.RELEASE_FAILED, text, warning=True),
+    ]
+
+
 def started(gang: ManagedGang, now: float) -> list[Step]:
     """A released gang's record: PodsReady once all its pods run, and no reason it waits (one
     from before its flavor existed is over)."""
@@ -198,14 +209,18 @@ def requeue(
     cap: float,
     jitter: Callable[[], float],
 ) -> Requeue:
-    """A gang whose pods did not start in time waits out a backoff (base doubling per
-    timeout, capped, times `jitter()`) before it is back in its queue; a preempted or resized
-    one is back at once (its queue's minimumRuntimeSeconds keeps it from being preempted again
-    as soon as it is readmitted). The record keeps whole seconds."""
-    if reason is not Reason.PODS_READY_TIMEOUT:
+    """A gang whose pods did not start in time, or whose release kept failing, waits out a
+    backoff (base doubling with each eviction of that kind, capped, times `jitter()`) before it
+    is back in its queue; a preempted or resized one is back at once (its queue's
+    minimumRuntimeSeconds keeps it from being preempted again as soon as it is readmitted).
+    The record keeps whole seconds."""
+    if reason is Reason.PODS_READY_TIMEOUT:
+        times = gang.pods_ready_timeouts() + 1
+    elif reason is Reason.RELEASE_FAILED:
+        times = gang.release_failures() + 1
+    else:
         return Requeue(float(math.floor(now)), 0.0)
-    timeouts = gang.pods_ready_timeouts() + 1
-    delay = min(cap, base * 2 ** (timeouts - 1)) * jitter()
+    delay = min(cap, base * 2 ** (times - 1)) * jitter()
     return Requeue(float(math.ceil(now + delay)), delay)
 
 
@@ -223,10 +238,15 @@ def evict(
     restart holds it), then the hold, the PodGroup, and an Event."""
     assert gang.owner is not None
     count, timeouts = gang.requeue_count() + 1, gang.pods_ready_timeouts()
+    release_failures = gang.release_failures()
     if reason is Reason.PODS_READY_TIMEOUT:
         timeouts += 1
+    elif reason is Reason.RELEASE_FAILED:
+        release_failures += 1
     requeued = Pending(PendingCause.REQUEUED, until=back.at, eviction=why)
-    record = EvictionRecord(reason, why, preempted, count, timeouts, back.at, requeued.describe())
+    record = EvictionRecord(
+        reason, why, preempted, count, timeouts, release_failures, back.at, requeued.describe()
+    )
     status = objects.evicted_status(gang, record, now)
     message = objects.eviction_event(why, count, back.delay)
     hold_writes = gang.owner.adapter.hold(gang.owner.obj, list(gang.pods.values()))

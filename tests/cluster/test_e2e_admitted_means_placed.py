@@ -1,7 +1,8 @@
 """Admitted means placed, end to end on every gang backend: gangs that must stay inside one rack
-or block of a Topology, pods that keep apart or spread, pinned to the nodes they were admitted
-on and bound there; and gangs whose rules cannot hold, waiting with the rule named and holding
-nothing.
+or block of a Topology, pods that keep one per node or apart by host port, each gang pinned to
+the nodes it was admitted on and bound there; and gangs whose rules cannot hold (one worker per
+node on too few nodes, a node affinity to a zone no node is in, one host port on too few nodes),
+waiting with the rule named and holding nothing.
 
 The test nodes: 2 blocks x 2 racks x 2 nodes of 8 GPUs, labelled with their block and rack (and,
 as every kwok node, their hostname).
@@ -303,3 +304,78 @@ async def test_reclaim_for_a_gang_that_needs_one_rack_frees_one_rack(
     assert len(rack) == 1
     evicted = [node for node in rack_of if not reserved(await team.workload(f"job-b-{node[-6:]}"))]
     assert {rack_of[n] for n in evicted} == rack and len(evicted) == 2
+
+
+async def inadmissible(team: Probe, gang: str, rule: str) -> None:
+    """The gang waits, Inadmissible with `rule` named, holding no quota and no node."""
+    wl = await eventually(
+        lambda: team.workload(gang),
+        lambda wl: rule in pending_reason(wl),
+        what=f"{gang} waiting, naming {rule}",
+    )
+    assert not reserved(wl)
+    assert pending_reason(wl).startswith("Inadmissible")
+    await holds_for(lambda: placed(team, gang), lambda b: not b, 3, what="nothing bound")
+
+
+async def test_a_node_affinity_to_a_zone_no_node_is_in_is_inadmissible_and_says_so(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> None:
+    stack.enroll(namespace)
+    test_nodes("zoned", 2, gpus=8, cpu="16", labels={"topology.kubernetes.io/zone": "zone-a"})
+    queues(cluster, namespace)
+    team = Probe(admin, namespace)
+    elsewhere = job(namespace, "elsewhere", 3)
+    elsewhere["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "topology.kubernetes.io/zone",
+                                "operator": "In",
+                                "values": ["zone-z"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+
+    await team.create(kinds.JOBS, elsewhere)
+
+    await inadmissible(team, "job-elsewhere", "no node matches its node selector, node affinity")
+
+
+async def test_pods_that_ask_for_the_same_host_port_never_share_a_node(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> None:
+    stack.enroll(namespace)
+    test_nodes("ports", 2, gpus=32, cpu="64")
+    queues(cluster, namespace)
+    team = Probe(admin, namespace)
+
+    def with_port(name: str, pods: int) -> dict[str, Any]:
+        obj = job(namespace, name, pods)
+        container = obj["spec"]["template"]["spec"]["containers"][0]
+        container["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
+        return obj
+
+    await team.create(kinds.JOBS, with_port("three", 3))
+    await inadmissible(team, "job-three", "host port 8080/TCP")
+
+    await team.create(kinds.JOBS, with_port("two", 2))
+    bound = await bound_as_planned(team, "job-two", 2)
+    assert sorted(bound.values()) == [1, 1]

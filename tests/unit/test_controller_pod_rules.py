@@ -150,3 +150,21 @@ def test_a_pod_set_names_what_its_placement_check_leaves_unchecked() -> None:
     assert gang.shape.pod_sets[0].unchecked == (
         "pod affinity to pods of other workloads (app=cache)",
     )
+
+
+def test_a_gang_admitted_with_rules_the_check_cannot_model_says_so_on_its_workload() -> None:
+    cache = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": HOST}
+    near_cache = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [cache]}}
+    state = world(job(2, affinity=near_cache), "n1", "n2")
+    state.sync(NOW)
+    [admission] = state.decide(NOW).admissions
+
+    plan = state.plan_admissions([admission], NOW)
+
+    record = plan.records[GANG]
+    [status] = [s.status for s in record if isinstance(s, WriteWorkloadStatus)]
+    [checked] = [c for c in status.conditions if c.type == "PlacementChecked"]
+    assert (checked.status, checked.reason) == ("False", "PlacementNotChecked")
+    assert "main: pod affinity to pods of other workloads (app=cache)" in checked.message
+    warnings = [s for s in record if getattr(s, "reason", None) == "PlacementNotChecked"]
+    assert len(warnings) == 1 and warnings[0].warning

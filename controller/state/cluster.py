@@ -339,7 +339,7 @@ class ClusterState:
                 assigned,
                 flavors=flavors,
                 podgroups=self.podgroups,
-                hostname=self.inventory.hostname,
+                node_labels=self.inventory.node_labels,
             )
             self.releases.planned(gang.key, steps)
             if failing is not None and steps:
@@ -438,7 +438,7 @@ class ClusterState:
                 now,
                 flavors=self.inventory.flavors,
                 podgroups=self.podgroups,
-                hostname=self.inventory.hostname,
+                node_labels=self.inventory.node_labels,
             )
             if writes.missing:
                 self._unreleased.add(key)

@@ -24,7 +24,6 @@ from controller.workloads.pod_rules import NODE_NAME_KEY, host_ports
 from controller.workloads.requests import pod_requests
 from controller.workloads.taints import repelling_taints
 
-HOSTNAME = "kubernetes.io/hostname"
 UNSCHEDULABLE_TAINT = quota.Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
 
@@ -151,10 +150,10 @@ class Inventory:
             tuple(cohort_spec(self.cohorts[n]) for n in sorted(cohorts)),
         )
 
-    def hostname(self, node: str) -> str | None:
-        """The `kubernetes.io/hostname` label of a Ready node (pods are pinned by it)."""
+    def node_labels(self, node: str) -> Mapping[str, str] | None:
+        """The labels of a Ready node (an admitted gang's pods are pinned by them)."""
         known = self.nodes.get(node)
-        return known.labels.get(HOSTNAME) if known is not None else None
+        return known.labels if known is not None else None
 
     def flavor_specs(self) -> tuple[quota.FlavorSpec, ...]:
         return tuple(self.flavors[name] for name in sorted(self.flavors))

@@ -24,6 +24,8 @@ from controller.workloads.base import Delete, Finished, PodSetFlavors
 
 log = logging.getLogger("kohort.state")
 
+HOSTNAME = "kubernetes.io/hostname"
+
 # The flavors of an admission or a record: pod set -> resource -> flavor.
 Assigned = Mapping[str, Mapping[str, str]]
 
@@ -103,41 +105,61 @@ def release(
     flavors: Mapping[str, quota.FlavorSpec],
     podgroups: PodGroupSettings,
     placement: Sequence[quota.PodPlacement] | None = None,
-    hostname: Callable[[str], str | None] = lambda node: None,
+    node_labels: NodeLabels = lambda node: None,
 ) -> list[Step]:
     """The gang's PodGroup if it has none yet, then its release through its adapter, its pods
     on the nodes of the flavors `assigned` to its pod sets (all of them known) and pinned to the
-    nodes its admission placed them on (`placement`; by default, as its record says), named by
-    their `hostname` label (a pod set with a node that has none is not pinned)."""
+    nodes its admission placed them on (`placement`; by default, as its record says; see
+    `pins`)."""
     assert gang.owner is not None
     # A submitted Workload's creator runs its work as it likes: it gets no PodGroup.
     wanted = gang.podgroup is None and not gang.runs_itself
     podgroup = objects.podgroup_for(gang, podgroups) if wanted else None
     steps: list[Step] = [podgroup] if podgroup is not None else []
-    planned = planned_hosts(gang.placement() if placement is None else placement, hostname)
+    placed = gang.placement() if placement is None else placement
     by_pod_set: dict[str, PodSetFlavors] = {}
-    for pod_set in {*assigned, *planned}:
+    for pod_set, nodes in _by_pod_set(placed, assigned).items():
         chosen = assigned.get(pod_set, {})
         specs = tuple(flavors[f] for f in dict.fromkeys(chosen.values()))
-        by_pod_set[pod_set] = PodSetFlavors(specs, planned.get(pod_set, ()))
+        levels = next((spec.topology for spec in specs if spec.topology), ())
+        hosts, domain = pins(nodes, levels, node_labels)
+        by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain)
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
 
 
-def planned_hosts(
-    placement: Sequence[quota.PodPlacement], hostname: Callable[[str], str | None]
-) -> dict[str, tuple[str, ...]]:
-    """The hostnames of the nodes each pod set is placed on (none without a placement check,
-    nor for a pod set one of whose nodes has no hostname label)."""
-    hosts: dict[str, set[str] | None] = {}
+NodeLabels = Callable[[str], Mapping[str, str] | None]
+
+
+def _by_pod_set(
+    placement: Sequence[quota.PodPlacement], assigned: Assigned
+) -> dict[str, list[str]]:
+    """Each pod set that has flavors or a placement, and the nodes it is placed on."""
+    nodes: dict[str, list[str]] = {pod_set: [] for pod_set in assigned}
     for placed in placement:
-        host = hostname(placed.node)
-        known = hosts.setdefault(placed.pod_set, set())
-        if host is None or known is None:
-            hosts[placed.pod_set] = None
-        else:
-            known.add(host)
-    return {pod_set: tuple(sorted(h)) for pod_set, h in hosts.items() if h}
+        nodes.setdefault(placed.pod_set, []).append(placed.node)
+    return nodes
+
+
+def pins(
+    nodes: Sequence[str], levels: Sequence[str], node_labels: NodeLabels
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """What pins a pod set to its planned `nodes`: their hostnames (for a required node
+    affinity, where the kind may take one), and the labels all of them share among the
+    flavor's topology `levels` and the hostname (for a nodeSelector, which every kind takes:
+    the domain of a topology request, or the one node). Nothing when a node is unknown or has
+    no hostname label (or without a placement check)."""
+    labels = [node_labels(node) for node in nodes]
+    known = [node for node in labels if node is not None and HOSTNAME in node]
+    if not nodes or len(known) != len(nodes):
+        return (), {}
+    hosts = tuple(sorted({node[HOSTNAME] for node in known}))
+    domain: dict[str, str] = {}
+    for key in (*levels, HOSTNAME):
+        values = {node.get(key) for node in known}
+        if len(values) == 1 and None not in values:
+            domain[key] = known[0][key]
+    return hosts, domain
 
 
 def still_held(gang: ManagedGang) -> bool:
@@ -289,7 +311,7 @@ def admission(
     *,
     flavors: Mapping[str, quota.FlavorSpec],
     podgroups: PodGroupSettings,
-    hostname: Callable[[str], str | None] = lambda node: None,
+    node_labels: NodeLabels = lambda node: None,
 ) -> AdmissionWrites:
     status = objects.admitted_status(gang, decided, now)
     unchecked = objects.unchecked(gang)
@@ -307,7 +329,7 @@ def admission(
             flavors=flavors,
             podgroups=podgroups,
             placement=decided.placement,
-            hostname=hostname,
+            node_labels=node_labels,
         )
     message = f"Admitted by ClusterQueue {decided.queue}: {decided.describe()}"
     record.append(objects.event(gang, Reason.ADMITTED, message))

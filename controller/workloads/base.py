@@ -144,17 +144,22 @@ def same_toleration(a: kube.Toleration, b: kube.Toleration) -> bool:
 class PodSetFlavors:
     """Where a pod set was admitted, as its pods get it when released: every flavor's node
     labels merged into the pod's nodeSelector and its tolerations appended (one the pod already
-    has is not added twice), and, when the admission placed its pods, a required node affinity
-    that pins them to those nodes, by their hostnames (`nodes`; see pinning.py)."""
+    has is not added twice), and, when the admission placed its pods, what pins them to those
+    nodes: a required node affinity on their hostnames (`nodes`; see pinning.py) where the
+    kind takes one, and the labels the nodes share (`domain`) in the nodeSelector."""
 
     flavors: tuple[FlavorSpec, ...]
     nodes: tuple[str, ...] = ()
+    # The labels all its planned nodes share (its topology domain, its one node), merged into
+    # its nodeSelector too: the pin of kinds whose templates take no node affinity.
+    domain: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def node_selector(self) -> dict[str, str]:
         selector: dict[str, str] = {}
         for flavor in self.flavors:
             selector.update(flavor.node_labels)
+        selector.update(self.domain)
         return selector
 
     @property

@@ -265,7 +265,7 @@ class JobAdapter(Registrable):
         if obj.spec.suspend is not True:
             return []
         before = scheduling_before_flavors(obj) or Scheduling.of(obj.spec.template.spec)
-        target = before.on(flavors.get("main"))
+        target = before.on(flavors.get("main"), affinity=True)
         body: JSONDict = {"spec": {"suspend": False}}
         writes: list[Write] = []
         template = _template_patch(obj, target)
@@ -276,11 +276,13 @@ class JobAdapter(Registrable):
         if obj.metadata.annotations.get(TEMPLATE_BEFORE_FLAVORS) != kept:
             body["metadata"] = {"annotations": {TEMPLATE_BEFORE_FLAVORS: kept}}
         meta = obj.metadata
-        return [*writes, Patch(self.KIND, meta.namespace, meta.name, body)]
+        return [*writes, Patch(self.KIND, meta.namespace, meta.name, body, expected=bool(template))]
 
     def hold(self, obj: kube.Job, pods: Sequence[kube.Pod]) -> list[Write]:
-        """Suspend the Job; then give its template back its own nodeSelector and tolerations
-        when a release added its flavors' (which needs its startTime cleared)."""
+        """Suspend the Job; then give its template back its own nodeSelector, tolerations and
+        node affinity when a release changed them (which needs its startTime cleared, and, on
+        Kubernetes that lets a suspended Job's template change only once its pods are gone,
+        waits for that: the write is tolerated until then and made again as the Job changes)."""
         writes: list[Write] = [] if obj.spec.suspend is True else [self._suspend(obj, True)]
         if TEMPLATE_BEFORE_FLAVORS not in obj.metadata.annotations:
             return writes

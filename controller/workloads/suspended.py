@@ -100,16 +100,19 @@ class Scheduling(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=Tru
             and self.required_node_affinity == other.required_node_affinity
         )
 
-    def on(self, flavors: PodSetFlavors | None) -> Scheduling:
-        """These fields with the flavors' node labels and tolerations added, and pinned to the
-        pod set's planned nodes."""
+    def on(self, flavors: PodSetFlavors | None, *, affinity: bool = False) -> Scheduling:
+        """These fields with the flavors' node labels and tolerations added, and the pod set's
+        domain labels; with `affinity` (a template whose owner lets its node affinity change),
+        pinned to its planned nodes too."""
         if flavors is None:
             return self
         required = self.required_node_affinity
+        if affinity and flavors.nodes:
+            required = pinned(required, flavors.nodes)
         return Scheduling(
             node_selector=flavors.selector_on(self.node_selector),
             tolerations=[*self.tolerations, *flavors.tolerations_missing(self.tolerations)],
-            required_node_affinity=pinned(required, flavors.nodes) if flavors.nodes else required,
+            required_node_affinity=required,
         )
 
     def applied(self, template: kube.PodTemplate) -> kube.PodTemplate:

@@ -176,18 +176,21 @@ def test_a_job_without_affinity_of_its_own_loses_the_pin_on_hold() -> None:
 # -- kinds held by a suspend field --------------------------------------------------------------
 
 
-def test_a_jobset_is_released_with_each_template_pinned_to_its_pod_sets_nodes() -> None:
+def test_a_jobsets_templates_are_pinned_by_node_selector_which_its_webhook_lets_change() -> None:
+    # JobSet lets a suspended JobSet's templates change their nodeSelector, not their affinity:
+    # each pod set is pinned to the labels its planned nodes share (here, its one node).
     adapter = REGISTRY.instance(JobSetAdapter)
     held = support.stored(make_jobset())
     sets = [t.pod_set for t in adapter.held_templates(support.view(adapter, held))]
-    plan = {name: pinned_to(f"{name}-n") for name in sets}
+    host = "kubernetes.io/hostname"
+    plan = {name: PodSetFlavors((), (f"{name}-n",), {host: f"{name}-n"}) for name in sets}
 
     [release] = adapter.release(support.view(adapter, held), [], plan)
     released = support.applied(held, release)
 
     for name, template in zip(sets, support.templates(adapter, released), strict=True):
-        pin = {"key": "kubernetes.io/hostname", "operator": "In", "values": [f"{name}-n"]}
-        assert required(template["spec"]) == {"nodeSelectorTerms": [{"matchExpressions": [pin]}]}
+        assert template["spec"]["nodeSelector"] == {host: f"{name}-n"}
+        assert "affinity" not in template["spec"]
     [hold] = adapter.hold(support.view(adapter, released), [])
     held_again = support.applied(released, hold)
     assert support.templates(adapter, held_again) == support.templates(adapter, held)
@@ -195,3 +198,21 @@ def test_a_jobset_is_released_with_each_template_pinned_to_its_pod_sets_nodes() 
     [after] = adapter.gangs(support.view(adapter, released))
     [before] = adapter.gangs(support.view(adapter, held))
     assert after == before
+
+
+def test_a_pod_set_is_pinned_to_the_domain_its_planned_nodes_share() -> None:
+    from controller.state.planner import pins
+
+    labels = {
+        "n1": {"kubernetes.io/hostname": "h1", "block": "b0", "rack": "r1"},
+        "n2": {"kubernetes.io/hostname": "h2", "block": "b0", "rack": "r1"},
+        "n3": {"kubernetes.io/hostname": "h3", "block": "b0", "rack": "r2"},
+        "bare": {"rack": "r1"},
+    }
+    levels = ("block", "rack", "kubernetes.io/hostname")
+
+    assert pins(["n1", "n2"], levels, labels.get) == (("h1", "h2"), {"block": "b0", "rack": "r1"})
+    assert pins(["n1", "n3"], levels, labels.get) == (("h1", "h3"), {"block": "b0"})
+    assert pins(["n1", "n1"], (), labels.get) == (("h1",), {"kubernetes.io/hostname": "h1"})
+    assert pins(["n1", "bare"], levels, labels.get) == ((), {})  # a node without a hostname
+    assert pins(["n1", "gone"], levels, labels.get) == ((), {})

@@ -276,7 +276,7 @@ class JobAdapter(Registrable):
         if obj.metadata.annotations.get(TEMPLATE_BEFORE_FLAVORS) != kept:
             body["metadata"] = {"annotations": {TEMPLATE_BEFORE_FLAVORS: kept}}
         meta = obj.metadata
-        return [*writes, Patch(self.KIND, meta.namespace, meta.name, body, expected=bool(template))]
+        return [*writes, Patch(self.KIND, meta.namespace, meta.name, body)]
 
     def hold(self, obj: kube.Job, pods: Sequence[kube.Pod]) -> list[Write]:
         """Suspend the Job; then give its template back its own nodeSelector, tolerations and
@@ -293,7 +293,8 @@ class JobAdapter(Registrable):
             body["spec"] = {"template": {"spec": template}}
             writes += self._clear_start_time(obj)
         meta = obj.metadata
-        return [*writes, Patch(self.KIND, meta.namespace, meta.name, body)]
+        restore = Patch(self.KIND, meta.namespace, meta.name, body, expected=bool(template))
+        return [*writes, restore]
 
     def _suspend(self, obj: kube.Job, suspended: bool) -> Patch:
         meta = obj.metadata

@@ -216,3 +216,18 @@ def test_a_pod_set_is_pinned_to_the_domain_its_planned_nodes_share() -> None:
     assert pins(["n1", "n1"], (), labels.get) == (("h1",), {"kubernetes.io/hostname": "h1"})
     assert pins(["n1", "bare"], levels, labels.get) == ((), {})  # a node without a hostname
     assert pins(["n1", "gone"], levels, labels.get) == ((), {})
+
+
+def test_a_jobs_template_restore_is_tolerated_while_refused_and_its_release_is_not() -> None:
+    # Kubernetes lets a suspended Job's template change only once its pods are gone: the hold's
+    # restore may be refused for a while (tolerated, made again as the Job changes), while a
+    # release that is refused is a failure the controller must see.
+    adapter = REGISTRY.instance(JobAdapter)
+    raw = held_job()
+    [release] = adapter.release(msgspec.convert(raw, kube.Job), [], {"main": pinned_to("n1")})
+    assert isinstance(release, Patch) and not release.expected
+    released = merged(raw, release)
+    released["spec"]["suspend"] = False
+    *_, restore = adapter.hold(msgspec.convert(released, kube.Job), [])
+    assert isinstance(restore, Patch) and restore.expected
+    assert "template" in restore.body["spec"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import gc
 import json
@@ -25,7 +24,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controller import defaults, quota
-from controller.api import names
+from controller.api import kinds, names
+from controller.api.kinds import Kind
 from controller.cluster import clients
 from controller.cluster.cache import Cache
 from controller.cluster.election import LeaderElector
@@ -65,6 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=300.0,
         metavar="SECONDS",
         help="evict and requeue a released gang whose pods are not all running by then (0: off)",
+    )
+    parser.add_argument(
+        "--release-timeout",
+        type=float,
+        default=Settings.release_timeout,
+        metavar="SECONDS",
+        help="evict and requeue (with a backoff) an admitted gang whose release (its PodGroup,"
+        " its unsuspend) has failed for this long (0: never); default %(default)g",
     )
     parser.add_argument(
         "--requeue-base",
@@ -162,6 +170,7 @@ class _MovedToClusterQueue(argparse.Action):
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         pods_ready_timeout=args.wait_for_pods_ready or None,
+        release_timeout=args.release_timeout or None,
         requeue_base=args.requeue_base,
         resync_period=args.resync_period,
         core=quota.Config(
@@ -227,6 +236,34 @@ def _ending(task: asyncio.Task[None]) -> str:
     return "returned" if error is None else f"{type(error).__name__}: {error}"
 
 
+class StartError(Exception):
+    """The controller cannot start on this cluster as configured; the message says what to do."""
+
+
+# Who places the gangs otherwise: said to a user whose cluster lacks their backend.
+OTHER_BACKENDS = (
+    "run the controller and the webhook with --backend kubernetes (kube-scheduler's own gang"
+    " scheduling, Kubernetes 1.35 or later: docs/gang-backends.md) or --backend none (no gang"
+    " scheduler: an admitted gang's pods are placed one by one); with the Helm chart, set"
+    " gangScheduler.backend"
+)
+VOLCANO_NEEDED = (
+    "--backend volcano (the default) needs Volcano: kohort gives every gang it admits a Volcano"
+    " PodGroup (scheduling.volcano.sh/v1beta1) in its Volcano queue, and Volcano's scheduler"
+    " binds the gang's pods. Install Volcano (its scheduler set to pack GPUs:"
+    f" docs/installation.md), or {OTHER_BACKENDS}"
+)
+COSCHEDULING_NEEDED = (
+    "--backend coscheduling needs the coscheduling plugin of scheduler-plugins: kohort gives"
+    " every gang it admits a PodGroup (scheduling.x-k8s.io/v1alpha1). Install scheduler-plugins"
+    f" with its PodGroup CRD, or {OTHER_BACKENDS}"
+)
+# The resources a backend's gangs need served, and what to do when they are not.
+BACKEND_NEEDS: dict[Backend, tuple[tuple[Kind, ...], str]] = {
+    Backend.VOLCANO: ((kinds.VOLCANO_PODGROUPS, kinds.VOLCANO_QUEUES), VOLCANO_NEEDED),
+    Backend.COSCHEDULING: ((kinds.COSCHEDULING_PODGROUPS,), COSCHEDULING_NEEDED),
+}
+
 NATIVE_GANGS_NEED = (
     "--backend kubernetes needs kube-apiserver to serve scheduling.k8s.io gang objects and"
     " kube-scheduler to place them as gangs: Kubernetes 1.35 with"
@@ -239,17 +276,22 @@ NATIVE_GANGS_NEED = (
 GANG_RESOURCES = {"v1beta1": "podgroups", "v1alpha1": "workloads"}
 
 
+async def served_resources(api: clients.Client, group_version: str) -> set[str]:
+    """The resources the cluster serves in an API group version (discovery; none when it does
+    not serve the version)."""
+    try:
+        data = await api.fetch("GET", f"/apis/{group_version}")
+    except clients.ApiError as err:
+        if err.status == 404:
+            return set()
+        raise
+    return {str(r.get("name")) for r in json.loads(data).get("resources", [])}
+
+
 async def served_gang_api(api: clients.Client) -> str | None:
     """The newest scheduling.k8s.io version kohort speaks that the cluster serves (discovery)."""
     for version in names.GANG_APIS:
-        try:
-            data = await api.fetch("GET", f"/apis/scheduling.k8s.io/{version}")
-        except clients.ApiError as err:
-            if err.status == 404:
-                continue
-            raise
-        resources = {r.get("name") for r in json.loads(data).get("resources", [])}
-        if GANG_RESOURCES[version] in resources:
+        if GANG_RESOURCES[version] in await served_resources(api, f"scheduling.k8s.io/{version}"):
             return version
     return None
 
@@ -257,13 +299,38 @@ async def served_gang_api(api: clients.Client) -> str | None:
 async def gang_backend_settings(
     api: clients.Client, podgroups: PodGroupSettings
 ) -> PodGroupSettings | str:
-    """`podgroups` with the gang API the cluster serves picked, or why it cannot be served."""
-    if podgroups.backend is not Backend.KUBERNETES:
-        return podgroups
-    version = await served_gang_api(api)
-    if version is None:
-        return f"{NATIVE_GANGS_NEED} (this cluster serves neither)"
-    return dataclasses.replace(podgroups, gang_api=version)
+    """`podgroups` with the gang API the cluster serves picked, or why the backend's gangs
+    cannot be made on this cluster (its API is not served) and what to do."""
+    if podgroups.backend is Backend.KUBERNETES:
+        version = await served_gang_api(api)
+        if version is None:
+            return f"{NATIVE_GANGS_NEED} (this cluster serves neither)"
+        return dataclasses.replace(podgroups, gang_api=version)
+    needed, advice = BACKEND_NEEDS.get(podgroups.backend, ((), ""))
+    missing = [
+        f"{kind.plural}.{kind.group}/{kind.version}"
+        for kind in needed
+        if kind.plural not in await served_resources(api, kind.api_version)
+    ]
+    if missing:
+        return f"{advice} (this cluster does not serve {', '.join(missing)})"
+    return podgroups
+
+
+async def ensure_volcano_queue(api: clients.Client, podgroups: PodGroupSettings) -> None:
+    """Backend volcano: kohort's Volcano queue exists (made if missing), or StartError says
+    why it cannot be."""
+    if podgroups.backend is not Backend.VOLCANO:
+        return
+    try:
+        await Writers(api, {}).ensure_volcano_queue(podgroups.volcano_queue)
+    except (clients.ApiError, OSError) as err:
+        raise StartError(
+            f"cannot create kohort's Volcano queue {podgroups.volcano_queue!r}"
+            f" (scheduling.volcano.sh/v1beta1 queues): {err}; kohort's PodGroups go there. Give"
+            " the controller's identity get and create on Volcano queues (the Helm chart's RBAC"
+            " does), or create the queue yourself"
+        ) from err
 
 
 async def start(
@@ -276,7 +343,10 @@ async def start(
     namespace_selector: str | None = None,
     stuck_after: float = DEFAULT_STUCK_AFTER,
 ) -> Controller:
-    """Start informers, (optionally) leader election and the reconcile loop on `api`."""
+    """Start informers, (optionally) leader election and the reconcile loop on `api`; raises
+    StartError when the backend's setup cannot be made (kohort's Volcano queue)."""
+    # Every replica, leading or not: the queue is cluster setup, not a decision.
+    await ensure_volcano_queue(api, podgroups)
     identity = identity or default_identity()
     metrics = ControllerMetrics()
     state = ClusterState(settings, podgroups, namespace_filter=bool(namespace_selector))
@@ -304,11 +374,6 @@ async def start(
     controller = Controller(
         api, cache, writers, reconciler, metrics, elector, tasks, stuck_after=stuck_after
     )
-    if podgroups.backend is Backend.VOLCANO:
-        # Every replica, leading or not: the queue is cluster setup, not a decision.
-        setup = Writers(api, cache.informers, identity=identity)
-        with contextlib.suppress(clients.ApiError, OSError):
-            await setup.ensure_volcano_queue(podgroups.volcano_queue)
     loop = reconciler.run(controller.is_leader, cache.synced)
     tasks.append(asyncio.create_task(loop, name="reconciler"))
     return controller
@@ -377,15 +442,20 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             "renew_deadline": args.renew_deadline,
             "retry_period": args.retry_period,
         }
-    controller = await start(
-        api,
-        settings_from(args),
-        podgroups,
-        elector_args=elector_args,
-        identity=identity,
-        namespace_selector=args.namespace_selector,
-        stuck_after=args.stuck_after,
-    )
+    try:
+        controller = await start(
+            api,
+            settings_from(args),
+            podgroups,
+            elector_args=elector_args,
+            identity=identity,
+            namespace_selector=args.namespace_selector,
+            stuck_after=args.stuck_after,
+        )
+    except StartError as err:
+        log.error("%s", err)
+        await api.close()
+        return 2
     runners: list[web.AppRunner] = []
     for port in {args.health_port, args.metrics_port} - {0}:
         runners.append(await _serve_http(health_app(controller), args.health_host, port))

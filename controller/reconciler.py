@@ -29,8 +29,8 @@ import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
@@ -42,10 +42,9 @@ from controller.quota import Decisions
 from controller.settings import Settings
 from controller.state.cluster import ClusterState
 from controller.state.gangs import GangKey, key_of
-from controller.state.steps import RecordEvent, Step
+from controller.state.steps import FailedWrite, RecordEvent, Step
 
 log = logging.getLogger("kohort.reconciler")
-K = TypeVar("K")
 # Rounds of sync and writes per settle (a write changes its gang once more).
 SYNC_ROUNDS = 3
 # A pass creates Workloads for at most this many times `concurrent_writes` new gangs.
@@ -64,6 +63,8 @@ class PassStats:
     evicted: int = 0
     writes: int = 0
     failed: int = 0
+    # The writes the API server refused, of which gangs, in order.
+    refused: list[tuple[GangKey, FailedWrite]] = field(default_factory=list)
 
 
 class Reconciler:
@@ -179,6 +180,7 @@ class Reconciler:
         failed |= beside.result() | applied.result()
         failed |= await self._settle(now, stats)
         self.state.retry(failed)  # tried again next pass
+        self.state.writes_refused(stats.refused, now)
         self._report(now, stats, failed)
         if stats.admitted or stats.evicted:
             self._wake.set()  # admissions change the picture: look again
@@ -282,10 +284,10 @@ class Reconciler:
         queues and cohorts looked at (a Cohort whose write failed is written again next pass:
         its status is compared with what it shows every pass)."""
         report = self.state.report(now)
-        for key, queue in report.timeouts:
+        for key, queue, reason in report.evictions:
             if key not in failed:
                 stats.evicted += 1
-                self.metrics.evictions.labels(queue, Reason.PODS_READY_TIMEOUT).inc()
+                self.metrics.evictions.labels(queue, reason).inc()
         for step in report.queues.queue_writes:
 
             def queue_failed(name: str = step.name) -> None:
@@ -307,11 +309,11 @@ class Reconciler:
 
     async def _perform(
         self,
-        work: Mapping[K, Sequence[Step]],
+        work: Mapping[GangKey, Sequence[Step]],
         stats: PassStats,
-        then: Mapping[K, Sequence[Step]] | None = None,
-        written: set[K] | None = None,
-    ) -> set[K]:
+        then: Mapping[GangKey, Sequence[Step]] | None = None,
+        written: set[GangKey] | None = None,
+    ) -> set[GangKey]:
         """Each entry's steps in order, `concurrent_writes` entries at a time; the entries that
         failed. A failed write (a namespace being deleted, a conflict) stops only its own
         entry. Every write checks the Lease first. With `then`, an entry whose steps were all
@@ -319,12 +321,12 @@ class Reconciler:
         start (no barrier: they start while the last of `work` are still in flight). `written`
         collects the entries whose steps (not their `then` steps) were all written.
         """
-        failed: set[K] = set()
+        failed: set[GangKey] = set()
         first = deque((name, steps) for name, steps in work.items() if steps)
-        after: deque[tuple[K, Sequence[Step]]] = deque()
+        after: deque[tuple[GangKey, Sequence[Step]]] = deque()
         following = then or {}
 
-        async def write(name: K, steps: Sequence[Step]) -> bool:
+        async def write(name: GangKey, steps: Sequence[Step]) -> bool:
             await self.deferred.claim(name)
             for step in steps:
                 if not self._leading():
@@ -342,6 +344,7 @@ class Reconciler:
                         log.info("%s: changed by its creator since this pass decided", name)
                         return False
                     stats.failed += 1
+                    stats.refused.append((name, FailedWrite(step, err.summary)))
                     self.metrics.reconcile_errors.inc()
                     log.warning("%s: %s failed: %s", name, type(step).__name__, err)
                     return False

@@ -11,8 +11,14 @@ from controller import quota
 class Settings:
     # Evict a released gang whose pods are not all running after this long (None: never).
     pods_ready_timeout: float | None = 300.0
-    # Requeue backoff after a pods-ready timeout: base * 2^(n-1) for the gang's n-th timeout,
-    # capped, with up to 10% jitter (a preempted or resized gang is requeued at once).
+    # Evict an admitted gang whose release (its PodGroup, its unsuspend) has kept failing for
+    # this long since its first failed attempt, and requeue it with a backoff (None: never).
+    # Shorter than the pods-ready timeout, which counts from the admission, so that the
+    # eviction says why.
+    release_timeout: float | None = 120.0
+    # Requeue backoff after a pods-ready timeout or a release that kept failing:
+    # base * 2^(n-1) for the gang's n-th of that kind, capped, with up to 10% jitter (a
+    # preempted or resized gang is requeued at once).
     requeue_base: float = 10.0
     requeue_cap: float = 3600.0
     # A pending reason whose cause stays the same is rewritten (its numbers) at most this often.

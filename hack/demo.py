@@ -87,13 +87,16 @@ class KohortStack:
             await self.start_controller()
         return self
 
-    async def start_controller(self) -> controller_main.Controller:
+    async def start_controller(self, *, discover: bool = True) -> controller_main.Controller:
+        """The controller, in-process; `discover` False skips its start-up check that the
+        cluster serves the gang backend's API (as if the backend went away after it)."""
         api = await clients.connect(str(self.controller_kubeconfig))
-        picked = await controller_main.gang_backend_settings(api, self.podgroups)
-        if isinstance(picked, str):
-            await api.close()
-            raise RuntimeError(picked)
-        self.podgroups = picked
+        if discover:
+            picked = await controller_main.gang_backend_settings(api, self.podgroups)
+            if isinstance(picked, str):
+                await api.close()
+                raise RuntimeError(picked)
+            self.podgroups = picked
         self.controller = await controller_main.start(
             api,
             self.settings,

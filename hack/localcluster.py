@@ -66,6 +66,50 @@ tiers:
       binpack.resources.nvidia.com/gpu: 10
 """
 
+# kube-scheduler packs when it places kohort's gangs (the kubernetes gang backend), as kohort's
+# placement check plans: NodeResourcesFit scores the fullest node that fits highest
+# (MostAllocated), GPUs weighted most, and the scores that spread pods (balanced allocation, the
+# system's default topology spreading) are off. Its defaults spread: a gang kohort planned on
+# one node was bound 2 + 2 over two, and a later 8-GPU pod kohort admitted onto a whole free node
+# found none (issue 33). docs/gang-backends.md gives users the same configuration.
+PACKING_WEIGHTS = {"cpu": 1, "memory": 1, "nvidia.com/gpu": 10}
+
+
+def packing_scheduler_config(kubeconfig: Path) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration whose default profile packs (see PACKING_WEIGHTS)."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "leaderElection": {"leaderElect": False},
+        "enableProfiling": False,
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [
+                                    {"name": name, "weight": weight}
+                                    for name, weight in PACKING_WEIGHTS.items()
+                                ],
+                            }
+                        },
+                    },
+                    {
+                        "name": "PodTopologySpread",
+                        "args": {"defaultingType": "List", "defaultConstraints": []},
+                    },
+                ],
+            }
+        ],
+    }
+
+
 GangApi = Literal["v1alpha1", "v1beta1"]
 GANG_FEATURE_GATES: dict[str, str] = {
     "v1alpha1": "GenericWorkload=true,GangScheduling=true",
@@ -526,15 +570,20 @@ class LocalCluster:
         )
 
     def _start_kube_scheduler(self) -> None:
+        """kube-scheduler; set to pack (packing_scheduler_config) when it places gangs."""
+        if self.options.gang_api is not None:
+            config = self.work_dir / "kube-scheduler.yaml"
+            config.write_text(yaml.safe_dump(packing_scheduler_config(self.kubeconfig)))
+            setup = [f"--config={config}"]
+        else:
+            setup = [f"--kubeconfig={self.kubeconfig}", "--leader-elect=false", "--profiling=false"]
         self._spawn(
             "kube-scheduler",
             [
                 self._k8s_binary("kube-scheduler"),
-                f"--kubeconfig={self.kubeconfig}",
-                "--leader-elect=false",
+                *setup,
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",
-                "--profiling=false",
                 "--v=1",
                 *self._gang_api_flags(),
             ],

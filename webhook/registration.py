@@ -49,6 +49,7 @@ QUOTA_RESOURCES = [
         kinds.COHORTS,
         kinds.LOCAL_QUEUES,
         kinds.RESOURCE_FLAVORS,
+        kinds.TOPOLOGIES,
         kinds.WORKLOADS,
     )
 ]

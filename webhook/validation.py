@@ -1,6 +1,6 @@
 """POST /validate: keep held gangs held, and reject malformed kohort.dev quota objects.
 
-1. kohort.dev objects (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload) must
+1. kohort.dev objects (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload) must
    validate against the API models; the message names the offending field.
 2. Requests from kohort's controller are allowed: releasing and evicting gangs is its job.
 3. A new managed workload must arrive held (the mutating webhook fails open, so this is where
@@ -9,7 +9,9 @@
    started workload to another queue, take a workload out of kohort (remove its queue label,
    add `kohort.dev/opt-out`) or bring an existing one in, nor change the gang fields kohort
    wrote into its pod templates (schedulerName, PodGroup names, group size).
-5. No managed pod or pod template may name a node (`spec.nodeName` skips every scheduler).
+5. No managed pod or pod template may name a node (`spec.nodeName` skips every scheduler), nor
+   carry topology annotations (kohort's or Kueue's) that cannot be honoured: the controller
+   would leave the workload unmanaged.
 6. PodGroups (Volcano's, coscheduling's) are kohort's controller's to make and edit once they
    are kohort's: labelled managed-by kohort, or in kohort's own Volcano queue.
 See docs/security.md for the threat model.
@@ -20,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 from pydantic import ValidationError
 
 from controller.api import kinds, names
 from controller.api.common import Resource
 from controller.api.quantity import QuantityError, parse_quantity
-from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from controller.api.workload import Workload
 from controller.workloads.base import (
     Denied,
@@ -37,12 +40,14 @@ from controller.workloads.base import (
 )
 from controller.workloads.edits import lookup
 from controller.workloads.pod import of_unmanaged_job, owned_by_job
+from controller.workloads.pod_rules import TOPOLOGY_ANNOTATIONS, PodRulesError
 from controller.workloads.registry import REGISTRY, Registry
 from webhook import reviews
 from webhook.settings import Settings
 
 MODELS: Mapping[str, type[Resource]] = {
-    model.KIND.kind: model for model in (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload)
+    model.KIND.kind: model
+    for model in (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload)
 }
 
 
@@ -202,7 +207,7 @@ def creation_problem(
         return None  # held through its owner, which is the gang
     if queue_of(obj) is None and adapter.KIND == kinds.PODS and of_unmanaged_job(obj):
         return None  # a pod of a Job made before its namespace opted in, or opted out
-    return node_name_problem(adapter, obj) or adapter.unheld(obj)
+    return node_name_problem(adapter, obj) or adapter.unheld(obj) or pod_rules_problem(adapter, obj)
 
 
 def ownership_problem(
@@ -279,6 +284,27 @@ def node_name_problem(adapter: WorkloadAdapter, obj: dict[str, Any]) -> str | No
     return None
 
 
+_TOPOLOGY_KEYS = frozenset(key for pair in TOPOLOGY_ANNOTATIONS for key in pair)
+
+
+def pod_rules_problem(adapter: WorkloadAdapter, obj: dict[str, Any]) -> str | None:
+    """Why the topology annotations of a managed workload's pod templates (kohort's or Kueue's)
+    cannot be honoured: its gangs are read as the controller reads them, which would leave it
+    unmanaged. Only an object whose templates carry one of them is read."""
+    annotations = [
+        lookup(obj, [*path, "metadata", "annotations"]) for path in adapter.templates(obj)
+    ]
+    if not any(isinstance(a, dict) and not _TOPOLOGY_KEYS.isdisjoint(a) for a in annotations):
+        return None
+    try:
+        adapter.gangs(msgspec.convert(obj, adapter.model))
+    except PodRulesError as err:
+        return str(err)
+    except (msgspec.ValidationError, ValueError):
+        return None  # not this check's business: the object's shape is judged elsewhere
+    return None
+
+
 # Written by kohort's webhook into managed pod templates; users may not change them.
 GANG_FIELDS: tuple[tuple[str, ...], ...] = (
     ("spec", "schedulerName"),
@@ -311,6 +337,9 @@ def update_problem(
     bypass = adapter.bypass(old, new) or gang_fields_problem(adapter, old, new)
     if bypass:
         return bypass
+    rules = pod_rules_problem(adapter, new)
+    if rules and pod_rules_problem(adapter, old) is None:
+        return rules
     if old_queue != new_queue and not adapter.queue_may_change(old):
         return (
             f"the {names.QUEUE_LABEL} label cannot change from {shown(old_queue)} to"

@@ -25,6 +25,8 @@ class WorkloadCondition(enum.StrEnum):
     PREEMPTED = "Preempted"
     PODS_READY = "PodsReady"
     FINISHED = "Finished"
+    # False when the placement check left out some of what the pods ask of the scheduler.
+    PLACEMENT_CHECKED = "PlacementChecked"
 
 
 class QueueCondition(enum.StrEnum):
@@ -48,6 +50,11 @@ class Reason(enum.StrEnum):
     STARTED = "Started"
     # An admitted gang's flavor has no ResourceFlavor: its pods are not released.
     FLAVOR_NOT_FOUND = "FlavorNotFound"
+    # Its pods ask the scheduler for what the placement check does not model.
+    PLACEMENT_NOT_CHECKED = "PlacementNotChecked"
+    # An admitted gang's release (its PodGroup, its unsuspend) keeps failing; past
+    # --release-timeout it is evicted for it.
+    RELEASE_FAILED = "ReleaseFailed"
     FINISHED = "Finished"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"

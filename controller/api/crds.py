@@ -32,16 +32,17 @@ from controller.api import common
 from controller.api.conditions import QueueCondition, WorkloadCondition
 from controller.api.names import GROUP, VERSION
 from controller.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
-from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from controller.api.workload import Workload
 
 Schema = dict[str, Any]
-RESOURCES = (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload)
+RESOURCES = (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload)
 SHORT_NAMES = {
     "ClusterQueue": ["cq"],
     "Cohort": ["coh"],
     "LocalQueue": ["lq"],
     "ResourceFlavor": ["rf"],
+    "Topology": ["topo"],
     "Workload": ["wl"],
 }
 # What `kubectl get` shows for each kind: enough to see why work waits without -o yaml.
@@ -83,7 +84,14 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedWorkloads"},
         _AGE,
     ],
-    "ResourceFlavor": [_AGE],
+    "ResourceFlavor": [
+        {"name": "Topology", "type": "string", "jsonPath": ".spec.topologyName"},
+        _AGE,
+    ],
+    "Topology": [
+        {"name": "Levels", "type": "string", "jsonPath": ".spec.levels[*].nodeLabel"},
+        _AGE,
+    ],
     "Workload": [
         {"name": "Queue", "type": "string", "jsonPath": ".spec.queueName"},
         {"name": "ClusterQueue", "type": "string", "jsonPath": ".status.admission.clusterQueue"},
@@ -292,7 +300,9 @@ def model_schema(model: type[BaseModel]) -> Schema:
     return structural(raw, raw.get("$defs", {}))
 
 
-def crd(resource: type[ClusterQueue | Cohort | LocalQueue | ResourceFlavor | Workload]) -> Schema:
+def crd(
+    resource: type[ClusterQueue | Cohort | LocalQueue | ResourceFlavor | Topology | Workload],
+) -> Schema:
     """The CustomResourceDefinition of one kind, as a plain dict ready for YAML or the API."""
     spec_model = resource.model_fields["spec"].annotation
     assert isinstance(spec_model, type) and issubclass(spec_model, BaseModel)

@@ -75,6 +75,7 @@ CLUSTER_QUEUES = Kind(GROUP, VERSION, "clusterqueues", "ClusterQueue", namespace
 LOCAL_QUEUES = Kind(GROUP, VERSION, "localqueues", "LocalQueue")
 RESOURCE_FLAVORS = Kind(GROUP, VERSION, "resourceflavors", "ResourceFlavor", namespaced=False)
 COHORTS = Kind(GROUP, VERSION, "cohorts", "Cohort", namespaced=False)
+TOPOLOGIES = Kind(GROUP, VERSION, "topologies", "Topology", namespaced=False)
 WORKLOADS = Kind(GROUP, VERSION, "workloads", "Workload")
 CRDS = Kind(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

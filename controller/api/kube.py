@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import msgspec
 
-from controller.api import kinds
+from controller.api import kinds, names
 from controller.api.kinds import Kind
 
 Quantity = str | int | float
@@ -95,15 +95,96 @@ class ResourceRequirements(View):
     limits: dict[str, Quantity] = {}
 
 
+class ContainerPort(View):
+    container_port: int = 0
+    host_port: int | None = None
+    protocol: str = ""
+    host_ip: str = msgspec.field(default="", name="hostIP")
+
+
 class Container(View):
     name: str = ""
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
     # "Always" on an init container makes it a sidecar.
     restart_policy: str | None = None
+    ports: list[ContainerPort] = []
 
 
 class SchedulingGate(View):
     name: str
+
+
+class SelectorRequirement(View):
+    """One requirement of a label selector, or of a node selector term (matchExpressions,
+    matchFields)."""
+
+    key: str = ""
+    operator: str = ""
+    values: list[str] = []
+
+
+class LabelSelector(View):
+    match_labels: dict[str, str] = {}
+    match_expressions: list[SelectorRequirement] = []
+
+
+class NodeSelectorTerm(View):
+    match_expressions: list[SelectorRequirement] = []
+    match_fields: list[SelectorRequirement] = []
+
+
+class NodeSelector(View):
+    node_selector_terms: list[NodeSelectorTerm] = []
+
+
+class Unread(View):
+    """Something kohort only needs to know is there: none of its members are read."""
+
+
+class NodeAffinity(View):
+    """A pod's node affinity: its required part (the preferred one is a preference: only
+    whether it is there matters)."""
+
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[Unread] | None = None
+
+
+class PodAffinityTerm(View):
+    label_selector: LabelSelector | None = None
+    topology_key: str = ""
+    namespaces: list[str] = []
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: list[str] = []
+    mismatch_label_keys: list[str] = []
+
+
+class PodAffinity(View):
+    """A pod's (anti-)affinity to other pods: its required terms."""
+
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = []
+
+
+class Affinity(View):
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class TopologySpreadConstraint(View):
+    max_skew: int = 1
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] = []
+
+
+class PodResourceClaim(View):
+    """A dynamic resource claim of a pod (DRA): only that there is one is read."""
+
+    name: str = ""
 
 
 class PodSpec(View):
@@ -116,10 +197,50 @@ class PodSpec(View):
     scheduling_gates: list[SchedulingGate] = []
     scheduler_name: str | None = None
     node_name: str | None = None
+    affinity: Affinity | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
+    resource_claims: list[PodResourceClaim] = []
+    # Its containers' ports are the node's ports (a port's hostPort defaults to its own).
+    host_network: bool = False
+
+
+class PlacementAnnotations(MetaView, frozen=True):
+    """The annotations of a pod template (or pod) that ask for a topology: kohort's, and
+    Kueue's of the same meaning; any other annotation is skipped while decoding."""
+
+    required_topology: str | None = msgspec.field(
+        default=None, name=names.REQUIRED_TOPOLOGY_ANNOTATION
+    )
+    preferred_topology: str | None = msgspec.field(
+        default=None, name=names.PREFERRED_TOPOLOGY_ANNOTATION
+    )
+    unconstrained_topology: str | None = msgspec.field(
+        default=None, name=names.UNCONSTRAINED_TOPOLOGY_ANNOTATION
+    )
+    slice_required_topology: str | None = msgspec.field(
+        default=None, name=names.SLICE_REQUIRED_TOPOLOGY_ANNOTATION
+    )
+    slice_size: str | None = msgspec.field(default=None, name=names.SLICE_SIZE_ANNOTATION)
+    kueue_required_topology: str | None = msgspec.field(
+        default=None, name=names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION
+    )
+    kueue_preferred_topology: str | None = msgspec.field(
+        default=None, name=names.KUEUE_PREFERRED_TOPOLOGY_ANNOTATION
+    )
+    kueue_unconstrained_topology: str | None = msgspec.field(
+        default=None, name=names.KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION
+    )
+    kueue_slice_required_topology: str | None = msgspec.field(
+        default=None, name=names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION
+    )
+    kueue_slice_size: str | None = msgspec.field(
+        default=None, name=names.KUEUE_SLICE_SIZE_ANNOTATION
+    )
 
 
 class TemplateMeta(View):
     labels: dict[str, str] = {}
+    annotations: PlacementAnnotations | None = None
 
 
 class PodTemplate(View):
@@ -131,10 +252,17 @@ class PodStatus(View):
     phase: str | None = None
 
 
+class PodMeta(ObjectMeta, frozen=True):
+    """A pod's metadata: of its annotations, only those that ask for a topology (a pod of a
+    plain group is its own template)."""
+
+    annotations: PlacementAnnotations | None = None
+
+
 class Pod(View):
     KIND: ClassVar[Kind] = kinds.PODS
 
-    metadata: ObjectMeta
+    metadata: PodMeta
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 

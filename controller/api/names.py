@@ -51,3 +51,20 @@ JOBSET_REPLICATED_JOB_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-name"
 KUBEFLOW_REPLICA_TYPE_LABEL: Final = "training.kubeflow.org/replica-type"
 RAY_NODE_TYPE_LABEL: Final = "ray.io/node-type"
 RAY_GROUP_LABEL: Final = "ray.io/group"
+
+# On a pod template: where its pod set's pods go together in the nodes' topology. The value of
+# a level is a node label key (a level of a Topology: a block, a rack, kubernetes.io/hostname).
+# All pods in one domain of the level, required, or preferred (the lowest level that can host
+# them); none (unconstrained: "true"); and slices of a size, each in one domain of a level.
+REQUIRED_TOPOLOGY_ANNOTATION: Final = "kohort.dev/podset-required-topology"
+PREFERRED_TOPOLOGY_ANNOTATION: Final = "kohort.dev/podset-preferred-topology"
+UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kohort.dev/podset-unconstrained-topology"
+SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kohort.dev/podset-slice-required-topology"
+SLICE_SIZE_ANNOTATION: Final = "kohort.dev/podset-slice-size"
+# Kueue's keys of the same meanings, read too (kohort's win when both are set), so that a
+# manifest written for Kueue is placed alike unchanged.
+KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
+KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-required-topology"
+KUEUE_SLICE_SIZE_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-size"

@@ -7,9 +7,9 @@ the offending field path so the webhook can show it to the user unchanged.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
@@ -17,6 +17,7 @@ from controller import defaults
 from controller.api import kinds
 from controller.api.common import (
     Condition,
+    LabelKey,
     LabelSelector,
     Lenient,
     ObjectName,
@@ -326,11 +327,78 @@ class LocalQueue(Resource):
 
 
 class ResourceFlavorSpec(Spec):
-    """Which nodes a flavor stands for: label selector, taints, tolerations to add to pods."""
+    """Which nodes a flavor stands for: label selector, taints, tolerations to add to pods, and
+    the Topology its nodes are arranged in (gangs may then ask to be placed in one domain)."""
 
     node_labels: Annotated[dict[str, str], Field(max_length=8)] = Field(default_factory=dict)
     node_taints: list[Taint] = Field(default_factory=list)
     tolerations: list[Toleration] = Field(default_factory=list)
+    topology_name: ObjectName | None = None
+
+
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+MAX_TOPOLOGY_LEVELS: Final = 8
+# What the model checks of the levels, for the apiserver too.
+_LEVEL_RULES: list[JsonDict] = [
+    {
+        "rule": "self.all(l, self.exists_one(m, m.nodeLabel == l.nodeLabel))",
+        "message": "each level needs its own node label",
+    },
+    {
+        "rule": (
+            f"self.all(l, l.nodeLabel != '{HOSTNAME_LABEL}'"
+            f" || self[size(self) - 1].nodeLabel == '{HOSTNAME_LABEL}')"
+        ),
+        "message": f"{HOSTNAME_LABEL} can only be the last level (a host is the finest domain)",
+    },
+]
+
+
+class TopologyLevel(Spec):
+    """One level of a topology: the node label whose value names a node's domain there."""
+
+    node_label: LabelKey
+
+
+class TopologySpec(Spec):
+    """How nodes are arranged, coarsest level first (a block, a rack, a host): each level a node
+    label. The hostname label may only be the last level."""
+
+    levels: Annotated[
+        list[TopologyLevel],
+        Field(
+            min_length=1,
+            max_length=MAX_TOPOLOGY_LEVELS,
+            json_schema_extra={"x-kubernetes-validations": _LEVEL_RULES},
+        ),
+    ]
+
+    @field_validator("levels")
+    @classmethod
+    def _levels_are_distinct_and_hostname_last(
+        cls, levels: list[TopologyLevel]
+    ) -> list[TopologyLevel]:
+        labels = [level.node_label for level in levels]
+        twice = duplicates(labels)
+        if twice:
+            raise ValueError(f"node label {twice[0]!r} is listed twice; each level needs its own")
+        if HOSTNAME_LABEL in labels[:-1]:
+            raise ValueError(
+                f"{HOSTNAME_LABEL} can only be the last level (a host is the finest domain)"
+            )
+        return levels
+
+
+class Topology(Resource):
+    """Cluster-scoped: the levels of a ResourceFlavor's nodes (`spec.topologyName`)."""
+
+    KIND: ClassVar[Kind] = kinds.TOPOLOGIES
+
+    kind: Literal["Topology"] = "Topology"
+    spec: TopologySpec
+
+    def levels(self) -> tuple[str, ...]:
+        return tuple(level.node_label for level in self.spec.levels)
 
 
 class ResourceFlavor(Resource):

@@ -80,11 +80,13 @@ class AdmissionRecord(Lenient):
 
 
 class RequeueState(Lenient):
-    """How often the gang was evicted, how many of those were pods-ready timeouts (the requeue
-    backoff doubles with each), and when it may be admitted again."""
+    """How often the gang was evicted, how many of those were pods-ready timeouts and how many
+    releases that kept failing (the requeue backoff of each doubles with each of its kind), and
+    when it may be admitted again."""
 
     count: int = 0
     pods_ready_timeouts: int = 0
+    release_failures: int = 0
     requeue_at: str | None = None
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from controller.api import kinds, kube
 from controller.api.kinds import Kind
-from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from controller.api.workload import Workload
 from controller.cluster.clients import Client, decoder
 from controller.cluster.informers import Informer
@@ -24,7 +24,10 @@ Listener = Callable[[Kind, Any, Any], None]
 # Kinds besides the workload kinds that the cluster may not serve (the gang schedulers' CRDs;
 # Cohorts' CRD is newer than the others, and a cluster whose CRDs are installed by another tool
 # may lack it: no Cohort then). Which workload kinds may be missing, their adapters say.
-OPTIONAL = frozenset({kinds.COSCHEDULING_PODGROUPS, kinds.VOLCANO_PODGROUPS, kinds.COHORTS})
+# Topologies' CRD is newer still.
+OPTIONAL = frozenset(
+    {kinds.COSCHEDULING_PODGROUPS, kinds.VOLCANO_PODGROUPS, kinds.COHORTS, kinds.TOPOLOGIES}
+)
 
 
 def optional_kinds(registry: Registry) -> frozenset[Kind]:
@@ -40,6 +43,8 @@ def models(registry: Registry, podgroup_kind: Kind | None) -> dict[Kind, type[An
         # A cohort tree's shape and quota, and the nodes each flavor stands for.
         kinds.COHORTS: Cohort,
         kinds.RESOURCE_FLAVORS: ResourceFlavor,
+        # The levels of a flavor's nodes, for gangs that ask to be placed in one domain.
+        kinds.TOPOLOGIES: Topology,
         kinds.WORKLOADS: Workload,
         kinds.PODS: kube.Pod,
         kinds.NODES: kube.Node,

@@ -126,10 +126,19 @@ class ApiError(Exception):
 
     @property
     def reason(self) -> str:
+        return self._field("reason")
+
+    @property
+    def summary(self) -> str:
+        """`HTTP <status>: <the API server's message>` (the body's start when it has none)."""
+        return f"HTTP {self.status}: {self._field('message') or self.body[:300]}"
+
+    def _field(self, name: str) -> str:
         try:
-            return str(json.loads(self.body).get("reason", ""))
+            found = json.loads(self.body)
         except ValueError:
             return ""
+        return str(found.get(name, "")) if isinstance(found, dict) else ""
 
 
 class Fenced(Exception):

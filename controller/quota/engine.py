@@ -22,6 +22,7 @@ from typing import Literal
 
 from controller import defaults
 from controller.quota import flavor_assignment, preemption
+from controller.quota.constrained import victim_domains
 from controller.quota.flavor_assignment import FlavorOption, Shapes
 from controller.quota.outcomes import (
     NOT_CONSIDERED,
@@ -56,6 +57,7 @@ from controller.quota.snapshot import (
     CohortSpec,
     FlavorSpec,
     Gang,
+    HostPort,
     Node,
     QueueSpec,
 )
@@ -359,6 +361,18 @@ class Engine:
         if any(a < b for a, b in zip(after, before, strict=True)):
             self._freed = True
 
+    def set_node_ports(self, name: str, ports: Iterable[HostPort]) -> None:
+        """The host ports pods outside admitted gangs bind on node `name` now."""
+        node = self._nodes.get(name)
+        i = self.index.by_name.get(name)
+        bound = tuple(ports)
+        if node is None or i is None or node.ports == bound:
+            return
+        self._nodes[name] = replace(node, ports=bound)
+        self.index.ports[i] = bound
+        if set(node.ports) - set(bound):
+            self._freed = True
+
     # -- gangs --------------------------------------------------------------------------------
 
     def add_pending(self, gang: Gang) -> None:
@@ -392,6 +406,7 @@ class Engine:
         charge = flavor_assignment.recorded(admitted.gang, groups, admitted.flavors)
         flavors = flavor_assignment.recorded_flavors(admitted.gang, groups, admitted.flavors)
         running = self._running(info, admitted.admitted_at, plan, charge, flavors)
+        self._bind_ports(running, +1)
         self.running[info.name] = (queue, running)
         if queue is not None:
             add_usage(queue.state, charge, +1)
@@ -404,11 +419,13 @@ class Engine:
         if sorted(plan) == sorted(running.plan):
             return
         self.index.release(running.on_nodes())
+        self._bind_ports(running, -1)
         for ps, node, n in plan:
             self.index.take(node, running.info.shapes[ps][1].request, n)
         moved = self._running(
             running.info, running.admitted_at, plan, running.charge, running.flavors
         )
+        self._bind_ports(moved, +1)
         self.running[name] = (queue, moved)
         if queue is not None:
             queue.running[name] = moved
@@ -422,6 +439,15 @@ class Engine:
             del queue.running[name]
             add_usage(queue.state, running.charge, -1)
         self.index.release(running.on_nodes())
+        self._bind_ports(running, -1)
+
+    def _bind_ports(self, running: RunningGang, sign: int) -> None:
+        """Count the host ports of an admitted gang's pods on their nodes (sign +1), or stop
+        counting them (-1)."""
+        for ps, node, n in running.plan:
+            rules = running.info.shapes[ps][1].rules
+            if rules is not None and rules.ports:
+                self.index.bind_ports(node, rules.ports, sign * n)
 
     def _plan_of(self, info: GangInfo, placement: Iterable[PodPlacement]) -> Plan:
         sets = {ps.name: i for i, ps in enumerate(info.gang.pod_sets)}
@@ -823,6 +849,7 @@ class Engine:
         self._no_victims_at.pop(info.name, None)
         flavors = opt.by_pod_set(info.gang)
         running = self._running(info, now, plan, dict(opt.charge), flavors)
+        self._bind_ports(running, +1)
         self._admitted_now.add(info.name)
         add_usage(queue.state, opt.charge, +1)
         queue.running[info.name] = running
@@ -919,7 +946,34 @@ class Engine:
         if self.config.waste_budget is not None:
             waited = max(0.0, now - info.gang.created)
             budget = self.config.waste_budget * waited * self._dominant(info)
-        return self._strategy(_Trial(self, queue, info, opt, budget), info, candidates)
+        domains = victim_domains(self.index, opt.shapes) if self._floor_guard else None
+        if domains is None:
+            return self._strategy(_Trial(self, queue, info, opt, budget), info, candidates)
+        return self._victims_in_one_domain(queue, info, opt, budget, candidates, domains)
+
+    def _victims_in_one_domain(
+        self,
+        queue: QueueRuntime,
+        info: GangInfo,
+        opt: FlavorOption,
+        budget: float,
+        candidates: list[Candidate],
+        domains: list[set[int]],
+    ) -> list[RunningGang] | None:
+        """For a gang that must be inside one domain: the cheapest victims that free one domain
+        it fits in (least work lost, then fewest victims, then the domain's order), not
+        capacity scattered over several."""
+        lost = {c.victim.name: c.lost_work for c in candidates}
+        best: tuple[tuple[float, int, int], list[RunningGang]] | None = None
+        for rank, nodes in enumerate(domains):
+            trial = _Trial(self, queue, info, opt, budget, within=nodes)
+            victims = self._strategy(trial, info, candidates)
+            if victims is None:
+                continue
+            cost = (sum(lost[v.name] for v in victims), len(victims), rank)
+            if best is None or cost < best[0]:
+                best = (cost, victims)
+        return best[1] if best is not None else None
 
     # -- starvation guard -----------------------------------------------------------------------
 
@@ -1044,19 +1098,24 @@ class _Trial:
         info: GangInfo,
         opt: FlavorOption,
         budget: float,
+        *,
+        within: set[int] | None = None,
     ) -> None:
+        """`within`: clear nodes only there (one domain a gang must fit in)."""
         self.engine = engine
         self.queue = queue
         self.info = info
         self.charge = opt.charge
         self.shapes = opt.shapes
         self.budget = budget
+        self.within = within
 
     def remove(self, victim: RunningGang) -> None:
         owner, _ = self.engine.running[victim.name]
         assert owner is not None
         add_usage(owner.state, victim.charge, -1)
         self.engine.index.release(victim.on_nodes())
+        self.engine._bind_ports(victim, -1)
 
     def restore(self, victim: RunningGang) -> None:
         owner, _ = self.engine.running[victim.name]
@@ -1064,6 +1123,7 @@ class _Trial:
         add_usage(owner.state, victim.charge, +1)
         for request, node, n in victim.on_nodes():
             self.engine.index.take(node, request, n)
+        self.engine._bind_ports(victim, +1)
         self.engine._freed = False
 
     def shortfall(self, info: GangInfo) -> Shortfall | None:
@@ -1139,4 +1199,6 @@ class _Trial:
 
     def may_host(self, shape: PodShape, node: int) -> bool:
         index = self.engine.index
+        if self.within is not None and node not in self.within:
+            return False
         return node not in index.reserved and index.class_of[node] in index.eligible(shape)

@@ -10,7 +10,9 @@ tolerations, is skipped). A whole-gang option picks one flavor per (pod set, gro
 whose node labels contradict for one pod set. Options go in the groups' flavor order, the first
 pod set's choice varying slowest, at most MAX_OPTIONS of them (every "all on the k-th flavor"
 option always among them). A resource no group covers is charged to the default flavor, so
-only a cohort that shares it can give it.
+only a cohort that shares it can give it. `pods` is asked by every pod (one each) when a group
+of the queue covers it, and not at all otherwise (as in Kueue): a queue that names no `pods`
+quota admits gangs of any size.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from controller.quota.placement import NodeIndex, PodShape, tolerated
 from controller.quota.snapshot import (
     DEFAULT_FLAVOR,
     FR,
+    PODS,
     FlavorSpec,
     Gang,
     PodSet,
@@ -51,6 +54,18 @@ class FlavorOption:
             if named:
                 out[pod_set.name] = named
         return out
+
+
+def counts_pods(groups: Sequence[ResourceGroup]) -> bool:
+    """Whether a queue of these groups counts pods (one group covers `pods`)."""
+    return any(PODS in group.resources for group in groups)
+
+
+def charged_requests(pod_set: PodSet, pods: bool) -> Mapping[str, int]:
+    """What one pod of the set is charged: its requests, and one pod when `pods` is counted."""
+    if not pods:
+        return pod_set.requests
+    return {**pod_set.requests, PODS: 1000}
 
 
 def _compatible(pod_set: PodSet, flavor: FlavorSpec | None) -> bool:
@@ -125,8 +140,10 @@ def options(
     nodes are unknown)."""
     # Per (pod set, group): the flavors it may take, in the group's order.
     slots: list[tuple[int, ResourceGroup, list[str]]] = []
+    pods = counts_pods(groups)
+    requests = [charged_requests(pod_set, pods) for pod_set in gang.pod_sets]
     for i, pod_set in enumerate(gang.pod_sets):
-        asked = {r for r, v in pod_set.requests.items() if v > 0}
+        asked = {r for r, v in requests[i].items() if v > 0}
         for group in groups:
             if not asked & set(group.resources):
                 continue
@@ -147,14 +164,14 @@ def options(
         for (i, group, _), flavor in zip(slots, choice, strict=True):
             chosen_flavors[i].append(flavor)
             for resource in group.resources:
-                if gang.pod_sets[i].requests.get(resource, 0) > 0:
+                if requests[i].get(resource, 0) > 0:
                     per_set[i][resource] = flavor
         if any(_contradict([flavors.get(f) for f in names]) for names in chosen_flavors):
             continue
         charge: dict[FR, int] = {}
         shapes: Shapes = []
         for i, pod_set in enumerate(gang.pod_sets):
-            for resource, amount in pod_set.requests.items():
+            for resource, amount in requests[i].items():
                 if amount <= 0:
                     continue
                 fr = (per_set[i].get(resource, DEFAULT_FLAVOR), resource)
@@ -163,7 +180,8 @@ def options(
             shape = shape_cache.get(key)
             if shape is None:
                 specs = [flavors.get(name) for name in chosen_flavors[i]]
-                shape = shape_cache[key] = index.shape(flavored(pod_set, specs))
+                levels = next((s.topology for s in specs if s is not None and s.topology), ())
+                shape = shape_cache[key] = index.shape(flavored(pod_set, specs), levels)
             shapes.append((i, shape, pod_set.count))
         out.append(FlavorOption(tuple(per_set), charge, shapes))
     return out
@@ -182,9 +200,10 @@ def recorded(
             if group.flavors:
                 first.setdefault(resource, group.flavors[0].flavor)
     charge: dict[FR, int] = {}
+    pods = counts_pods(groups)
     for pod_set in gang.pod_sets:
         mine = given.get(pod_set.name, {})
-        for resource, amount in pod_set.requests.items():
+        for resource, amount in charged_requests(pod_set, pods).items():
             if amount <= 0:
                 continue
             flavor = mine.get(resource) or first.get(resource, DEFAULT_FLAVOR)
@@ -199,10 +218,11 @@ def recorded_flavors(
     """The flavors an admitted gang holds, per pod set and resource (see `recorded`)."""
     out: dict[str, dict[str, str]] = {}
     covered = {r: g for g in groups for r in g.resources}
+    pods = counts_pods(groups)
     for pod_set in gang.pod_sets:
         mine = given.get(pod_set.name, {})
         chosen: dict[str, str] = {}
-        for resource, amount in pod_set.requests.items():
+        for resource, amount in charged_requests(pod_set, pods).items():
             group = covered.get(resource)
             if amount <= 0 or group is None or not group.flavors:
                 continue

@@ -62,6 +62,9 @@ class NoFit(enum.Enum):
     # Even empty, the nodes could not host it:
     NO_NODE_LARGE_ENOUGH = "no-node-large-enough"  # one pod is larger than any eligible node
     TOO_FEW_NODES = "too-few-nodes"  # all eligible nodes together hold fewer pods than it has
+    # The pods' rules among themselves (affinity, spread, host ports, topology) turn nodes away:
+    CONSTRAINED = "constrained"  # on the free capacity
+    NEVER_CONSTRAINED = "never-constrained"  # even on empty nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +136,11 @@ class PlacementShortfall:
     # NOT_ENOUGH_FREE: the resources short on the emptiest node; UNKNOWN_RESOURCE: the ones
     # no node offers.
     resources: tuple[str, ...] = ()
-    # ONLY_SOME_FIT: how many fitted.
+    # ONLY_SOME_FIT, CONSTRAINED: how many fitted.
     placed: int = 0
     has_selector: bool = False
+    # CONSTRAINED, NEVER_CONSTRAINED: the rule that turned nodes away, as a user wrote it.
+    constraint: str = ""
 
     def describe(self) -> str:
         if self.kind is NoFit.UNKNOWN_RESOURCE:
@@ -143,7 +148,13 @@ class PlacementShortfall:
         amount = format_amount(self.resource, self.per_pod)
         pods = f"{self.pods} pod{'s' if self.pods != 1 else ''} x {amount} {self.resource}"
         if self.kind is NoFit.NO_MATCHING_NODE:
-            return f"needs {pods}; no node matches its node selector and tolerations"
+            return f"needs {pods}; no node matches its node selector, node affinity and tolerations"
+        if self.kind is NoFit.CONSTRAINED:
+            return f"needs {pods}; {self.constraint} lets only {self.placed} fit on free nodes"
+        if self.kind is NoFit.NEVER_CONSTRAINED:
+            return (
+                f"needs {pods}; {self.constraint} lets only {self.placed} fit even on empty nodes"
+            )
         if self.kind is NoFit.ALL_RESERVED:
             return f"needs {pods}; every matching node is reserved"
         if self.kind is NoFit.TOO_SMALL:

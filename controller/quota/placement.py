@@ -21,7 +21,16 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from controller.quota.outcomes import NoFit, PlacementShortfall
-from controller.quota.snapshot import Node, PodSet, Taint, Toleration
+from controller.quota.snapshot import (
+    HostPort,
+    Node,
+    NodeAffinity,
+    PodSet,
+    Taint,
+    Toleration,
+    TopologyRequest,
+    affinity_matches,
+)
 
 Packing = Literal["best-fit", "spread", "first-fit"]
 Vector = tuple[int, ...]
@@ -49,13 +58,48 @@ def tolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> boo
 
 
 @dataclass(frozen=True, slots=True)
+class SetRules:
+    """What placing one pod set depends on besides each pod's own fit: the pod set's name, its
+    (anti-)affinity terms and spread constraints among the gang's pods (by pod set name), its
+    host ports, its topology request and the levels of its flavor's topology."""
+
+    name: str
+    terms: tuple[tuple[str, tuple[str, ...], bool], ...] = ()  # (topology key, pod sets, anti)
+    spread: tuple[tuple[str, int, tuple[str, ...]], ...] = ()  # (topology key, max skew, sets)
+    ports: tuple[HostPort, ...] = ()
+    topology: TopologyRequest | None = None
+    levels: tuple[str, ...] = ()
+
+    @property
+    def trivial(self) -> bool:
+        return not (self.terms or self.spread or self.ports or self.topology)
+
+
+def set_rules(pod_set: PodSet, levels: tuple[str, ...] = ()) -> SetRules | None:
+    """The rules of a pod set's placement beyond each pod's own fit (None: there are none)."""
+    rules = SetRules(
+        pod_set.name,
+        terms=tuple((t.topology_key, t.pod_sets, t.anti) for t in pod_set.pod_affinity),
+        spread=tuple((c.topology_key, c.max_skew, c.pod_sets) for c in pod_set.spread),
+        ports=pod_set.host_ports,
+        topology=pod_set.topology,
+        levels=levels,
+    )
+    return None if rules.trivial else rules
+
+
+@dataclass(frozen=True, slots=True)
 class PodShape:
-    """One pod of a pod set as the index sees it: a request vector and where it may go."""
+    """One pod of a pod set as the index sees it: a request vector, where it may go (node
+    selector, tolerations, required node affinity), and the rules of its pod set's placement
+    among the gang's pods (None: none)."""
 
     request: Vector
     selector: tuple[tuple[str, str], ...]
     tolerations: tuple[Toleration, ...]
     unknown: tuple[str, ...]  # requested resources no node offers
+    affinity: NodeAffinity = ()
+    rules: SetRules | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +132,11 @@ class NodeIndex:
             for n in ordered
         ]
         self.by_name = {name: i for i, name in enumerate(self.names)}
+        # Host ports bound on each node by pods outside the admitted gangs, and by the admitted
+        # gangs' pods (port -> pods binding it).
+        self.ports: list[tuple[HostPort, ...]] = [tuple(n.ports) for n in ordered]
+        self.gang_ports: list[dict[HostPort, int]] = [{} for _ in ordered]
+        self._nodes = ordered
         self.capacity: dict[str, int] = {r: 0 for r in self.order}
         classes: dict[tuple[object, ...], _NodeClass] = {}
         self.class_of: list[_NodeClass] = []
@@ -104,12 +153,17 @@ class NodeIndex:
         self._eligible: dict[tuple[object, ...], tuple[_NodeClass, ...]] = {}
         # Allocatable capacity never changes in an index: what could never fit, never will.
         self._never_cache: dict[tuple[PodShape, int], PlacementShortfall | None] = {}
+        self._never_rules: dict[
+            tuple[tuple[int, PodShape, int], ...], tuple[int, PlacementShortfall] | None
+        ] = {}
+        self._empty: NodeIndex | None = None
         self.reserved: set[int] = set()
 
     def vector(self, amounts: Mapping[str, int]) -> Vector:
         return tuple(amounts.get(r, 0) for r in self.order)
 
-    def shape(self, pod_set: PodSet) -> PodShape:
+    def shape(self, pod_set: PodSet, levels: tuple[str, ...] = ()) -> PodShape:
+        """A pod of `pod_set`; `levels`: its flavor's topology."""
         unknown = tuple(
             sorted(r for r, v in pod_set.requests.items() if v > 0 and r not in self.capacity)
         )
@@ -118,10 +172,12 @@ class NodeIndex:
             tuple(sorted(pod_set.node_selector.items())),
             tuple(pod_set.tolerations),
             unknown,
+            pod_set.node_affinity,
+            set_rules(pod_set, levels),
         )
 
     def eligible(self, shape: PodShape) -> tuple[_NodeClass, ...]:
-        key = (shape.selector, shape.tolerations)
+        key = (shape.selector, shape.tolerations, shape.affinity)
         found = self._eligible.get(key)
         if found is None:
             found = tuple(
@@ -129,6 +185,7 @@ class NodeIndex:
                 for cls in self.classes
                 if all(cls.labels.get(k) == v for k, v in shape.selector)
                 and tolerated(cls.taints, shape.tolerations)
+                and affinity_matches(shape.affinity, cls.labels)
             )
             self._eligible[key] = found
         return found
@@ -148,6 +205,20 @@ class NodeIndex:
 
     def give(self, i: int, request: Vector, count: int = 1) -> None:
         self._set_free(i, tuple(f + count * q for f, q in zip(self.free[i], request, strict=True)))
+
+    def bind_ports(self, i: int, ports: Iterable[HostPort], count: int) -> None:
+        """`count` more (or, negative, fewer) admitted pods binding `ports` on node `i`."""
+        held = self.gang_ports[i]
+        for port in ports:
+            left = held.get(port, 0) + count
+            if left > 0:
+                held[port] = left
+            else:
+                held.pop(port, None)
+
+    def bound_ports(self, i: int) -> list[HostPort]:
+        """Every host port bound on node `i`: by pods outside the gangs and by admitted ones."""
+        return [*self.ports[i], *self.gang_ports[i]]
 
     def reserve(self, i: int) -> None:
         """Hide a node from every search until `unreserve`."""
@@ -203,8 +274,13 @@ class NodeIndex:
         """Place every pod of every (pod set index, shape, count), all or nothing.
 
         Returns (plan, None) with plan = [(pod set index, node index, count)] and the capacity
-        taken, or ([], failure) with nothing taken. Bigger pods are placed first.
+        taken, or ([], failure) with nothing taken. Bigger pods are placed first. A gang whose
+        pods constrain each other, or ask for a topology, is placed by `constrained`.
         """
+        if any(shape.rules is not None for _, shape, _ in shapes):
+            from controller.quota.constrained import GangPlacer
+
+            return GangPlacer(self, shapes, packing).place()
         plan: dict[tuple[int, int], int] = {}
         for ps, shape, count in sorted(shapes, key=lambda s: (s[1].request, -s[0]), reverse=True):
             for placed in range(count):
@@ -240,7 +316,39 @@ class NodeIndex:
             why = self._never_cache[key]
             if why is not None:
                 return ps, why
+        if any(shape.rules is not None for _, shape, _ in shapes):
+            return self._never_together(shapes)
         return None
+
+    def _never_together(
+        self, shapes: Sequence[tuple[int, PodShape, int]]
+    ) -> tuple[int, PlacementShortfall] | None:
+        """A pod set that could not be placed, its rules kept, even on empty nodes."""
+        key = tuple(shapes)
+        if key not in self._never_rules:
+            empty = self.pristine()
+            plan, failure = empty.place(shapes, "best-fit")
+            if failure is None:
+                empty.release((empty._shape_request(shapes, ps), node, n) for ps, node, n in plan)
+                self._never_rules[key] = None
+            elif failure.why.kind is NoFit.CONSTRAINED:
+                why = replace(failure.why, kind=NoFit.NEVER_CONSTRAINED)
+                self._never_rules[key] = (failure.pod_set, why)
+            else:  # (pod sets that do not fit together on empty nodes: as without rules)
+                self._never_rules[key] = None
+        return self._never_rules[key]
+
+    @staticmethod
+    def _shape_request(shapes: Sequence[tuple[int, PodShape, int]], ps: int) -> Vector:
+        return next(shape.request for i, shape, _ in shapes if i == ps)
+
+    def pristine(self) -> NodeIndex:
+        """The same nodes with nothing running on them (built once)."""
+        if self._empty is None:
+            self._empty = NodeIndex(
+                [replace(n, used={}, ports=()) for n in self._nodes], order=self.order
+            )
+        return self._empty
 
     def _shortfall(self, shape: PodShape, count: int) -> tuple[int, PlacementShortfall]:
         """The index of the pod's scarcest requested resource, and a shortfall naming it."""

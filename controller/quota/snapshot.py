@@ -17,6 +17,8 @@ WithinQueuePolicy = Literal["Never", "LowerPriority"]
 QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
 
 GPU = "nvidia.com/gpu"
+# Counted one per pod (1000 milli-pods) by a queue that has quota of it.
+PODS = "pods"
 
 # The flavor of queues that name none (the core's shorthand `QueueSpec.quotas`): any node.
 DEFAULT_FLAVOR = ""
@@ -147,23 +149,130 @@ class Toleration:
 
 @dataclass(frozen=True, slots=True)
 class FlavorSpec:
-    """A ResourceFlavor: the nodes it stands for (labels, taints) and tolerations its pods get."""
+    """A ResourceFlavor: the nodes it stands for (labels, taints), tolerations its pods get, and
+    the levels of its topology (node labels, coarsest first; empty: none)."""
 
     name: str
     node_labels: Mapping[str, str] = field(default_factory=dict)
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    topology: tuple[str, ...] = ()
+
+
+Operator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRequirement:
+    """One requirement of a required node affinity term, as Kubernetes evaluates it: `In` the
+    label is set to one of `values`; `NotIn` unset or none of them; `Exists` / `DoesNotExist`
+    set / unset; `Gt` / `Lt` set to an integer greater / less than the one value."""
+
+    key: str
+    operator: Operator
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        op = self.operator
+        if op == "In":
+            return value is not None and value in self.values
+        if op == "NotIn":
+            return value is None or value not in self.values
+        if op == "Exists":
+            return value is not None
+        if op == "DoesNotExist":
+            return value is None
+        if value is None or len(self.values) != 1:
+            return False
+        try:
+            have, bound = int(value), int(self.values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+
+
+# A required node affinity: nodes that match every requirement of at least one term.
+NodeAffinity = tuple[tuple[NodeRequirement, ...], ...]
+
+
+def affinity_matches(affinity: NodeAffinity, labels: Mapping[str, str]) -> bool:
+    """Whether a node with `labels` satisfies a required node affinity (none: every node)."""
+    return not affinity or any(all(r.matches(labels) for r in term) for term in affinity)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnPodsTerm:
+    """A required pod (anti-)affinity term among the gang's own pods: a pod of this pod set goes
+    only to a domain of `topology_key` (a node label) that holds (affinity) or holds none
+    (anti-affinity) of the gang's pods of `pod_sets`, the pod sets whose pods the term's label
+    selector matches."""
+
+    topology_key: str
+    pod_sets: tuple[str, ...]
+    anti: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A topologySpreadConstraint with whenUnsatisfiable DoNotSchedule, among the gang's own
+    pods of `pod_sets` (those its label selector matches): a pod goes only to a domain of
+    `topology_key` where, with it, the count of those pods exceeds the least count of any
+    domain the pod may go to by at most `max_skew`."""
+
+    topology_key: str
+    max_skew: int
+    pod_sets: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A host port a pod binds: two pods binding the same port and protocol, on the same host
+    address (or either on every address), never share a node."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+    def conflicts(self, other: HostPort) -> bool:
+        if (self.port, self.protocol) != (other.port, other.protocol):
+            return False
+        every = ("", "0.0.0.0", "::")
+        return self.host_ip in every or other.host_ip in every or self.host_ip == other.host_ip
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """Where a pod set's pods go together: all of them in one domain of `level` (a node label;
+    `required`, or preferred: the lowest level of the flavor's topology that can host them, or
+    anywhere), and, with `slice_size`, each slice of that many pods in one domain of
+    `slice_level`."""
+
+    level: str | None = None
+    required: bool = True
+    slice_level: str | None = None
+    slice_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class PodSet:
-    """`count` identical pods, each requesting `requests` (milli-units)."""
+    """`count` identical pods, each requesting `requests` (milli-units), and where they may go:
+    a node selector, tolerations, a required node affinity, (anti-)affinity and spread among
+    the gang's own pods, host ports and a topology request. `unchecked` names what the pods
+    ask of the scheduler that this model does not check (it is said when the gang is
+    admitted)."""
 
     count: int
     requests: Mapping[str, int]
     name: str = "main"
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    node_affinity: NodeAffinity = ()
+    pod_affinity: tuple[OwnPodsTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    topology: TopologyRequest | None = None
+    unchecked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,13 +300,15 @@ class AdmittedGang:
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A node: `used` counts pods that are not part of any admitted gang of the snapshot."""
+    """A node: `used` counts pods that are not part of any admitted gang of the snapshot, and
+    `ports` the host ports they bind."""
 
     name: str
     allocatable: Mapping[str, int]
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     used: Mapping[str, int] = field(default_factory=dict)
+    ports: tuple[HostPort, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,14 @@ def gang_info(gang: Gang, index: NodeIndex) -> GangInfo:
     key: ClassKey = (
         gang.priority,
         tuple(
-            (ps.count, tuple(sorted(ps.requests.items())), shape.selector, shape.tolerations)
+            (
+                ps.count,
+                tuple(sorted(ps.requests.items())),
+                shape.selector,
+                shape.tolerations,
+                shape.affinity,
+                shape.rules,
+            )
             for ps, (_, shape, _) in zip(gang.pod_sets, shapes, strict=True)
         ),
     )

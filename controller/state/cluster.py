@@ -6,7 +6,8 @@ engine in step with the records of the gangs that changed and plans the writes t
 users see of the queues. Nothing here does I/O, awaits, or reads the clock: `now` is given.
 The parts, each with its own rule: the gangs (`gangs.GangIndex`), everything else the cluster
 holds (`inventory.Inventory`), the engine (`mirror.EngineMirror`, the only code that changes
-it), the writes (`planner`, pure functions) and what users are told (`reporter.Reporter`).
+it), the writes (`planner`, pure functions), the releases that keep failing
+(`releases.ReleaseFailures`) and what users are told (`reporter.Reporter`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from controller.state.gangs import GangIndex, GangKey, ManagedGang, key_of
 from controller.state.inventory import Inventory
 from controller.state.mirror import EngineMirror, Member, wanted
 from controller.state.objects import PodGroupSettings
+from controller.state.releases import ReleaseFailure, ReleaseFailures
 from controller.state.reporter import QueueReport, Reporter, counted
-from controller.state.steps import Step
+from controller.state.steps import FailedWrite, Step
 from controller.state.timers import Timers
 from controller.workloads.capabilities import RecordOwner
 from controller.workloads.registry import REGISTRY, Registry
@@ -67,10 +69,10 @@ class AdmissionPlan:
 
 @dataclass(frozen=True)
 class Report:
-    """The pods-ready evictions `sync` planned since the last report (gang, ClusterQueue), and
-    the queues' and cohorts' status."""
+    """The evictions `sync` planned since the last report (gang, ClusterQueue, reason: a
+    pods-ready timeout, a release that kept failing), and the queues' and cohorts' status."""
 
-    timeouts: list[tuple[GangKey, str]]
+    evictions: list[tuple[GangKey, str, Reason]]
     queues: QueueReport
 
 
@@ -98,7 +100,9 @@ class ClusterState:
         self.reporter = Reporter(settings, self.timers, self.inventory, self.mirror)
         # New gangs a pass put off to the next (their Workloads were not made).
         self._later: set[GangKey] = set()
-        self._timeouts: list[tuple[GangKey, str]] = []
+        self._evictions: list[tuple[GangKey, str, Reason]] = []
+        # Admitted gangs whose release keeps failing.
+        self.releases = ReleaseFailures()
         # Admitted gangs not released because a flavor they were admitted on has no
         # ResourceFlavor: looked at again when a ResourceFlavor appears.
         self._unreleased: set[GangKey] = set()
@@ -147,6 +151,7 @@ class ClusterState:
         """At the start of a pass: the gangs put off by the last one are synced again."""
         self.index.dirty |= self._later
         self._later.clear()
+        self.releases.begin_pass()
 
     def put_off(self, keys: Iterable[GangKey]) -> None:
         """Sync these new gangs again next pass (their Workloads were not made this pass)."""
@@ -159,6 +164,20 @@ class ClusterState:
             self.index.dirty.add(key)
             self.reporter.forget(key)
 
+    def writes_refused(self, refused: Iterable[tuple[GangKey, FailedWrite]], now: float) -> None:
+        """The writes the API server refused in a pass: each refused release of an admitted
+        gang is counted, and the gang looked at again when it is due to be evicted for it."""
+        for key, failure in refused:
+            failing = self.releases.failed(key, failure, now)
+            evict_at = self._evict_unreleased_at(failing) if failing is not None else None
+            if evict_at is not None:
+                self.timers.at(key, evict_at)
+
+    def _evict_unreleased_at(self, failing: ReleaseFailure) -> float | None:
+        """When a gang whose release keeps failing is evicted for it (None: never)."""
+        timeout = self.settings.release_timeout
+        return None if timeout is None else failing.since + timeout
+
     def sync(self, now: float) -> Synced:
         """Take in what changed since the last call; the writes each changed gang needs."""
         self.index.dirty.update(self.timers.due(now))
@@ -170,8 +189,11 @@ class ClusterState:
             if steps:
                 work[key] = steps
         inventory = self.inventory
+        admitted = self.mirror.admitted
         for name in sorted(inventory.dirty_nodes):
-            self.mirror.take_node_used(name, inventory.node_used(name, self.mirror.admitted))
+            self.mirror.take_node_used(
+                name, inventory.node_used(name, admitted), inventory.node_ports(name, admitted)
+            )
         inventory.dirty_nodes.clear()
         new = sorted((key for key in work if self._is_new(key)), key=self._age)
         finishing = [key for key in work if self._is_finishing(key)]
@@ -272,17 +294,26 @@ class ClusterState:
 
     def _converge(self, gang: ManagedGang, now: float, resized: str | None) -> list[Step]:
         """A gang that holds quota has its PodGroup and is released; any other is held and has
-        none; one `resized` since its admission, or whose pods did not all start in time, is
-        evicted. This completes whatever a killed controller left half done."""
+        none; one `resized` since its admission, whose pods did not all start in time, or whose
+        release kept failing for `release_timeout`, is evicted (one whose release fails is told
+        so until then). This completes whatever a killed controller left half done."""
         assert gang.shape is not None
         if not gang.reserved:
             self._unreleased.discard(gang.key)
+            self.releases.end(gang.key)
             return planner.hold(gang, self.podgroups)
         if resized is not None:
             log.info("evicting %s: %s", gang.id, resized)
             return self._evict(gang, Reason.RESIZED, resized, None, now)
         timeout = self.settings.pods_ready_timeout
         deadline = planner.pods_ready_deadline(gang, now, timeout)
+        failing = self._still_failing(gang)
+        evict_at = self._evict_unreleased_at(failing) if failing is not None else None
+        # (past its pods-ready deadline too, it is evicted for what kept it from starting)
+        if failing is not None and any(t is not None and now >= t for t in (evict_at, deadline)):
+            return self._evict_unreleased(gang, failing, now)
+        if evict_at is not None:
+            self.timers.at(gang.key, evict_at)
         if deadline is not None and now < deadline:
             self.timers.at(gang.key, deadline)
         elif deadline is not None:
@@ -295,7 +326,7 @@ class ClusterState:
                 needed=gang.shape.min_member,
                 after=timeout or 0.0,
             )
-            self._timeouts.append((gang.key, eviction.queue))
+            self._evictions.append((gang.key, eviction.queue, Reason.PODS_READY_TIMEOUT))
             return self._evict(gang, Reason.PODS_READY_TIMEOUT, eviction.describe(), None, now)
         assigned = gang.admitted_flavors()
         flavors = self.inventory.flavors
@@ -303,12 +334,44 @@ class ClusterState:
         steps: list[Step] = []
         if not missing:
             self._unreleased.discard(gang.key)
-            steps = planner.release(gang, assigned, flavors=flavors, podgroups=self.podgroups)
+            steps = planner.release(
+                gang,
+                assigned,
+                flavors=flavors,
+                podgroups=self.podgroups,
+                node_labels=self.inventory.node_labels,
+            )
+            self.releases.planned(gang.key, steps)
+            if failing is not None and steps:
+                told = objects.release_failing(failing.step, failing.error, evict_at)
+                steps = planner.release_failing(gang, told) + steps
         elif planner.still_held(gang):
             self._unreleased.add(gang.key)
             return planner.not_released(gang, missing)
         # (released before its flavor was deleted: the flavor's nodes matter no more)
         return steps + planner.started(gang, now)
+
+    def _still_failing(self, gang: ManagedGang) -> ReleaseFailure | None:
+        """The gang's release failures, while some of it is still held (its failures end once
+        what failed has been written)."""
+        failing = self.releases.get(gang.key)
+        if failing is not None and not planner.still_held(gang):
+            self.releases.end(gang.key)
+            return None
+        return failing
+
+    def _evict_unreleased(
+        self, gang: ManagedGang, failing: ReleaseFailure, now: float
+    ) -> list[Step]:
+        """Evict an admitted gang whose release kept failing: its quota goes back, and it is
+        requeued after a backoff."""
+        self.releases.end(gang.key)
+        why = objects.release_failed(
+            failing.step, failing.error, attempts=failing.attempts, after=now - failing.since
+        )
+        log.warning("evicting %s: %s", gang.id, why)
+        self._evictions.append((gang.key, gang.admitted_in() or "", Reason.RELEASE_FAILED))
+        return self._evict(gang, Reason.RELEASE_FAILED, why, None, now)
 
     def _evict(
         self, gang: ManagedGang, reason: Reason, why: str, preempted: Reason | None, now: float
@@ -375,11 +438,13 @@ class ClusterState:
                 now,
                 flavors=self.inventory.flavors,
                 podgroups=self.podgroups,
+                node_labels=self.inventory.node_labels,
             )
             if writes.missing:
                 self._unreleased.add(key)
             else:
                 self._unreleased.discard(key)
+            self.releases.planned(key, writes.release)
             plan.records[key], plan.releases[key] = writes.record, writes.release
             plan.waited[key] = now - gang.waiting_since()
         return plan
@@ -399,8 +464,8 @@ class ClusterState:
     # -- what users see of the queues -----------------------------------------------------------
 
     def report(self, now: float) -> Report:
-        timeouts, self._timeouts = self._timeouts, []
-        return Report(timeouts, self.reporter.queues(now))
+        evictions, self._evictions = self._evictions, []
+        return Report(evictions, self.reporter.queues(now))
 
     def queues_changed(self, names: Iterable[str]) -> None:
         """Compare these ClusterQueues' status again next report (a write failed, or landed)."""
@@ -412,6 +477,7 @@ class ClusterState:
         this replica (again) becomes the leader."""
         self.mirror.reset()
         self.reporter.reset()
+        self.releases = ReleaseFailures()  # failures seen before are no guide to what comes
         self._later.clear()  # every gang is synced again anyway
         inventory = self.inventory
         inventory.queues_changed = inventory.flavors_changed = inventory.nodes_changed = True

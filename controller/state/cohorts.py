@@ -79,15 +79,20 @@ def cohort_spec(cohort: Cohort) -> quota.CohortSpec:
     )
 
 
-def flavor_spec(flavor: ResourceFlavor) -> quota.FlavorSpec:
-    """A ResourceFlavor: the labels and the (repelling) taints of its nodes, and the tolerations
-    its pods are given."""
+def flavor_spec(
+    flavor: ResourceFlavor, topologies: Mapping[str, tuple[str, ...]] | None = None
+) -> quota.FlavorSpec:
+    """A ResourceFlavor: the labels and the (repelling) taints of its nodes, the tolerations its
+    pods are given, and the levels of its Topology (`topologies`: each Topology's levels by
+    name; a Topology not there yet gives none)."""
     spec = flavor.spec
+    levels = (topologies or {}).get(spec.topology_name or "", ())
     return quota.FlavorSpec(
         name=flavor.metadata.name,
         node_labels=dict(spec.node_labels),
         node_taints=repelling_taints(spec.node_taints),
         tolerations=tuple(core_toleration(t) for t in spec.tolerations),
+        topology=levels,
     )
 
 

@@ -20,7 +20,7 @@ from controller.api.conditions import WorkloadCondition, find, is_true
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError
 from controller.api.times import parse_time
-from controller.api.workload import Workload
+from controller.api.workload import RequeueState, Workload
 from controller.quota import PodPlacement
 from controller.workloads.base import Finished, GangShape, WorkloadAdapter, queue_in
 from controller.workloads.capabilities import (
@@ -172,13 +172,18 @@ class ManagedGang:
         state = status.requeue_state if status else None
         return (parse_time(state.requeue_at) or 0.0) if state else 0.0
 
-    def requeue_count(self) -> int:
+    def _requeue_state(self) -> RequeueState:
         status = self.workload.status if self.workload else None
-        return status.requeue_state.count if status and status.requeue_state else 0
+        return (status.requeue_state if status else None) or RequeueState()
+
+    def requeue_count(self) -> int:
+        return self._requeue_state().count
+
+    def release_failures(self) -> int:
+        return self._requeue_state().release_failures
 
     def pods_ready_timeouts(self) -> int:
-        status = self.workload.status if self.workload else None
-        return status.requeue_state.pods_ready_timeouts if status and status.requeue_state else 0
+        return self._requeue_state().pods_ready_timeouts
 
     def evicted_because(self) -> str | None:
         """Why the gang was last evicted, as its Evicted condition says."""

@@ -8,17 +8,19 @@ or nodes the engine must take in; the gangs to look at again); it decides nothin
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from controller import quota
 from controller.api import kinds, kube
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, parse_quantity
-from controller.api.queues import ClusterQueue, Cohort
+from controller.api.queues import ClusterQueue, Cohort, ResourceFlavor
+from controller.quota.snapshot import HostPort
 from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
 from controller.state.gangs import GangIndex, GangKey
 from controller.workloads.base import GangShape
+from controller.workloads.pod_rules import NODE_NAME_KEY, host_ports
 from controller.workloads.requests import pod_requests
 from controller.workloads.taints import repelling_taints
 
@@ -26,7 +28,8 @@ UNSCHEDULABLE_TAINT = quota.Taint("node.kubernetes.io/unschedulable", "", "NoSch
 
 
 def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
-    """A Ready node as the core sees it (None when it is not Ready)."""
+    """A Ready node as the core sees it (None when it is not Ready); its name is among its
+    labels too, as NODE_NAME_KEY (what a node affinity's matchFields on metadata.name asks)."""
     ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
     if not ready:
         return None
@@ -42,7 +45,7 @@ def core_node(node: kube.Node, used: Mapping[str, int]) -> quota.Node | None:
     return quota.Node(
         name=node.metadata.name,
         allocatable=allocatable,
-        labels=dict(node.metadata.labels),
+        labels={**node.metadata.labels, NODE_NAME_KEY: node.metadata.name},
         taints=tuple(taints),
         used=dict(used),
     )
@@ -55,6 +58,16 @@ def _pod_usage(pod: kube.Pod) -> dict[str, int]:
         usage = {}
     usage["pods"] = usage.get("pods", 0) + 1000
     return usage
+
+
+@dataclass(frozen=True, slots=True)
+class _OnNode:
+    """What a pod holds on its node: its gang (None: none, or it shuts down), its requests and
+    its host ports."""
+
+    gang: GangKey | None
+    usage: dict[str, int]
+    ports: tuple[HostPort, ...]
 
 
 def _keep(store: dict[str, Any], old: Any, new: Any, value: Any) -> None:
@@ -73,8 +86,11 @@ class Inventory:
         self._index = index
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.cohorts: dict[str, Cohort] = {}
-        # Each ResourceFlavor as the core sees it.
+        # Each ResourceFlavor as the core sees it, and as the API has it.
         self.flavors: dict[str, quota.FlavorSpec] = {}
+        self._flavor_objects: dict[str, ResourceFlavor] = {}
+        # Each Topology's levels.
+        self.topologies: dict[str, tuple[str, ...]] = {}
         # (namespace, LocalQueue) -> its ClusterQueue
         self.local_queues: dict[tuple[str, str], str] = {}
         # Namespaces whose workloads this controller manages (None: all).
@@ -83,8 +99,8 @@ class Inventory:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # Each node as the core sees it, without usage (None: not Ready).
         self.nodes: dict[str, quota.Node | None] = {}
-        # node -> pod (namespace, name) -> (its gang, its requests)
-        self._on_node: dict[str, dict[GangKey, tuple[GangKey | None, dict[str, int]]]] = {}
+        # node -> pod (namespace, name) -> what it holds there
+        self._on_node: dict[str, dict[GangKey, _OnNode]] = {}
         # What the engine has yet to take in.
         self.queues_changed = False
         self.flavors_changed = False
@@ -134,26 +150,46 @@ class Inventory:
             tuple(cohort_spec(self.cohorts[n]) for n in sorted(cohorts)),
         )
 
+    def node_labels(self, node: str) -> Mapping[str, str] | None:
+        """The labels of a Ready node (an admitted gang's pods are pinned by them)."""
+        known = self.nodes.get(node)
+        return known.labels if known is not None else None
+
     def flavor_specs(self) -> tuple[quota.FlavorSpec, ...]:
         return tuple(self.flavors[name] for name in sorted(self.flavors))
 
     def core_nodes(self, admitted: Callable[[GangKey], bool]) -> list[quota.Node]:
-        """Every Ready node with what pods outside admitted gangs use on it."""
+        """Every Ready node with what pods outside admitted gangs use and bind on it."""
         return [
-            replace(node, used=self.node_used(name, admitted))
+            replace(
+                node,
+                used=self.node_used(name, admitted),
+                ports=self.node_ports(name, admitted),
+            )
             for name, node in sorted(self.nodes.items())
             if node is not None
         ]
 
+    def _outside(self, name: str, admitted: Callable[[GangKey], bool]) -> list[_OnNode]:
+        """The node's pods outside admitted gangs (the engine counts those gangs)."""
+        return [
+            held
+            for held in self._on_node.get(name, {}).values()
+            if held.gang is None or not admitted(held.gang)
+        ]
+
     def node_used(self, name: str, admitted: Callable[[GangKey], bool]) -> dict[str, int]:
-        """What pods outside admitted gangs use on the node (the engine counts those gangs)."""
+        """What pods outside admitted gangs use on the node."""
         used: dict[str, int] = {}
-        for gang, usage in self._on_node.get(name, {}).values():
-            if gang is not None and admitted(gang):
-                continue
-            for resource, amount in usage.items():
+        for held in self._outside(name, admitted):
+            for resource, amount in held.usage.items():
                 used[resource] = used.get(resource, 0) + amount
         return used
+
+    def node_ports(self, name: str, admitted: Callable[[GangKey], bool]) -> tuple[HostPort, ...]:
+        """The host ports pods outside admitted gangs bind on the node, each once."""
+        ports = (port for held in self._outside(name, admitted) for port in held.ports)
+        return tuple(dict.fromkeys(ports))
 
     # -- changes --------------------------------------------------------------------------------
 
@@ -167,6 +203,8 @@ class Inventory:
                 self.queues_changed = True
         elif kind == kinds.RESOURCE_FLAVORS:
             self._flavor_changed(old, new)
+        elif kind == kinds.TOPOLOGIES:
+            self._topology_changed(old, new)
         elif kind == kinds.LOCAL_QUEUES:
             self._local_queue_changed(old, new)
         elif kind == kinds.NODES:
@@ -202,13 +240,25 @@ class Inventory:
             self.queues_changed = True
 
     def _flavor_changed(self, old: Any, new: Any) -> None:
-        name = (new or old).metadata.name
+        _keep(self._flavor_objects, old, new, new)
+        self._take_flavor((new or old).metadata.name)
+
+    def _take_flavor(self, name: str) -> None:
+        """The core's view of flavor `name` (as its object and its Topology are now)."""
+        flavor = self._flavor_objects.get(name)
         before = self.flavors.pop(name, None)
-        after = flavor_spec(new) if new is not None else None
+        after = flavor_spec(flavor, self.topologies) if flavor is not None else None
         if after is not None:
             self.flavors[name] = after
         if before != after:
             self.flavors_changed = True
+
+    def _topology_changed(self, old: Any, new: Any) -> None:
+        _keep(self.topologies, old, new, new and new.levels())
+        name = (new or old).metadata.name
+        for flavor, obj in self._flavor_objects.items():
+            if obj.spec.topology_name == name:
+                self._take_flavor(flavor)
 
     def _local_queue_changed(self, old: Any, new: Any) -> None:
         obj = new or old
@@ -242,5 +292,6 @@ class Inventory:
             # A pod shutting down counts on its node whatever its gang's state: an evicted gang
             # may be admitted again (with a new placement) before its old pods are gone.
             owner = gang if new.metadata.deletion_timestamp is None else None
-            self._on_node.setdefault(new.spec.node_name, {})[ref] = (owner, _pod_usage(new))
+            held = _OnNode(owner, _pod_usage(new), host_ports(new.spec))
+            self._on_node.setdefault(new.spec.node_name, {})[ref] = held
             self.dirty_nodes.add(new.spec.node_name)

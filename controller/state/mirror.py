@@ -17,6 +17,7 @@ from controller.api.times import format_time, parse_time
 from controller.quota import Pending, PendingCause
 from controller.quota.engine import Engine
 from controller.quota.outcomes import Decisions
+from controller.quota.snapshot import HostPort
 from controller.state.gangs import GangKey, ManagedGang, id_of, key_of
 from controller.state.inventory import Inventory
 
@@ -162,8 +163,12 @@ class EngineMirror:
     def take_nodes(self, nodes: list[quota.Node]) -> None:
         self.engine.set_nodes(nodes)
 
-    def take_node_used(self, name: str, used: Mapping[str, int]) -> None:
+    def take_node_used(
+        self, name: str, used: Mapping[str, int], ports: tuple[HostPort, ...]
+    ) -> None:
+        """What pods outside admitted gangs use, and the host ports they bind, on a node."""
         self.engine.set_node_used(name, used)
+        self.engine.set_node_ports(name, ports)
 
     # -- the gangs ----------------------------------------------------------------------------
 

@@ -50,9 +50,11 @@ from controller.api.workload import (
     WorkloadStatus,
 )
 from controller.quota import Admission
+from controller.quota.flavor_assignment import charged_requests
+from controller.quota.snapshot import PODS
 from controller.state.gangs import ManagedGang
-from controller.state.steps import CreatePodGroup, RecordEvent, WriteWorkloadStatus
-from controller.workloads.base import Backend, Finished, GangShape
+from controller.state.steps import CreatePodGroup, RecordEvent, Step, WriteWorkloadStatus
+from controller.workloads.base import Backend, Delete, Finished, GangShape, Patch
 from controller.workloads.taints import workload_toleration
 
 COMPONENT = "kohort-controller"
@@ -101,12 +103,18 @@ def workload_for(gang: ManagedGang, priority: int) -> Workload:
     )
 
 
-def charged(shape: GangShape) -> list[tuple[str, int, dict[str, str]]]:
-    """What an admission charges for each pod set: its name, pods and total requests."""
-    return [
-        (ps.name, ps.count, _quantities({r: a * ps.count for r, a in ps.requests.items()}))
-        for ps in shape.pod_sets
-    ]
+def charged(
+    shape: GangShape, flavors: Mapping[str, Mapping[str, str]]
+) -> list[tuple[str, int, dict[str, str]]]:
+    """What an admission on `flavors` (pod set -> resource -> flavor) charges for each pod set:
+    its name, pods and total requests, with its pods when they were given a flavor (its queue
+    counts pods)."""
+    out = []
+    for ps in shape.pod_sets:
+        pods = PODS in flavors.get(ps.name, {})
+        usage = {r: a * ps.count for r, a in charged_requests(ps, pods).items()}
+        out.append((ps.name, ps.count, _quantities(usage)))
+    return out
 
 
 def resized(gang: ManagedGang) -> str | None:
@@ -115,7 +123,8 @@ def resized(gang: ManagedGang) -> str | None:
     if gang.shape is None or status is None or status.admission is None:
         return None
     was = {a.name: (a.count, a.resource_usage) for a in status.admission.pod_set_assignments}
-    now = {name: (count, usage) for name, count, usage in charged(gang.shape)}
+    flavors = gang.admitted_flavors()
+    now = {name: (count, usage) for name, count, usage in charged(gang.shape, flavors)}
     if not was or was == now:
         return None
     changes = []
@@ -173,12 +182,41 @@ def admitted_status(gang: ManagedGang, admission: Admission, now: float) -> Work
                     if p.pod_set == name
                 ],
             )
-            for name, count, usage in charged(gang.shape)
+            for name, count, usage in charged(gang.shape, admission.flavors)
         ],
         admitted_at=format_time(now),
     )
     status.pending_reason = None
     return status
+
+
+def unchecked(gang: ManagedGang) -> list[str]:
+    """What the gang's pods ask of the scheduler that the placement check does not model, by
+    pod set (`pod set: what`)."""
+    if gang.shape is None:
+        return []
+    return [f"{ps.name}: {what}" for ps in gang.shape.pod_sets for what in ps.unchecked]
+
+
+def unchecked_text(unchecked: Sequence[str]) -> str:
+    return (
+        f"Admitted without checking {'; '.join(unchecked)}: kohort placed the gang on what it"
+        " models, and the scheduler may keep some of its pods pending for the rest (the"
+        " pods-ready timeout then evicts it)"
+    )
+
+
+def placement_not_checked(
+    conditions: Sequence[Condition], unchecked: Sequence[str], now: float
+) -> list[Condition]:
+    return set_condition(
+        conditions,
+        WorkloadCondition.PLACEMENT_CHECKED,
+        False,
+        Reason.PLACEMENT_NOT_CHECKED,
+        unchecked_text(unchecked),
+        now,
+    )
 
 
 def missing_flavors(missing: Sequence[str]) -> str:
@@ -192,6 +230,37 @@ def missing_flavors(missing: Sequence[str]) -> str:
     )
 
 
+def release_write(step: Step) -> str:
+    """What a write of a gang's release does, as a user reads it."""
+    if isinstance(step, CreatePodGroup):
+        kind = step.kind
+        return f"creating its {kind.kind} {step.podgroup.metadata.name} ({kind.api_version})"
+    if isinstance(step, Patch):
+        return f"patching {step.kind.kind} {step.name}"
+    if isinstance(step, Delete):
+        return f"deleting {step.kind.kind} {step.name}"
+    return type(step).__name__
+
+
+def release_failing(step: Step, error: str, evict_at: float | None) -> str:
+    """Why an admitted gang whose release keeps failing is not released, and what comes next
+    (`evict_at`: when it is evicted if it still fails; None: never)."""
+    then = (
+        f"; tried again every pass: if it still fails at {format_time(evict_at)} the gang is"
+        " evicted (its quota given back) and requeued"
+        if evict_at is not None
+        else "; tried again every pass (--release-timeout 0: it is never evicted for it)"
+    )
+    return f"Admitted but not released: {release_write(step)} failed: {error}{then}"
+
+
+def release_failed(step: Step, error: str, *, attempts: int, after: float) -> str:
+    """Why a gang whose release kept failing is evicted (its Evicted condition)."""
+    tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+    what = f"{release_write(step)} failed: {error}"
+    return f"its release kept failing for {after:.0f}s ({tries}): {what}"
+
+
 def released_status(gang: ManagedGang, reason: str | None) -> WorkloadStatus:
     """An admitted gang's status with `reason` (None: none) as why it is not released yet."""
     status = _status(gang)
@@ -203,11 +272,12 @@ def released_status(gang: ManagedGang, reason: str | None) -> WorkloadStatus:
 class EvictionRecord:
     """An eviction as the Workload records it."""
 
-    reason: Reason  # of the Evicted condition: Preempted or PodsReadyTimeout
+    reason: Reason  # of the Evicted condition: Preempted, PodsReadyTimeout, ReleaseFailed ...
     message: str  # why, the Eviction's describe()
     preempted: Reason | None  # InClusterQueue / InCohortReclamation for preemptions
     requeue_count: int
     pods_ready_timeouts: int
+    release_failures: int
     requeue_at: float  # whole seconds, as the record keeps it
     pending_reason: str
 
@@ -244,6 +314,7 @@ def evicted_status(gang: ManagedGang, eviction: EvictionRecord, now: float) -> W
     status.requeue_state = RequeueState(
         count=eviction.requeue_count,
         pods_ready_timeouts=eviction.pods_ready_timeouts,
+        release_failures=eviction.release_failures,
         requeue_at=format_time(eviction.requeue_at),
     )
     return status

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller import quota
@@ -23,6 +23,8 @@ from controller.state.steps import CreateWorkload, DeletePodGroup, DeleteWorkloa
 from controller.workloads.base import Delete, Finished, PodSetFlavors
 
 log = logging.getLogger("kohort.state")
+
+HOSTNAME = "kubernetes.io/hostname"
 
 # The flavors of an admission or a record: pod set -> resource -> flavor.
 Assigned = Mapping[str, Mapping[str, str]]
@@ -102,21 +104,62 @@ def release(
     *,
     flavors: Mapping[str, quota.FlavorSpec],
     podgroups: PodGroupSettings,
+    placement: Sequence[quota.PodPlacement] | None = None,
+    node_labels: NodeLabels = lambda node: None,
 ) -> list[Step]:
     """The gang's PodGroup if it has none yet, then its release through its adapter, its pods
-    on the nodes of the flavors `assigned` to its pod sets (all of them known)."""
+    on the nodes of the flavors `assigned` to its pod sets (all of them known) and pinned to the
+    nodes its admission placed them on (`placement`; by default, as its record says; see
+    `pins`)."""
     assert gang.owner is not None
     # A submitted Workload's creator runs its work as it likes: it gets no PodGroup.
     wanted = gang.podgroup is None and not gang.runs_itself
     podgroup = objects.podgroup_for(gang, podgroups) if wanted else None
     steps: list[Step] = [podgroup] if podgroup is not None else []
-    by_pod_set = {
-        pod_set: PodSetFlavors(tuple(flavors[f] for f in dict.fromkeys(by_resource.values())))
-        for pod_set, by_resource in assigned.items()
-        if by_resource
-    }
+    placed = gang.placement() if placement is None else placement
+    by_pod_set: dict[str, PodSetFlavors] = {}
+    for pod_set, nodes in _by_pod_set(placed, assigned).items():
+        chosen = assigned.get(pod_set, {})
+        specs = tuple(flavors[f] for f in dict.fromkeys(chosen.values()))
+        levels = next((spec.topology for spec in specs if spec.topology), ())
+        hosts, domain = pins(nodes, levels, node_labels)
+        by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain)
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
+
+
+NodeLabels = Callable[[str], Mapping[str, str] | None]
+
+
+def _by_pod_set(
+    placement: Sequence[quota.PodPlacement], assigned: Assigned
+) -> dict[str, list[str]]:
+    """Each pod set that has flavors or a placement, and the nodes it is placed on."""
+    nodes: dict[str, list[str]] = {pod_set: [] for pod_set in assigned}
+    for placed in placement:
+        nodes.setdefault(placed.pod_set, []).append(placed.node)
+    return nodes
+
+
+def pins(
+    nodes: Sequence[str], levels: Sequence[str], node_labels: NodeLabels
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """What pins a pod set to its planned `nodes`: their hostnames (for a required node
+    affinity, where the kind may take one), and the labels all of them share among the
+    flavor's topology `levels` and the hostname (for a nodeSelector, which every kind takes:
+    the domain of a topology request, or the one node). Nothing when a node is unknown or has
+    no hostname label (or without a placement check)."""
+    labels = [node_labels(node) for node in nodes]
+    known = [node for node in labels if node is not None and HOSTNAME in node]
+    if not nodes or len(known) != len(nodes):
+        return (), {}
+    hosts = tuple(sorted({node[HOSTNAME] for node in known}))
+    domain: dict[str, str] = {}
+    for key in (*levels, HOSTNAME):
+        values = {node.get(key) for node in known}
+        if len(values) == 1 and None not in values:
+            domain[key] = known[0][key]
+    return hosts, domain
 
 
 def still_held(gang: ManagedGang) -> bool:
@@ -136,6 +179,17 @@ def not_released(gang: ManagedGang, missing: list[str]) -> list[Step]:
     return [
         objects.status_write(gang, status),
         objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True),
+    ]
+
+
+def release_failing(gang: ManagedGang, text: str) -> list[Step]:
+    """An admitted gang whose release keeps failing: its Workload says why, with a Warning
+    Event, each time what it says changes."""
+    if text == gang.pending_reason():
+        return []
+    return [
+        objects.status_write(gang, objects.released_status(gang, text)),
+        objects.event(gang, Reason.RELEASE_FAILED, text, warning=True),
     ]
 
 
@@ -177,14 +231,18 @@ def requeue(
     cap: float,
     jitter: Callable[[], float],
 ) -> Requeue:
-    """A gang whose pods did not start in time waits out a backoff (base doubling per
-    timeout, capped, times `jitter()`) before it is back in its queue; a preempted or resized
-    one is back at once (its queue's minimumRuntimeSeconds keeps it from being preempted again
-    as soon as it is readmitted). The record keeps whole seconds."""
-    if reason is not Reason.PODS_READY_TIMEOUT:
+    """A gang whose pods did not start in time, or whose release kept failing, waits out a
+    backoff (base doubling with each eviction of that kind, capped, times `jitter()`) before it
+    is back in its queue; a preempted or resized one is back at once (its queue's
+    minimumRuntimeSeconds keeps it from being preempted again as soon as it is readmitted).
+    The record keeps whole seconds."""
+    if reason is Reason.PODS_READY_TIMEOUT:
+        times = gang.pods_ready_timeouts() + 1
+    elif reason is Reason.RELEASE_FAILED:
+        times = gang.release_failures() + 1
+    else:
         return Requeue(float(math.floor(now)), 0.0)
-    timeouts = gang.pods_ready_timeouts() + 1
-    delay = min(cap, base * 2 ** (timeouts - 1)) * jitter()
+    delay = min(cap, base * 2 ** (times - 1)) * jitter()
     return Requeue(float(math.ceil(now + delay)), delay)
 
 
@@ -202,10 +260,15 @@ def evict(
     restart holds it), then the hold, the PodGroup, and an Event."""
     assert gang.owner is not None
     count, timeouts = gang.requeue_count() + 1, gang.pods_ready_timeouts()
+    release_failures = gang.release_failures()
     if reason is Reason.PODS_READY_TIMEOUT:
         timeouts += 1
+    elif reason is Reason.RELEASE_FAILED:
+        release_failures += 1
     requeued = Pending(PendingCause.REQUEUED, until=back.at, eviction=why)
-    record = EvictionRecord(reason, why, preempted, count, timeouts, back.at, requeued.describe())
+    record = EvictionRecord(
+        reason, why, preempted, count, timeouts, release_failures, back.at, requeued.describe()
+    )
     status = objects.evicted_status(gang, record, now)
     message = objects.eviction_event(why, count, back.delay)
     hold_writes = gang.owner.adapter.hold(gang.owner.obj, list(gang.pods.values()))
@@ -248,18 +311,32 @@ def admission(
     *,
     flavors: Mapping[str, quota.FlavorSpec],
     podgroups: PodGroupSettings,
+    node_labels: NodeLabels = lambda node: None,
 ) -> AdmissionWrites:
     status = objects.admitted_status(gang, decided, now)
+    unchecked = objects.unchecked(gang)
+    if unchecked:
+        status.conditions = objects.placement_not_checked(status.conditions, unchecked, now)
     record: list[Step] = [objects.status_write(gang, status)]
     releasing: list[Step] = []
     missing = missing_flavors(decided.flavors, flavors)
     if missing:
         status.pending_reason = objects.missing_flavors(missing)
     else:
-        releasing = release(gang, decided.flavors, flavors=flavors, podgroups=podgroups)
+        releasing = release(
+            gang,
+            decided.flavors,
+            flavors=flavors,
+            podgroups=podgroups,
+            placement=decided.placement,
+            node_labels=node_labels,
+        )
     message = f"Admitted by ClusterQueue {decided.queue}: {decided.describe()}"
     record.append(objects.event(gang, Reason.ADMITTED, message))
     if missing:
         text = status.pending_reason or ""
         record.append(objects.event(gang, Reason.FLAVOR_NOT_FOUND, text, warning=True))
+    if unchecked:
+        text = objects.unchecked_text(unchecked)
+        record.append(objects.event(gang, Reason.PLACEMENT_NOT_CHECKED, text, warning=True))
     return AdmissionWrites(record, releasing, missing)

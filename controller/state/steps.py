@@ -86,3 +86,11 @@ Step = (
     | Patch
     | Delete
 )
+
+
+@dataclass(frozen=True)
+class FailedWrite:
+    """A step the API server refused, and its answer (`HTTP <status>: <message>`)."""
+
+    step: Step
+    error: str

@@ -23,6 +23,7 @@ from controller.api import kube, names
 from controller.api.kinds import Kind
 from controller.quota.snapshot import FlavorSpec, PodSet
 from controller.workloads.edits import Editor, JSONDict, Path, lookup, pointer
+from controller.workloads.pinning import pin_ops
 from controller.workloads.requests import Requests, pod_requests
 from controller.workloads.taints import pod_toleration, view_toleration
 
@@ -141,17 +142,24 @@ def same_toleration(a: kube.Toleration, b: kube.Toleration) -> bool:
 
 @dataclass(frozen=True)
 class PodSetFlavors:
-    """The ResourceFlavors a pod set was admitted on, as its pods get them when released: every
-    flavor's node labels merged into the pod's nodeSelector and its tolerations appended (one
-    the pod already has is not added twice)."""
+    """Where a pod set was admitted, as its pods get it when released: every flavor's node
+    labels merged into the pod's nodeSelector and its tolerations appended (one the pod already
+    has is not added twice), and, when the admission placed its pods, what pins them to those
+    nodes: a required node affinity on their hostnames (`nodes`; see pinning.py) where the
+    kind takes one, and the labels the nodes share (`domain`) in the nodeSelector."""
 
     flavors: tuple[FlavorSpec, ...]
+    nodes: tuple[str, ...] = ()
+    # The labels all its planned nodes share (its topology domain, its one node), merged into
+    # its nodeSelector too: the pin of kinds whose templates take no node affinity.
+    domain: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def node_selector(self) -> dict[str, str]:
         selector: dict[str, str] = {}
         for flavor in self.flavors:
             selector.update(flavor.node_labels)
+        selector.update(self.domain)
         return selector
 
     @property
@@ -553,8 +561,8 @@ def ungate_up_to(
 
 def flavor_ops(pod: kube.Pod, flavors: PodSetFlavors) -> list[JSONDict]:
     """JSON Patch operations that put a gated pod on its flavors' nodes: their labels added to
-    its nodeSelector and their tolerations to its tolerations (what Kubernetes lets change on a
-    pod that still has scheduling gates: additions only)."""
+    its nodeSelector and their tolerations to its tolerations, and the pin to its planned nodes
+    (what Kubernetes lets change on a pod that still has scheduling gates: additions only)."""
     spec = pod.spec
     ops: list[JSONDict] = []
     added = {k: v for k, v in flavors.node_selector.items() if k not in spec.node_selector}
@@ -570,6 +578,8 @@ def flavor_ops(pod: kube.Pod, flavors: PodSetFlavors) -> list[JSONDict]:
         ops.append({"op": "add", "path": "/spec/tolerations", "value": missing})
     else:
         ops += [{"op": "add", "path": "/spec/tolerations/-", "value": t} for t in missing]
+    if flavors.nodes:
+        ops += pin_ops(spec, flavors.nodes)
     return ops
 
 

@@ -50,7 +50,6 @@ from controller.workloads.base import (
     non_negative_int,
     object_name,
     owned_by,
-    pod_set,
     pod_template_fields,
     priority_classes,
     running_pods,
@@ -60,6 +59,8 @@ from controller.workloads.base import (
 )
 from controller.workloads.capabilities import OwnPods, Registrable
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
+from controller.workloads.pinning import affinity_merge, required_of
+from controller.workloads.pod_rules import TemplatePods, gang_pod_sets
 from controller.workloads.pruned import ObjectMeta, PodSpec, Workload, merge_ops, set_op
 from controller.workloads.suspended import Scheduling, encoded, kept_in, same_tolerations
 
@@ -87,6 +88,9 @@ def _template_patch(obj: kube.Job, target: Scheduling) -> JSONDict:
         patch["nodeSelector"] = selector
     if not same_tolerations(spec.tolerations, target.tolerations):
         patch["tolerations"] = [toleration_json(t) for t in target.tolerations] or None
+    required = target.required_node_affinity
+    if required_of(spec) != required:
+        patch["affinity"] = affinity_merge(spec, required)
     return patch
 
 
@@ -238,9 +242,9 @@ class JobAdapter(Registrable):
         parallelism = obj.spec.parallelism if obj.spec.parallelism is not None else 1
         if name is None or parallelism < 1:
             return []
-        pods = pod_set("main", parallelism, template)
+        sets = gang_pod_sets([TemplatePods("main", parallelism, template)], obj.metadata.namespace)
         size = max(running_pods(obj.spec), 1)
-        return [GangShape(name, size, (pods,), priority_classes(template))]
+        return [GangShape(name, size, sets, priority_classes(template))]
 
     def finished(self, obj: kube.Job) -> Finished | None:
         done = {c.type for c in obj.status.conditions if c.status == "True"}
@@ -261,7 +265,7 @@ class JobAdapter(Registrable):
         if obj.spec.suspend is not True:
             return []
         before = scheduling_before_flavors(obj) or Scheduling.of(obj.spec.template.spec)
-        target = before.on(flavors.get("main"))
+        target = before.on(flavors.get("main"), affinity=True)
         body: JSONDict = {"spec": {"suspend": False}}
         writes: list[Write] = []
         template = _template_patch(obj, target)
@@ -275,8 +279,10 @@ class JobAdapter(Registrable):
         return [*writes, Patch(self.KIND, meta.namespace, meta.name, body)]
 
     def hold(self, obj: kube.Job, pods: Sequence[kube.Pod]) -> list[Write]:
-        """Suspend the Job; then give its template back its own nodeSelector and tolerations
-        when a release added its flavors' (which needs its startTime cleared)."""
+        """Suspend the Job; then give its template back its own nodeSelector, tolerations and
+        node affinity when a release changed them (which needs its startTime cleared, and, on
+        Kubernetes that lets a suspended Job's template change only once its pods are gone,
+        waits for that: the write is tolerated until then and made again as the Job changes)."""
         writes: list[Write] = [] if obj.spec.suspend is True else [self._suspend(obj, True)]
         if TEMPLATE_BEFORE_FLAVORS not in obj.metadata.annotations:
             return writes
@@ -287,7 +293,8 @@ class JobAdapter(Registrable):
             body["spec"] = {"template": {"spec": template}}
             writes += self._clear_start_time(obj)
         meta = obj.metadata
-        return [*writes, Patch(self.KIND, meta.namespace, meta.name, body)]
+        restore = Patch(self.KIND, meta.namespace, meta.name, body, expected=bool(template))
+        return [*writes, restore]
 
     def _suspend(self, obj: kube.Job, suspended: bool) -> Patch:
         meta = obj.metadata

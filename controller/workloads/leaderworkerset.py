@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 from controller.api import kinds, kube, names
 from controller.api.kinds import Kind
-from controller.quota.snapshot import PodSet
 from controller.workloads.base import (
     NO_FLAVORS,
     Denied,
@@ -29,12 +28,12 @@ from controller.workloads.base import (
     has_gate,
     made_by,
     non_negative_int,
-    pod_set,
     priority_classes,
     ungate_up_to,
 )
 from controller.workloads.capabilities import OwnPods, PodMark
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
+from controller.workloads.pod_rules import TemplatePods, gang_pod_sets, without_slices
 
 GROUP_TEMPLATE = ("spec", "leaderWorkerTemplate")
 WORKER = (*GROUP_TEMPLATE, "workerTemplate")
@@ -133,10 +132,12 @@ class LeaderWorkerSetAdapter:
         size = group.size if group.size is not None else 1
         if worker is None or size < 1:
             return []
-        leader = group.leader_template or worker
-        sets: tuple[PodSet, ...] = (pod_set("leader", 1, leader),)
+        # Without a template of its own, the leader is made from the workers' (not their slices).
+        leader = group.leader_template or without_slices(worker)
+        templates = [TemplatePods("leader", 1, leader)]
         if size > 1:
-            sets += (pod_set("worker", size - 1, worker),)
+            templates.append(TemplatePods("worker", size - 1, worker))
+        sets = gang_pod_sets(templates, obj.metadata.namespace)
         priority = priority_classes(leader, worker if size > 1 else None)
         replicas = obj.spec.replicas if obj.spec.replicas is not None else 1
         return [

@@ -53,6 +53,7 @@ from controller.workloads.base import (
 )
 from controller.workloads.capabilities import OwnPods, PodMark, Registrable
 from controller.workloads.edits import Editor, JSONDict, Path
+from controller.workloads.pod_rules import TemplatePods, gang_pod_sets
 
 ROOT: tuple[str, ...] = ()
 
@@ -232,9 +233,11 @@ class PodAdapter(Registrable):
             return []
         size = 1 if declared is None else group_size(declared)
         name = meta.labels.get(names.POD_GROUP_LABEL) or gang_name(self.GANG_PREFIX, meta.name)
-        template = kube.PodTemplate(spec=obj.spec)
-        pods = pod_set("main", size, template)
-        return [GangShape(name, size, (pods,), priority_classes(template))]
+        # A pod of a plain group is its group's template.
+        own = kube.TemplateMeta(labels=meta.labels, annotations=meta.annotations)
+        template = kube.PodTemplate(metadata=own, spec=obj.spec)
+        sets = gang_pod_sets([TemplatePods("main", size, template)], meta.namespace)
+        return [GangShape(name, size, sets, priority_classes(template))]
 
     def finished(self, obj: kube.Pod) -> Finished | None:
         phase = obj.status.phase

@@ -34,7 +34,6 @@ from controller.workloads.base import (
     object_name,
     ordinal,
     pod_group_of,
-    pod_set,
     priority_classes,
     shown,
     template_gang,
@@ -42,6 +41,7 @@ from controller.workloads.base import (
 )
 from controller.workloads.capabilities import OwnPods
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
+from controller.workloads.pod_rules import TemplatePods, gang_pod_sets
 
 TEMPLATE = ("spec", "template")
 POLICY = ("spec", "podManagementPolicy")
@@ -130,8 +130,8 @@ class StatefulSetAdapter:
         replicas = obj.spec.replicas if obj.spec.replicas is not None else 1
         if name is None or replicas < 1:
             return []
-        pods = pod_set("main", replicas, template)
-        return [GangShape(name, replicas, (pods,), priority_classes(template))]
+        sets = gang_pod_sets([TemplatePods("main", replicas, template)], obj.metadata.namespace)
+        return [GangShape(name, replicas, sets, priority_classes(template))]
 
     def finished(self, obj: kube.StatefulSet) -> Finished | None:
         return None

@@ -50,7 +50,6 @@ from controller.workloads.base import (
     made_by,
     object_name,
     pod_group_of,
-    pod_set,
     priority_classes,
     same_toleration,
     shown,
@@ -61,6 +60,8 @@ from controller.workloads.base import (
 )
 from controller.workloads.capabilities import Registrable
 from controller.workloads.edits import Editor, JSONDict, Path, lookup, pointer
+from controller.workloads.pinning import pinned, required_of, required_ops, with_required
+from controller.workloads.pod_rules import TemplatePods, gang_pod_sets
 
 log = logging.getLogger("kohort.workloads")
 
@@ -78,27 +79,40 @@ GANG_WIDE_FIELDS: tuple[Path, ...] = (
 
 
 class Scheduling(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
-    """A pod template's nodeSelector and tolerations."""
+    """A pod template's nodeSelector, tolerations and required node affinity."""
 
     node_selector: dict[str, str] = {}
     tolerations: list[kube.Toleration] = []
+    required_node_affinity: kube.NodeSelector | None = None
 
     @classmethod
     def of(cls, spec: kube.PodSpec) -> Scheduling:
-        return cls(node_selector=dict(spec.node_selector), tolerations=list(spec.tolerations))
-
-    def same(self, other: Scheduling) -> bool:
-        return self.node_selector == other.node_selector and same_tolerations(
-            self.tolerations, other.tolerations
+        return cls(
+            node_selector=dict(spec.node_selector),
+            tolerations=list(spec.tolerations),
+            required_node_affinity=required_of(spec),
         )
 
-    def on(self, flavors: PodSetFlavors | None) -> Scheduling:
-        """These fields with the flavors' node labels and tolerations added."""
+    def same(self, other: Scheduling) -> bool:
+        return (
+            self.node_selector == other.node_selector
+            and same_tolerations(self.tolerations, other.tolerations)
+            and self.required_node_affinity == other.required_node_affinity
+        )
+
+    def on(self, flavors: PodSetFlavors | None, *, affinity: bool = False) -> Scheduling:
+        """These fields with the flavors' node labels and tolerations added, and the pod set's
+        domain labels; with `affinity` (a template whose owner lets its node affinity change),
+        pinned to its planned nodes too."""
         if flavors is None:
             return self
+        required = self.required_node_affinity
+        if affinity and flavors.nodes:
+            required = pinned(required, flavors.nodes)
         return Scheduling(
             node_selector=flavors.selector_on(self.node_selector),
             tolerations=[*self.tolerations, *flavors.tolerations_missing(self.tolerations)],
+            required_node_affinity=required,
         )
 
     def applied(self, template: kube.PodTemplate) -> kube.PodTemplate:
@@ -106,6 +120,8 @@ class Scheduling(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=Tru
         spec = msgspec.structs.replace(
             template.spec, node_selector=self.node_selector, tolerations=self.tolerations
         )
+        if required_of(spec) != self.required_node_affinity:
+            spec = with_required(spec, self.required_node_affinity)
         return msgspec.structs.replace(template, spec=spec)
 
 
@@ -149,7 +165,7 @@ def scheduling_ops(template_path: Path, spec: kube.PodSpec, wanted: Scheduling) 
     if not same_tolerations(spec.tolerations, wanted.tolerations):
         tolerations = [toleration_json(t) for t in wanted.tolerations]
         ops.append(_put((*template_path, "spec", "tolerations"), tolerations or None))
-    return ops
+    return ops + required_ops(template_path, spec, wanted.required_node_affinity)
 
 
 def annotation_ops(meta: kube.AnnotatedMeta, annotation: str, value: str | None) -> list[JSONDict]:
@@ -402,7 +418,10 @@ class SuspendedAdapter(Registrable):
         ]
         if name is None or not asked:
             return []
-        sets = tuple(pod_set(t.pod_set, t.count, template) for t, template in asked)
+        sets = gang_pod_sets(
+            [TemplatePods(t.pod_set, t.count, template) for t, template in asked],
+            obj.metadata.namespace,
+        )
         size = sum(t.count for t, _ in asked if not t.starts_later)
         return [GangShape(name, size, sets, priority_classes(*(tpl for _, tpl in asked)))]
 

@@ -87,6 +87,7 @@ class World:
         cpu_quota: str = "4",
         registry: Registry = REGISTRY,
         pods_ready_timeout: float | None = None,
+        release_timeout: float | None = Settings.release_timeout,
         clock: Callable[[], float] = lambda: NOW,
     ) -> None:
         self.api = MemoryApi(clock=clock)
@@ -97,14 +98,15 @@ class World:
         for kind, obj in objects:
             self.api.put(kind, obj)
         settings = Settings(
-            pods_ready_timeout=pods_ready_timeout, core=quota.Config(placement=False)
+            pods_ready_timeout=pods_ready_timeout,
+            release_timeout=release_timeout,
+            core=quota.Config(placement=False),
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)
         self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, registry=registry)
         writers = Writers(self.api, self.cache.informers)
-        self.reconciler = Reconciler(
-            self.state, writers, settings, ControllerMetrics(), clock=clock
-        )
+        self.metrics = ControllerMetrics()
+        self.reconciler = Reconciler(self.state, writers, settings, self.metrics, clock=clock)
         self.cache.listen(self.reconciler.notify)
 
     def suspended(self, name: str) -> bool | None:

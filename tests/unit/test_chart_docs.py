@@ -85,7 +85,11 @@ PENDING_REASONS = {
     "Queue 'x' does not exist": 'does not exist"',
     "Waiting for quota: needs 8 nvidia.com/gpu, queue can take 6 more": "Waiting for quota: ",
     "Quota ok but no node fits: needs 2 pods x 4 nvidia.com/gpu": "Quota ok but no node fits: ",
-    "no node matches its node selector and tolerations": "no node matches its node selector",
+    "no node matches its node selector, node affinity and tolerations": (
+        "no node matches its node selector, node affinity and tolerations"
+    ),
+    "lets only 2 fit even on empty nodes": "fit even on empty nodes",
+    "lets only 2 fit on free nodes": "fit on free nodes",
     "Inadmissible: ClusterQueue q does not cover memory": "does not cover ",
     "more than ClusterQueue q can ever hold": "more than ClusterQueue ",
     "all nodes that may host them together hold only 2": "together hold only",

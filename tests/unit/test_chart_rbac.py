@@ -20,7 +20,7 @@ READ = ("get", "list", "watch")
 CONTROLLER_NEEDS: set[Permission] = {
     *(
         ("kohort.dev", r, v)
-        for r in ("clusterqueues", "cohorts", "localqueues", "resourceflavors")
+        for r in ("clusterqueues", "cohorts", "localqueues", "resourceflavors", "topologies")
         for v in READ
     ),
     ("kohort.dev", "clusterqueues/status", "patch"),

@@ -20,7 +20,7 @@ from controller.state.cluster import ClusterState
 from controller.state.cohorts import queue_spec
 from controller.state.objects import PodGroupSettings, admitted_status, podgroup_for, workload_for
 from controller.state.steps import CreateWorkload, DeletePodGroup, DeleteWorkload
-from controller.workloads.base import Backend, Mutation, is_gated
+from controller.workloads.base import Backend, Mutation, Patch, is_gated
 from controller.workloads.edits import Editor
 from controller.workloads.job import JobAdapter
 from controller.workloads.registry import REGISTRY
@@ -434,3 +434,36 @@ def test_an_admissions_record_coming_back_changes_nothing_in_the_engine() -> Non
     assert calls == []
     assert state.mirror.members[("team-a", "job-train")] == decided
     assert state.engine.running["team-a/job-train"][1].plan
+
+
+def test_an_admission_releases_the_gang_pinned_to_the_hostnames_of_its_planned_nodes() -> None:
+    job = held(
+        make_job("train", namespace="team-a", parallelism=2, completions=2),
+        REGISTRY.instance(JobAdapter),
+    )
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+    hosts = []
+    for name in ("n1", "n2", "n3"):
+        obj = node(name)
+        obj["metadata"]["labels"]["kubernetes.io/hostname"] = f"host-{name}"
+        hosts.append((kinds.NODES, obj))
+    state = state_of(
+        (kinds.JOBS, job),
+        (kinds.WORKLOADS, workload_of("job-train")),
+        (kinds.RESOURCE_FLAVORS, {"metadata": {"name": "default"}, "spec": {}}),
+        (kinds.CLUSTER_QUEUES, cluster_queue("cq-a", {"cpu": "20", "memory": "10Gi"})),
+        (kinds.LOCAL_QUEUES, local_queue("team-a", "research", "cq-a")),
+        *hosts,
+    )
+    state.sync(NOW)
+    [admission] = state.decide(NOW).admissions
+
+    plan = state.plan_admissions([admission], NOW)
+
+    [release] = [s for s in plan.releases[("team-a", "job-train")] if isinstance(s, Patch)]
+    affinity = release.body["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    [term] = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    planned = sorted(f"host-{p.node}" for p in admission.placement)
+    assert term["matchExpressions"] == [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": planned}
+    ]

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hack import processes
 from hack.devcli import parse_pool
-from hack.localcluster import NodePool, Taint, stop_from_state
+from hack.localcluster import NodePool, Taint, packing_scheduler_config, stop_from_state
 from hack.tables import format_table
 
 
@@ -115,3 +118,29 @@ def test_waiting_fails_fast_with_the_log_when_a_watched_process_exits(tmp_path: 
 def test_tables_align_columns() -> None:
     text = format_table(["NODE", "GPU"], [["gpu-0", "8"], ["a-long-name", "0"]])
     assert text.splitlines() == ["NODE         GPU", "gpu-0        8", "a-long-name  0"]
+
+
+def test_the_kube_scheduler_that_places_gangs_packs_gpus_first() -> None:
+    config = packing_scheduler_config(Path("/work/kubeconfig"))
+
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["clientConnection"] == {"kubeconfig": "/work/kubeconfig"}
+    [profile] = config["profiles"]
+    args = {entry["name"]: entry["args"] for entry in profile["pluginConfig"]}
+    strategy = args["NodeResourcesFit"]["scoringStrategy"]
+    assert strategy["type"] == "MostAllocated"
+    weights = {r["name"]: r["weight"] for r in strategy["resources"]}
+    assert weights["nvidia.com/gpu"] > max(weights["cpu"], weights["memory"])
+    assert profile["plugins"]["score"]["disabled"] == [{"name": "NodeResourcesBalancedAllocation"}]
+    assert args["PodTopologySpread"] == {"defaultingType": "List", "defaultConstraints": []}
+
+
+@pytest.mark.parametrize("page", ["gang-backends.md", "installation.md"])
+def test_the_docs_give_users_the_packing_profile_the_local_control_plane_runs(page: str) -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / page).read_text()
+    blocks = [
+        yaml.safe_load(textwrap.dedent(block))
+        for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+        if "KubeSchedulerConfiguration" in block
+    ]
+    assert [b["profiles"] for b in blocks] == [packing_scheduler_config(Path("k"))["profiles"]]

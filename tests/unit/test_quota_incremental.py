@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controller.quota import AdmittedGang, Config, Engine, PodPlacement
-from controller.quota.snapshot import DEFAULT_FLAVOR
+from controller.quota.snapshot import DEFAULT_FLAVOR, HostPort
 from tests.unit.test_quota_builders import GPU, G, gang, node, queue
 
 
@@ -53,6 +55,19 @@ def test_pods_outside_gangs_take_node_capacity_and_give_it_back() -> None:
     assert engine.cycle(0).admissions == ()
 
     engine.set_node_used("n1", {})
+    assert [a.gang for a in engine.cycle(1).admissions] == ["g"]
+
+
+def test_host_ports_bound_outside_gangs_keep_a_gang_away_until_they_are_freed() -> None:
+    engine = Engine([queue("a", 16, cohort=None)], [node("n1")])
+    wants = gang("g", "a", gpus=1)
+    ported = replace(wants.pod_sets[0], host_ports=(HostPort(9100),))
+    engine.add_pending(replace(wants, pod_sets=(ported,)))
+    engine.set_node_ports("n1", [HostPort(9100)])
+
+    assert engine.cycle(0).admissions == ()
+
+    engine.set_node_ports("n1", [])
     assert [a.gang for a in engine.cycle(1).admissions] == ["g"]
 
 

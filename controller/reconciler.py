@@ -300,6 +300,16 @@ class Reconciler:
             self.deferred.defer(("ClusterQueue", step.name), [step], queue_failed, written=written)
         for name, figures in report.queues.queue_figures.items():
             self.metrics.report_queue(name, figures)
+        for local in report.queues.local_writes:
+            where = (local.namespace, local.name)
+
+            def local_failed(queue: tuple[str, str] = where) -> None:
+                self.metrics.reconcile_errors.inc()
+                self.state.local_queues_changed([queue])
+
+            local_written = functools.partial(self.state.local_queues_changed, [where])
+            key = ("LocalQueue", f"{local.namespace}/{local.name}")
+            self.deferred.defer(key, [local], local_failed, written=local_written)
         for cohort_step in report.queues.cohort_writes:
             self.deferred.defer(
                 ("Cohort", cohort_step.name), [cohort_step], self.metrics.reconcile_errors.inc

@@ -63,6 +63,8 @@ class Reason(enum.StrEnum):
     COHORT_CYCLE = "CohortCycle"
     # A Cohort's parent is no Cohort object: an implicit cohort with no quota of its own.
     PARENT_NOT_FOUND = "ParentNotFound"
+    # A LocalQueue's ClusterQueue does not exist: nothing submitted to it is admitted.
+    CLUSTER_QUEUE_NOT_FOUND = "ClusterQueueNotFound"
 
 
 def find(conditions: Sequence[Condition], kind: str) -> Condition | None:

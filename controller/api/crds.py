@@ -83,6 +83,12 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingWorkloads"},
         {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedWorkloads"},
         _AGE,
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": ".status.pendingReason",
+            "priority": 1,
+        },
     ],
     "ResourceFlavor": [
         {"name": "Topology", "type": "string", "jsonPath": ".spec.topologyName"},

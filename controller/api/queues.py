@@ -312,10 +312,25 @@ class LocalQueueSpec(Spec):
     cluster_queue: ObjectName
 
 
+class LocalQueueResourceUsage(Lenient):
+    name: str
+    total: Quantity = "0"
+
+
+class LocalQueueFlavorUsage(Lenient):
+    name: str
+    resources: list[LocalQueueResourceUsage] = Field(default_factory=list)
+
+
 class LocalQueueStatus(Lenient):
+    """What a team sees of its queue: how many of its gangs wait and run, what the running ones
+    hold per flavor and resource, and why the first gang in its line waits."""
+
     conditions: list[Condition] = Field(default_factory=list)
     pending_workloads: int = 0
     admitted_workloads: int = 0
+    flavors_usage: list[LocalQueueFlavorUsage] = Field(default_factory=list)
+    pending_reason: str | None = None
 
 
 class LocalQueue(Resource):

@@ -27,6 +27,7 @@ from controller.state.steps import (
     RecordEvent,
     Step,
     WriteCohortStatus,
+    WriteLocalQueueStatus,
     WriteQueueStatus,
     WriteWorkloadStatus,
 )
@@ -152,6 +153,14 @@ class Writers:
                 await self._write(
                     kinds.CLUSTER_QUEUES,
                     api.change(_raw, kinds.CLUSTER_QUEUES, name, patch, subresource="status"),
+                )
+            case WriteLocalQueueStatus(namespace=namespace, name=name, status=status):
+                patch = {"status": as_patch(status)}
+                await self._write(
+                    kinds.LOCAL_QUEUES,
+                    api.change(
+                        _raw, kinds.LOCAL_QUEUES, name, patch, namespace, subresource="status"
+                    ),
                 )
             case WriteCohortStatus(name=name, status=status):
                 patch = {"status": as_patch(status)}

@@ -32,7 +32,7 @@ from controller.state.inventory import Inventory
 from controller.state.mirror import EngineMirror, Member, wanted
 from controller.state.objects import PodGroupSettings
 from controller.state.releases import ReleaseFailure, ReleaseFailures
-from controller.state.reporter import QueueReport, Reporter, counted
+from controller.state.reporter import QueueReport, Reporter, counted, in_local_queue
 from controller.state.steps import FailedWrite, Step
 from controller.state.timers import Timers
 from controller.workloads.capabilities import RecordOwner
@@ -144,6 +144,13 @@ class ClusterState:
             self.inventory.observe(kind, old, new)
             if kind == kinds.RESOURCE_FLAVORS and new is not None:
                 self.index.dirty.update(self._unreleased)  # they may be released now
+            elif kind == kinds.LOCAL_QUEUES:
+                meta = (new or old).metadata
+                self.reporter.local_changed([(meta.namespace or "", meta.name)])
+            elif kind == kinds.CLUSTER_QUEUES and (old is None or new is None):
+                name = (new or old).metadata.name
+                local = self.inventory.local_queues
+                self.reporter.local_changed([lq for lq, cq in local.items() if cq == name])
 
     # -- one pass: bring the engine in step and plan the writes -----------------------------
 
@@ -247,6 +254,7 @@ class ClusterState:
         if self.mirror.follow(key, member):
             self._touch_nodes(key)
         self.reporter.count(key, counted(gang, member) if gang is not None else None)
+        self.reporter.count_local(key, in_local_queue(gang, member) if gang is not None else None)
 
     def _touch_nodes(self, key: GangKey) -> None:
         """The nodes of the gang's pods: what others use there is counted again."""
@@ -466,6 +474,10 @@ class ClusterState:
     def report(self, now: float) -> Report:
         evictions, self._evictions = self._evictions, []
         return Report(evictions, self.reporter.queues(now))
+
+    def local_queues_changed(self, queues: Iterable[tuple[str, str]]) -> None:
+        """Compare these LocalQueues' status again next report (a write failed, or landed)."""
+        self.reporter.local_changed(list(queues))
 
     def queues_changed(self, names: Iterable[str]) -> None:
         """Compare these ClusterQueues' status again next report (a write failed, or landed)."""

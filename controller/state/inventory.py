@@ -15,7 +15,7 @@ from controller import quota
 from controller.api import kinds, kube
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, parse_quantity
-from controller.api.queues import ClusterQueue, Cohort, ResourceFlavor
+from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from controller.quota.snapshot import HostPort
 from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
 from controller.state.gangs import GangIndex, GangKey
@@ -91,8 +91,9 @@ class Inventory:
         self._flavor_objects: dict[str, ResourceFlavor] = {}
         # Each Topology's levels.
         self.topologies: dict[str, tuple[str, ...]] = {}
-        # (namespace, LocalQueue) -> its ClusterQueue
+        # (namespace, LocalQueue) -> its ClusterQueue, and the object
         self.local_queues: dict[tuple[str, str], str] = {}
+        self.local_queue_objects: dict[tuple[str, str], LocalQueue] = {}
         # Namespaces whose workloads this controller manages (None: all).
         self.namespaces: set[str] | None = set() if namespace_filter else None
         self.priority_classes: dict[str, int] = {}
@@ -265,8 +266,12 @@ class Inventory:
         key = (obj.metadata.namespace or "", obj.metadata.name)
         if new is None:
             self.local_queues.pop(key, None)
+            self.local_queue_objects.pop(key, None)
         else:
             self.local_queues[key] = new.spec.cluster_queue
+            self.local_queue_objects[key] = new
+        if old is not None and new is not None and old.spec == new.spec:
+            return  # (its status: kohort's own write)
         self._index.dirty.update(self._index.in_queue(*key))
         self.queues_changed = True
 

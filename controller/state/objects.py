@@ -36,6 +36,10 @@ from controller.api.queues import (
     CohortResourceUsage,
     CohortStatus,
     FlavorUsage,
+    LocalQueue,
+    LocalQueueFlavorUsage,
+    LocalQueueResourceUsage,
+    LocalQueueStatus,
     ResourceUsage,
 )
 from controller.api.times import format_time
@@ -653,7 +657,60 @@ def cohort_status_differs(old: CohortStatus | None, new: CohortStatus) -> bool:
     return shown(old) != shown(new) or any(getattr(old, f) != getattr(new, f) for f in fields)
 
 
-def as_patch(status: WorkloadStatus | ClusterQueueStatus | CohortStatus) -> dict[str, object]:
+# -- LocalQueues ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocalQueueFigures:
+    """What a LocalQueue's status reports: its gangs pending and admitted, what the admitted
+    ones hold per (flavor, resource), and why its first pending gang waits."""
+
+    pending: int = 0
+    admitted: int = 0
+    usage: Mapping[tuple[str, str], int] | None = None
+    head_reason: str | None = None
+
+
+def local_queue_status(
+    lq: LocalQueue, figures: LocalQueueFigures, cq_exists: bool, now: float
+) -> LocalQueueStatus:
+    old = lq.status.conditions if lq.status else []
+    cq = lq.spec.cluster_queue
+    if cq_exists:
+        active = _active(old, True, Reason.READY, f"Can submit new workloads to {cq}", now)
+    else:
+        message = (
+            f"ClusterQueue {cq} does not exist: nothing submitted here is admitted until it does"
+        )
+        active = _active(old, False, Reason.CLUSTER_QUEUE_NOT_FOUND, message, now)
+    by_flavor: dict[str, list[LocalQueueResourceUsage]] = {}
+    for (flavor, resource), amount in sorted((figures.usage or {}).items()):
+        if amount > 0 and flavor:
+            usage = LocalQueueResourceUsage(name=resource, total=format_quantity(amount))
+            by_flavor.setdefault(flavor, []).append(usage)
+    return LocalQueueStatus(
+        conditions=[active],
+        pending_workloads=figures.pending,
+        admitted_workloads=figures.admitted,
+        flavors_usage=[LocalQueueFlavorUsage(name=f, resources=r) for f, r in by_flavor.items()],
+        pending_reason=figures.head_reason,
+    )
+
+
+def local_queue_status_differs(old: LocalQueueStatus | None, new: LocalQueueStatus) -> bool:
+    """Whether writing `new` changes what a user sees (conditions by type and status)."""
+    if old is None:
+        return True
+    same_conditions = [(c.type, c.status) for c in old.conditions] == [
+        (c.type, c.status) for c in new.conditions
+    ]
+    fields = ("pending_workloads", "admitted_workloads", "flavors_usage", "pending_reason")
+    return not same_conditions or any(getattr(old, f) != getattr(new, f) for f in fields)
+
+
+def as_patch(
+    status: WorkloadStatus | ClusterQueueStatus | LocalQueueStatus | CohortStatus,
+) -> dict[str, object]:
     """A merge patch that makes the object's status `status`: members it no longer has are
     removed (explicit nulls), members inside are written whole."""
     body: dict[str, object] = status.model_dump(mode="json", by_alias=True, exclude_none=True)

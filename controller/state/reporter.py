@@ -18,16 +18,43 @@ from controller.quota.snapshot import flavor_quotas
 from controller.settings import Settings
 from controller.state import objects
 from controller.state.cohorts import cohort_spec, parent_cycle
-from controller.state.gangs import GangKey, ManagedGang
+from controller.state.gangs import GangKey, ManagedGang, id_of
 from controller.state.inventory import Inventory
 from controller.state.mirror import EngineMirror, Member
-from controller.state.objects import CohortFigures, QueueFigures
-from controller.state.steps import Step, WriteCohortStatus, WriteQueueStatus
+from controller.state.objects import CohortFigures, LocalQueueFigures, QueueFigures
+from controller.state.steps import (
+    Step,
+    WriteCohortStatus,
+    WriteLocalQueueStatus,
+    WriteQueueStatus,
+)
 from controller.state.timers import Timers
 
 # How a gang counts in its ClusterQueue's status: (queue, member state, whether its Workload
 # says why it waits).
 Counted = tuple[str, str, bool]
+LocalKey = tuple[str, str]  # (namespace, LocalQueue)
+
+
+@dataclass(frozen=True)
+class InLocalQueue:
+    """How a gang counts in its LocalQueue's status: admitted or not, its place in the queue's
+    line (priority, then age, then name) and why it waits, as its Workload says."""
+
+    queue: LocalKey
+    admitted: bool
+    order: tuple[int, float, str]
+    reason: str
+
+
+def in_local_queue(gang: ManagedGang, member: Member | None) -> InLocalQueue | None:
+    if member is None or gang.queue is None:
+        return None
+    core = member.gang
+    priority = core.priority if core is not None else 0
+    order = (-priority, gang.created(), gang.name)
+    admitted = member.state == "admitted"
+    return InLocalQueue((gang.namespace, gang.queue), admitted, order, gang.pending_reason())
 
 
 @dataclass(frozen=True)
@@ -47,6 +74,7 @@ class QueueReport:
     queue_figures: dict[str, QueueFigures]
     cohort_writes: list[WriteCohortStatus]
     cohort_shares: dict[str, int | None]
+    local_writes: list[WriteLocalQueueStatus]
 
 
 def counted(gang: ManagedGang, member: Member | None) -> Counted | None:
@@ -78,6 +106,10 @@ class Reporter:
         # The ClusterQueues and Cohorts this controller looks after (see Inventory.relevant).
         self._queues: set[str] = set()
         self._cohorts: set[str] = set()
+        # Each LocalQueue's gangs, and the LocalQueues whose status to compare again.
+        self._in_local: dict[GangKey, InLocalQueue] = {}
+        self._local: dict[LocalKey, dict[GangKey, InLocalQueue]] = {}
+        self._dirty_local: set[LocalKey] = set()
 
     def reset(self) -> None:
         """Forget what was told and counted: everything is told and counted again."""
@@ -85,6 +117,9 @@ class Reporter:
         self._counted.clear()
         self._figures.clear()
         self._dirty_queues.update(self._queues)
+        self._in_local.clear()
+        self._local.clear()
+        self._dirty_local.update(self._inventory.local_queue_objects)
 
     # -- pending reasons ------------------------------------------------------------------------
 
@@ -140,6 +175,55 @@ class Reporter:
         else:
             self._counted[key] = now
 
+    def count_local(self, key: GangKey, now: InLocalQueue | None) -> None:
+        """Keep each LocalQueue's gangs (admitted or not, their line, why they wait)."""
+        before = self._in_local.get(key)
+        if before == now:
+            return
+        if before is not None:
+            self._local.get(before.queue, {}).pop(key, None)
+            self._dirty_local.add(before.queue)
+        if now is None:
+            self._in_local.pop(key, None)
+            return
+        self._in_local[key] = now
+        self._local.setdefault(now.queue, {})[key] = now
+        self._dirty_local.add(now.queue)
+
+    def local_changed(self, queues: list[LocalKey]) -> None:
+        """Compare these LocalQueues' status again (their spec, or their ClusterQueue, changed;
+        or a write of it failed, or landed)."""
+        self._dirty_local.update(queues)
+
+    def local_queue_figures(self, queue: LocalKey) -> LocalQueueFigures:
+        gangs = self._local.get(queue, {})
+        running = self._mirror.engine.running
+        usage: dict[tuple[str, str], int] = {}
+        pending = [g for g in gangs.values() if not g.admitted]
+        for key, entry in gangs.items():
+            if not entry.admitted:
+                continue
+            found = running.get(id_of(key))
+            for fr, amount in (found[1].charge if found else {}).items():
+                usage[fr] = usage.get(fr, 0) + amount
+        head = min(pending, key=lambda g: g.order, default=None)
+        reason = head.reason or None if head is not None else None
+        return LocalQueueFigures(len(pending), len(gangs) - len(pending), usage, reason)
+
+    def _local_report(self, now: float) -> list[WriteLocalQueueStatus]:
+        inventory = self._inventory
+        writes: list[WriteLocalQueueStatus] = []
+        for queue in sorted(self._dirty_local):
+            lq = inventory.local_queue_objects.get(queue)
+            if lq is None or not inventory.ours(queue[0]):
+                continue
+            cq_exists = lq.spec.cluster_queue in inventory.cluster_queues
+            status = objects.local_queue_status(lq, self.local_queue_figures(queue), cq_exists, now)
+            if objects.local_queue_status_differs(lq.status, status):
+                writes.append(WriteLocalQueueStatus(queue[0], queue[1], status))
+        self._dirty_local.clear()
+        return writes
+
     def looked_after(self, queues: set[str], cohorts: set[str], *, changed: bool) -> None:
         """The ClusterQueues and Cohorts to report on; with `changed`, their quota changed."""
         self._queues, self._cohorts = queues, cohorts
@@ -174,7 +258,7 @@ class Reporter:
             if objects.queue_status_differs(cq.status, status):
                 writes.append(WriteQueueStatus(name, status))
         cohort_writes, shares = self._cohorts_report(now)
-        return QueueReport(writes, figures, cohort_writes, shares)
+        return QueueReport(writes, figures, cohort_writes, shares, self._local_report(now))
 
     # -- Cohorts ----------------------------------------------------------------------------------
 

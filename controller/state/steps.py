@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from controller.api import kube
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
-from controller.api.queues import ClusterQueueStatus, CohortStatus
+from controller.api.queues import ClusterQueueStatus, CohortStatus, LocalQueueStatus
 from controller.api.workload import Workload, WorkloadStatus
 from controller.workloads.base import Delete, Patch
 
@@ -69,6 +69,13 @@ class WriteQueueStatus:
 
 
 @dataclass(frozen=True)
+class WriteLocalQueueStatus:
+    namespace: str
+    name: str
+    status: LocalQueueStatus
+
+
+@dataclass(frozen=True)
 class WriteCohortStatus:
     name: str
     status: CohortStatus
@@ -82,6 +89,7 @@ Step = (
     | DeletePodGroup
     | RecordEvent
     | WriteQueueStatus
+    | WriteLocalQueueStatus
     | WriteCohortStatus
     | Patch
     | Delete

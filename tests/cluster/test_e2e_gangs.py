@@ -168,7 +168,7 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
     assert pg is not None and min_members(pg) == 4
 
 
-async def test_kubectl_get_shows_why_a_workload_waits_and_what_its_queue_uses(
+async def test_kubectl_get_shows_why_a_workload_waits_and_what_its_queues_use(
     cluster: LocalCluster, namespace: str, team: Probe, test_nodes: TestNodes
 ) -> None:
     test_nodes("worker", 2, cpu="8")
@@ -206,6 +206,18 @@ async def test_kubectl_get_shows_why_a_workload_waits_and_what_its_queue_uses(
     assert row["RESOURCES"] == "cpu"
     assert row["USAGE"] == "8"
     assert row["BORROWED"] == "0"
+
+    async def local_row() -> dict[str, str]:
+        return table(await kubectl(cluster, "-n", namespace, "get", "lq", QUEUE, "-o", "wide"))[0]
+
+    local = await eventually(
+        local_row,
+        lambda r: r.get("PENDING") == "1" and r.get("ADMITTED") == "1",
+        within=30,
+        what="LocalQueue status counted",
+    )
+    assert local["CLUSTERQUEUE"] == cq
+    assert local["REASON"].startswith("Waiting for quota")
 
 
 async def test_an_8_gpu_training_job_on_6_free_gpus_holds_none_and_starts_whole_when_2_free(

@@ -25,6 +25,7 @@ CONTROLLER_NEEDS: set[Permission] = {
     ),
     ("kohort.dev", "clusterqueues/status", "patch"),
     ("kohort.dev", "cohorts/status", "patch"),
+    ("kohort.dev", "localqueues/status", "patch"),
     *(("kohort.dev", "workloads", v) for v in (*READ, "create", "patch", "delete")),
     ("kohort.dev", "workloads/status", "patch"),
     *(("batch", "jobs", v) for v in (*READ, "patch")),

@@ -11,6 +11,7 @@ as every kwok node, their hostname).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -106,6 +107,36 @@ def job(namespace: str, name: str, pods: int, **annotations: str) -> dict[str, A
     return obj
 
 
+@dataclass
+class Scene:
+    """One test's enrolled namespace, its nodes and its queues, and what its user sees."""
+
+    cluster: LocalCluster
+    namespace: str
+    team: Probe
+    add_nodes: TestNodes
+
+    def racks(self) -> dict[str, str]:
+        """2 blocks x 2 racks x 2 nodes of 8 GPUs: node name -> its rack."""
+        return racks(self.add_nodes)
+
+    def queues(self, *, gpus: int = 64, borrower: bool = False) -> None:
+        queues(self.cluster, self.namespace, gpus=gpus, borrower=borrower)
+
+
+@pytest.fixture
+def scene(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> Scene:
+    stack.enroll(namespace)
+    return Scene(cluster, namespace, Probe(admin, namespace), test_nodes)
+
+
 async def placed(team: Probe, gang: str) -> Counter[str]:
     """Node -> the gang's live pods bound there."""
     return Counter(
@@ -144,17 +175,11 @@ async def blockers(team: Probe, namespace: str, nodes: list[str]) -> None:
 
 
 async def test_a_gang_that_needs_one_rack_waits_for_a_free_rack_then_binds_inside_it(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
+    scene: Scene,
 ) -> None:
-    stack.enroll(namespace)
-    rack_of = racks(test_nodes)
-    queues(cluster, namespace)
-    team = Probe(admin, namespace)
+    namespace, team = scene.namespace, scene.team
+    rack_of = scene.racks()
+    scene.queues()
     first_of_each = [n for n in rack_of if n.endswith("-0")]
     await blockers(team, namespace, first_of_each)  # every rack keeps one free node
 
@@ -169,24 +194,16 @@ async def test_a_gang_that_needs_one_rack_waits_for_a_free_rack_then_binds_insid
     await holds_for(lambda: placed(team, "job-train"), lambda b: not b, 3, what="nothing bound")
 
     freed = first_of_each[2]
-    await admin.delete(kinds.JOBS, f"block-{freed[-6:]}", namespace)
+    await team.api.delete(kinds.JOBS, f"block-{freed[-6:]}", namespace)
 
     bound = await bound_as_planned(team, "job-train", 2)
     assert {rack_of[n] for n in bound} == {rack_of[freed]}
 
 
-async def test_a_preferred_rack_falls_back_to_one_block(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
-) -> None:
-    stack.enroll(namespace)
-    rack_of = racks(test_nodes)
-    queues(cluster, namespace)
-    team = Probe(admin, namespace)
+async def test_a_preferred_rack_falls_back_to_one_block(scene: Scene) -> None:
+    namespace, team = scene.namespace, scene.team
+    rack_of = scene.racks()
+    scene.queues()
     # Block b0 keeps one free node per rack; block b1 is free: no rack has 3 free nodes.
     await blockers(team, namespace, [n for n in rack_of if n.endswith("-0") and "b0" in rack_of[n]])
 
@@ -197,18 +214,10 @@ async def test_a_preferred_rack_falls_back_to_one_block(
     assert len({rack_of[n] for n in bound}) == 2  # over its two racks
 
 
-async def test_slices_land_each_in_its_own_rack_of_one_block(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
-) -> None:
-    stack.enroll(namespace)
-    rack_of = racks(test_nodes)
-    queues(cluster, namespace)
-    team = Probe(admin, namespace)
+async def test_slices_land_each_in_its_own_rack_of_one_block(scene: Scene) -> None:
+    namespace, team = scene.namespace, scene.team
+    rack_of = scene.racks()
+    scene.queues()
     annotations = {REQUIRED: BLOCK, SLICE_LEVEL: RACK, SLICE_SIZE: "2"}
 
     await team.create(kinds.JOBS, job(namespace, "train", 4, **annotations))
@@ -235,23 +244,17 @@ def anti_affine(namespace: str, name: str, pods: int) -> dict[str, Any]:
 
 
 async def test_one_worker_per_node_that_cannot_hold_waits_naming_it_and_holds_nothing(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
+    scene: Scene,
 ) -> None:
-    stack.enroll(namespace)
-    test_nodes("pair", 2, gpus=16, cpu="32")  # room for 4 pods, on 2 nodes
+    namespace, team = scene.namespace, scene.team
+    scene.add_nodes("pair", 2, gpus=16, cpu="32")  # room for 4 pods, on 2 nodes
     apply_queues(
-        cluster.rest,
+        scene.cluster.rest,
         [
             cluster_queue(namespace, {GPU: "64", "cpu": "128"}),
             local_queue(namespace, "team", namespace),
         ],
     )
-    team = Probe(admin, namespace)
 
     await team.create(kinds.JOBS, anti_affine(namespace, "spread", 3))
 
@@ -272,22 +275,14 @@ async def test_one_worker_per_node_that_cannot_hold_waits_naming_it_and_holds_no
     assert sorted(bound.values()) == [1, 1]
 
 
-async def test_reclaim_for_a_gang_that_needs_one_rack_frees_one_rack(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
-) -> None:
-    stack.enroll(namespace)
+async def test_reclaim_for_a_gang_that_needs_one_rack_frees_one_rack(scene: Scene) -> None:
+    namespace, team = scene.namespace, scene.team
     rack_of = {}
     for rack in ("r0", "r1"):
         labels = {BLOCK: "b0", RACK: rack}
-        for node in test_nodes(rack, 2, gpus=8, cpu="16", labels=labels):
+        for node in scene.add_nodes(rack, 2, gpus=8, cpu="16", labels=labels):
             rack_of[node] = rack
-    queues(cluster, namespace, gpus=32, borrower=True)
-    team = Probe(admin, namespace)
+    scene.queues(gpus=32, borrower=True)
     for node in rack_of:
         borrowed = job(namespace, f"b-{node[-6:]}", 1)
         borrowed["metadata"]["labels"][names.QUEUE_LABEL] = "other"
@@ -319,17 +314,11 @@ async def inadmissible(team: Probe, gang: str, rule: str) -> None:
 
 
 async def test_a_node_affinity_to_a_zone_no_node_is_in_is_inadmissible_and_says_so(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
+    scene: Scene,
 ) -> None:
-    stack.enroll(namespace)
-    test_nodes("zoned", 2, gpus=8, cpu="16", labels={"topology.kubernetes.io/zone": "zone-a"})
-    queues(cluster, namespace)
-    team = Probe(admin, namespace)
+    namespace, team = scene.namespace, scene.team
+    scene.add_nodes("zoned", 2, gpus=8, cpu="16", labels={"topology.kubernetes.io/zone": "zone-a"})
+    scene.queues()
     elsewhere = job(namespace, "elsewhere", 3)
     elsewhere["spec"]["template"]["spec"]["affinity"] = {
         "nodeAffinity": {
@@ -354,18 +343,10 @@ async def test_a_node_affinity_to_a_zone_no_node_is_in_is_inadmissible_and_says_
     await inadmissible(team, "job-elsewhere", "no node matches its node selector, node affinity")
 
 
-async def test_pods_that_ask_for_the_same_host_port_never_share_a_node(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
-) -> None:
-    stack.enroll(namespace)
-    test_nodes("ports", 2, gpus=32, cpu="64")
-    queues(cluster, namespace)
-    team = Probe(admin, namespace)
+async def test_pods_that_ask_for_the_same_host_port_never_share_a_node(scene: Scene) -> None:
+    namespace, team = scene.namespace, scene.team
+    scene.add_nodes("ports", 2, gpus=32, cpu="64")
+    scene.queues()
 
     def with_port(name: str, pods: int) -> dict[str, Any]:
         obj = job(namespace, name, pods)

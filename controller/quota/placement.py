@@ -253,6 +253,13 @@ class NodeIndex:
                         break
             else:
                 start = bisect.bisect_left(entries, (request, -1))
+                if (
+                    packing == "best-fit"
+                    and best is not None
+                    and start < len(entries)
+                    and entries[start] >= best
+                ):
+                    continue  # (sorted: nothing in this class fits better than `best`)
                 for k in range(start, len(entries)):
                     free, i = entries[k]
                     if _fits(free, request):

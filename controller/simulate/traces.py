@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from controller.quota.snapshot import GPU, Node, PodSet, QueueSpec, Quota
+from controller.quota.snapshot import GPU, Node, PodSet, QueueSpec, Quota, TopologyRequest
 
 # The shared traces sit beside the repository (`../shared/traces`); KOHORT_TRACES overrides.
 DEFAULT_TRACES = Path(
@@ -51,6 +51,8 @@ class Job:
     more_groups: tuple[tuple[int, int], ...] = ()
     # Every pod's node selector: the GPU model(s) the job must run on (flavors.py), if any.
     node_selector: tuple[tuple[str, str], ...] = ()
+    # Every pod set's topology request (topology.py), if any.
+    topology: TopologyRequest | None = None
 
     @property
     def groups(self) -> tuple[tuple[int, int], ...]:
@@ -77,7 +79,7 @@ class Job:
         requests = {"cpu": cpu, "memory": memory}
         if gpus_per_pod:
             requests[GPU] = gpus_per_pod * GPU_UNIT
-        return PodSet(pods, requests, name, dict(self.node_selector))
+        return PodSet(pods, requests, name, dict(self.node_selector), topology=self.topology)
 
 
 def gang_shape(gpus: int) -> tuple[tuple[int, int], ...]:

@@ -82,6 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     philly.add_argument("--end", default="2017-12-01", help="last submit date (exclusive)")
     philly.add_argument("--limit", type=int, default=0, help="only the first N jobs")
     philly.add_argument(
+        "--pod-gpus",
+        type=int,
+        default=8,
+        help="a job of n GPUs is a gang of ceil(n / this) pods (default 8: one pod per 8-GPU node)",
+    )
+    philly.add_argument(
         "--min-runtime",
         type=float,
         default=float(defaults.MINIMUM_RUNTIME_SECONDS),
@@ -226,7 +232,13 @@ def _order(text: str) -> tuple[str, ...]:
 
 
 def _run_philly(args: argparse.Namespace) -> int:
-    trace = load_philly(args.traces, start=args.start, end=args.end, compression=args.compression)
+    trace = load_philly(
+        args.traces,
+        start=args.start,
+        end=args.end,
+        compression=args.compression,
+        pod_gpus=args.pod_gpus,
+    )
     jobs = trace.jobs[: args.limit] if args.limit else trace.jobs
     nodes = philly_nodes(args.traces, mixed=args.nodes == "mixed", typed=args.flavors)
     total_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes) // GPU_UNIT
@@ -272,6 +284,7 @@ def _run_philly(args: argparse.Namespace) -> int:
         "trace": f"philly {args.start}..{args.end}",
         "jobs": len(jobs),
         "compression": args.compression,
+        **({"pod_gpus": args.pod_gpus} if args.pod_gpus != 8 else {}),
         "nodes": f"{args.nodes}: {len(nodes)} nodes, {total_gpus} GPUs",
         "gpu_types": types.describe() if types is not None else "one pool",
         "per_gpu": f"{CPU_PER_GPU / 1000:g} CPU, {MEMORY_PER_GPU // 1000 // 2**30} GiB",
@@ -344,8 +357,9 @@ COLUMN_NOTE = "idle GPU-h: held by partial placements; *free GPU-h: free while a
 
 
 def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
+    pods = f", pods of at most {setup['pod_gpus']} GPUs" if "pod_gpus" in setup else ""
     print(
-        f"{setup['trace']}, {setup['jobs']} jobs, {setup['compression']:g}x compressed,"
+        f"{setup['trace']}, {setup['jobs']} jobs, {setup['compression']:g}x compressed{pods},"
         f" {setup['nodes']}; per GPU {setup['per_gpu']}"
     )
     print(f"GPU types: {setup['gpu_types']}")
@@ -407,7 +421,8 @@ def _print_topology(results: list[Result]) -> None:
         "\ntopology: gangs started inside the domain they asked for (required; preferred: its"
         " level / one block);\nwaits; over the racks of the largest nodes, time-weighted: racks"
         " with no pod, a whole rack free,\na rack with"
-        f" {gang} empty nodes (the largest gang asking for a rack), and, of the time a rack's"
+        f" {gang} empty nodes (the GPUs of the largest gang asking for a rack), and, of the"
+        " time a rack's"
         " GPUs were free in all,\nno rack wholly free (fragmented)"
     )
     columns: list[tuple[str, str, Callable[[Result, TopologyFigures], object]]] = [

@@ -174,9 +174,9 @@ class TopologyFigures:
     wait_p95_large: float
     # Over the racks of the largest nodes, time-weighted: the mean share of racks with no pod,
     # the share of time some rack had no pod (a gang of a whole rack would have fitted), the
-    # share of time some rack had `gang_nodes` empty nodes (the largest gang asking for a rack
-    # would have fitted), and, of the time the free GPUs on those nodes came to a rack's, the
-    # share with no rack wholly free (fragmentation).
+    # share of time some rack had `gang_nodes` empty nodes (as many as the GPUs of the largest
+    # gang asking for a rack fill), and, of the time the free GPUs on those nodes came to a
+    # rack's, the share with no rack wholly free (fragmentation).
     racks_whole_free_mean: float
     whole_rack_fits: float
     gang_nodes: int
@@ -221,7 +221,7 @@ class TopologyMeter:
         racks = domains_of(large, RACK_LABEL)
         full = max((len(ns) for ns in racks.values()), default=0)
         asking = [
-            sum(n for n, _ in j.groups)
+            -(-j.gpus // max(1, top))
             for j in jobs
             if j.topology is not None and j.topology.level == RACK_LABEL
         ]

@@ -22,7 +22,14 @@ from controller.simulate.topology import (
     TopologyMeter,
     flavors_with_topology,
 )
-from controller.simulate.traces import CPU_PER_GPU, MEMORY_PER_GPU, Job, gpu_node, philly_queues
+from controller.simulate.traces import (
+    CPU_PER_GPU,
+    MEMORY_PER_GPU,
+    Job,
+    gang_shape,
+    gpu_node,
+    philly_queues,
+)
 
 
 def homogeneous(count: int) -> list[Node]:
@@ -70,6 +77,16 @@ def test_a_multi_pod_gang_asks_for_a_rack_when_it_fits_one_else_a_block() -> Non
     preferred = RequestPolicy.of("preferred", nodes).request(Job("p", "a", 0, 1, 2, 8))
     assert preferred == TopologyRequest(RACK_LABEL, required=False)
     assert RequestPolicy.of("none", nodes).request(Job("n", "a", 0, 1, 2, 8)) is None
+
+
+@pytest.mark.parametrize(
+    ("gpus", "shape"),
+    [(4, ((1, 4),)), (8, ((2, 4),)), (6, ((2, 3),)), (12, ((3, 4),)), (32, ((8, 4),))],
+)
+def test_gangs_of_smaller_pods_split_a_job_into_pods_of_at_most_that_many_gpus(
+    gpus: int, shape: tuple[tuple[int, int], ...]
+) -> None:
+    assert gang_shape(gpus, pod_gpus=4) == shape
 
 
 def one_rack_with_busy_nodes() -> list[Node]:

@@ -418,19 +418,18 @@ def _print_topology(results: list[Result]) -> None:
     rows = [(r, r.topology) for r in results if r.topology is not None]
     gang = rows[0][1].gang_nodes if rows else 0
     print(
-        "\ntopology: gangs started inside the domain they asked for (required; preferred: its"
-        " level / one block);\nwaits; over the racks of the largest nodes, time-weighted: racks"
-        " with no pod, a whole rack free,\na rack with"
-        f" {gang} empty nodes (the GPUs of the largest gang asking for a rack), and, of the"
-        " time a rack's"
-        " GPUs were free in all,\nno rack wholly free (fragmented)"
+        "\ntopology: starts inside the domain asked for (required; preferred: its level / one"
+        " block / all);\np95 waits; time-weighted over the racks of the largest nodes: racks"
+        " with no pod, time with a rack\nwholly free, time with a rack of"
+        f" {gang} empty nodes (the largest gang asking for a rack fills {gang}), and of the"
+        " time\nwith a rack's GPUs free in all, the share with no rack wholly free (fragmented)"
     )
     columns: list[tuple[str, str, Callable[[Result, TopologyFigures], object]]] = [
         ("policy", "{:<22}", lambda r, t: r.policy),
         ("required in", "{:>16}", lambda r, t: f"{t.required_within}/{t.required_starts}"),
         ("req in %", "{:>9.1f}", lambda r, t: 100 * t.required_within_share),
         (
-            "preferred in/block",
+            "pref in/block/all",
             "{:>19}",
             lambda r, t: f"{t.preferred_within}/{t.preferred_within_block}/{t.preferred_starts}",
         ),

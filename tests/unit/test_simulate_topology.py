@@ -12,7 +12,7 @@ import pytest
 from controller.quota import Node
 from controller.quota.snapshot import GPU, TopologyRequest
 from controller.simulate.loop import simulate
-from controller.simulate.policies import make_policy
+from controller.simulate.policies import POLICIES, make_policy
 from controller.simulate.topology import (
     BLOCK_LABEL,
     HOSTNAME_LABEL,
@@ -149,6 +149,15 @@ def test_every_gang_requiring_a_rack_starts_inside_one(policy: str, rule: str) -
         assert figures.preferred_within_block <= figures.preferred_starts
     for share in (figures.racks_whole_free_mean, figures.whole_rack_fits, figures.gang_fits):
         assert 0.0 <= share <= 1.0
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_policy_runs_with_a_layout_and_its_starts_are_checked(policy: str) -> None:
+    layout = Layout(4, 2)
+    result = run(policy, layout, list(layout.label(homogeneous(16))), random_trace(5))
+    figures = result.topology  # type: ignore[attr-defined]
+    assert result.finished == 120  # type: ignore[attr-defined]
+    assert 0 < figures.required_within <= figures.required_starts
 
 
 def test_without_requests_a_layout_and_kueue_tas_decide_as_kohort_without_one() -> None:

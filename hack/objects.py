@@ -492,6 +492,16 @@ def condition(obj: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any] | N
     return None
 
 
+def usage(queue: Mapping[str, Any], resource: str, field: str = "total") -> str | None:
+    """A queue's or cohort's status figure (`total`, `borrowed`) of `resource`, on the first
+    flavor that lists it."""
+    for flavor in lookup(queue, ["status", "flavorsUsage"]) or []:
+        for listed in flavor.get("resources", []):
+            if listed.get("name") == resource:
+                return str(listed.get(field))
+    return None
+
+
 def reserved(workload: Mapping[str, Any] | None) -> bool:
     found = condition(workload, WorkloadCondition.QUOTA_RESERVED)
     return found is not None and found.get("status") == "True"

@@ -9,7 +9,8 @@ before its pods. All or nothing: a failure leaves the index as it was.
 Domains are chosen best-fit: among the domains of the requested level that can host the whole
 pod set on their free capacity, the one with the least room (ties by name), so that large
 domains stay whole for large gangs. A preferred request that no domain of its level can host
-goes one level up, and at the top places its pods anywhere.
+goes one level up, and at the top places its pods anywhere. A placer given another strategy
+(`assign`, domains.py) asks it instead where the pods go, and puts them there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from controller.quota.domains import DomainAssigner, NodeRoom
 from controller.quota.outcomes import NoFit, PlacementShortfall
 from controller.quota.placement import NodeIndex, Packing, PlaceFailure, PodShape, SetRules, Vector
 from controller.quota.snapshot import HostPort, TopologyRequest
@@ -78,6 +80,8 @@ class GangPlacer:
     index: NodeIndex
     shapes: Sequence[tuple[int, PodShape, int]]
     packing: Packing
+    # Where a pod set with a topology request goes (None: best fit, as this module says).
+    assign: DomainAssigner | None = None
     plan: dict[tuple[int, int], int] = field(default_factory=dict)
     # (topology key, pod set index) -> domain -> pods of that set placed there
     counts: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
@@ -151,6 +155,8 @@ class GangPlacer:
                 return None
             return PlaceFailure(ps, shape, self._why(shape, count, placed, blocked.why))
         assert rules is not None
+        if self.assign is not None:
+            return self._place_assigned(ps, shape, count, rules, request, self.assign)
         return self._place_in_domains(ps, shape, count, rules, request)
 
     def _place_in_domains(
@@ -171,14 +177,55 @@ class GangPlacer:
             if self._fill(ps, shape, count, None, request, blocked):
                 return None
         level = request.level or request.slice_level or ""
+        largest = self._largest_domain(shape, level, request) if level else 0
+        return self._topology_failure(ps, shape, count, request, largest)
+
+    def _topology_failure(
+        self, ps: int, shape: PodShape, count: int, request: TopologyRequest, fitted: int
+    ) -> PlaceFailure:
+        """The pod set's topology request lets only `fitted` of its pods be placed."""
+        level = request.level or request.slice_level or ""
         what = (
             f"in one {level}"
             if request.level
             else f"in slices of {request.slice_size} pods, each in one {level}"
         )
-        largest = self._largest_domain(shape, level, request) if level else 0
         why = f"its topology request ({what})"
-        return PlaceFailure(ps, shape, self._why(shape, count, min(largest, count - 1), why))
+        return PlaceFailure(ps, shape, self._why(shape, count, min(fitted, count - 1), why))
+
+    def _place_assigned(
+        self,
+        ps: int,
+        shape: PodShape,
+        count: int,
+        rules: SetRules,
+        request: TopologyRequest,
+        assign: DomainAssigner,
+    ) -> PlaceFailure | None:
+        """Put the pod set where `assign` says, each pod checked against the set's other
+        rules."""
+        index, cap = self.index, self._per_node_cap(shape)
+        rooms = [
+            NodeRoom(
+                node,
+                index.names[node],
+                index.class_of[node].labels,
+                min(fit_count(index.free[node], shape.request), cap),
+            )
+            for node in self._eligible_nodes(shape)
+        ]
+        plan = assign(rooms, count, request, rules.levels)
+        if not plan.pods:
+            return self._topology_failure(ps, shape, count, request, plan.fitted)
+        placed = 0
+        for node, pods in sorted(plan.pods.items()):
+            for _ in range(pods):
+                why = self._refused(ps, shape, node)
+                if why is not None:
+                    return PlaceFailure(ps, shape, self._why(shape, count, placed, why))
+                self._put(ps, shape, node)
+                placed += 1
+        return None
 
     def _levels(self, rules: SetRules, request: TopologyRequest) -> list[str | None]:
         """The levels to try: the requested one; preferred, then each coarser one of the

@@ -23,6 +23,7 @@ from typing import Literal
 from controller import defaults
 from controller.quota import flavor_assignment, preemption
 from controller.quota.constrained import victim_domains
+from controller.quota.domains import DomainChoice
 from controller.quota.flavor_assignment import FlavorOption, Shapes
 from controller.quota.outcomes import (
     NOT_CONSIDERED,
@@ -78,6 +79,8 @@ class Config:
 
     placement: check that the gang fits on concrete nodes before admitting it.
     packing: the rule that picks a node for each pod (see placement.py).
+    topology: how a pod set with a topology request is put into domains: kohort's best fit
+        (constrained.py) or Kueue's TAS algorithm (kueue_tas.py), a baseline (domains.py).
     victims: the preemption strategy (see preemption.py).
     starvation_after: seconds after which a waiting gang holds quota and nodes (one gang at a
         time: of the lowest-share queue, the highest priority, the oldest): if it fits its
@@ -101,6 +104,7 @@ class Config:
 
     placement: bool = True
     packing: Packing = "best-fit"
+    topology: DomainChoice = "best-fit"
     victims: VictimRule = "placement-aware"
     starvation_after: float | None = None
     drain: bool = False
@@ -257,7 +261,7 @@ class Engine:
         self.pending: dict[str, tuple[QueueRuntime | None, GangInfo]] = {}
         self.running: dict[str, tuple[QueueRuntime | None, RunningGang]] = {}
         self._nodes = {n.name: n for n in nodes}
-        self.index = NodeIndex(self._nodes.values())
+        self.index = NodeIndex(self._nodes.values(), topology=self.config.topology)
         self.queues: dict[str, QueueRuntime] = {}
         self._members: dict[int, list[QueueRuntime]] = {}
         self._build_queues(queues)
@@ -339,7 +343,7 @@ class Engine:
         """Put every gang back on fresh queues and nodes (O(gangs): queues and nodes change
         rarely); then judge everything again. Only reasons that change are reported."""
         fresh = set(self._fresh)
-        self.index = NodeIndex(self._nodes.values())
+        self.index = NodeIndex(self._nodes.values(), topology=self.config.topology)
         self.pending.clear()
         self.running.clear()
         for gang in pending:

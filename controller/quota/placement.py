@@ -11,6 +11,8 @@ a class; each class keeps its nodes sorted by free capacity in that order. The p
   fewest free GPUs.
 - "spread": the node with the most free capacity (the default kube-scheduler's preference).
 - "first-fit": the first node by name that fits.
+A pod set with a topology request is placed in domains by the index's domain choice
+(domains.py), set when the index is built.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from controller.quota import kueue_tas
+from controller.quota.domains import DomainAssigner, DomainChoice
 from controller.quota.outcomes import NoFit, PlacementShortfall
 from controller.quota.snapshot import (
     HostPort,
@@ -36,6 +40,11 @@ Packing = Literal["best-fit", "spread", "first-fit"]
 Vector = tuple[int, ...]
 _BASIC = ("cpu", "memory")
 _NOT_PACKED = frozenset({"pods", "ephemeral-storage"})
+# The strategy of each domain choice (None: constrained.py's own best fit).
+_ASSIGNERS: dict[DomainChoice, DomainAssigner | None] = {
+    "best-fit": None,
+    "kueue-tas": kueue_tas.assign,
+}
 
 
 def resource_order(nodes: Iterable[Node]) -> tuple[str, ...]:
@@ -118,9 +127,18 @@ class _NodeClass:
 
 
 class NodeIndex:
-    """Free capacity of every node, indexed for fast best-fit search."""
+    """Free capacity of every node, indexed for fast best-fit search; `topology`: how a pod
+    set with a topology request is put into domains."""
 
-    def __init__(self, nodes: Iterable[Node], order: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        order: Sequence[str] | None = None,
+        *,
+        topology: DomainChoice = "best-fit",
+    ) -> None:
+        self.topology: DomainChoice = topology
+        self._assign = _ASSIGNERS[topology]
         ordered = sorted(nodes, key=lambda n: n.name)
         self.order: tuple[str, ...] = tuple(order) if order else resource_order(ordered)
         self.names: list[str] = [n.name for n in ordered]
@@ -251,6 +269,13 @@ class NodeIndex:
                         break
             else:
                 start = bisect.bisect_left(entries, (request, -1))
+                if (
+                    packing == "best-fit"
+                    and best is not None
+                    and start < len(entries)
+                    and entries[start] >= best
+                ):
+                    continue  # (sorted: nothing in this class fits better than `best`)
                 for k in range(start, len(entries)):
                     free, i = entries[k]
                     if _fits(free, request):
@@ -280,7 +305,7 @@ class NodeIndex:
         if any(shape.rules is not None for _, shape, _ in shapes):
             from controller.quota.constrained import GangPlacer
 
-            return GangPlacer(self, shapes, packing).place()
+            return GangPlacer(self, shapes, packing, self._assign).place()
         plan: dict[tuple[int, int], int] = {}
         for ps, shape, count in sorted(shapes, key=lambda s: (s[1].request, -s[0]), reverse=True):
             for placed in range(count):
@@ -346,7 +371,9 @@ class NodeIndex:
         """The same nodes with nothing running on them (built once)."""
         if self._empty is None:
             self._empty = NodeIndex(
-                [replace(n, used={}, ports=()) for n in self._nodes], order=self.order
+                [replace(n, used={}, ports=()) for n in self._nodes],
+                order=self.order,
+                topology=self.topology,
             )
         return self._empty
 

@@ -17,6 +17,7 @@ from typing import TextIO
 
 from controller.simulate.metrics import jain, max_min_fair, mean, percentile, weighted_percentile
 from controller.simulate.policies import Policy
+from controller.simulate.topology import LARGE_GANG_GPUS, TopologyFigures, TopologyMeter
 from controller.simulate.traces import Job
 
 _FINISH, _ARRIVAL, _WAKE = 0, 1, 2
@@ -117,6 +118,8 @@ class Result:
     waits: list[float] = field(default_factory=list)
     censored_waits: list[float] = field(default_factory=list)
     queue_shares: QueueShares = field(default_factory=QueueShares)
+    # With a topology layout: what the choice of domains did (topology.py).
+    topology: TopologyFigures | None = None
 
 
 @dataclass(slots=True)
@@ -172,8 +175,10 @@ def simulate(
     sample_every: float = 900.0,
     progress: TextIO | None = sys.stderr,
     label: str = "",
+    meter: TopologyMeter | None = None,
 ) -> Result:
-    """Replay `jobs` through `policy` and measure it."""
+    """Replay `jobs` through `policy` and measure it (and, with `meter`, the nodes its gangs
+    hold: topology.py)."""
     states = {j.name: _JobState(j) for j in jobs}
     events: list[tuple[float, int, int, str, int]] = []
     for seq, job in enumerate(jobs):
@@ -207,6 +212,8 @@ def simulate(
         partial_area += held * (now - last_t)
         if waiting_1gpu:
             idle_area += (total_gpus - running_gpus - held) * (now - last_t)
+        if meter is not None:
+            meter.advance(now)
         while next_sample <= now:
             sampler.sample((next_sample - first_t) / 3600.0)
             series.append(((next_sample - first_t) / 3600.0, (running_gpus + held) / total_gpus))
@@ -228,6 +235,8 @@ def simulate(
                 running_gpus -= job.gpus
                 sampler.running[job.queue] -= job.gpus
                 policy.finish(job, now)
+                if meter is not None:
+                    meter.stop(name)
             else:
                 sampler.waiting[job.queue] = sampler.waiting.get(job.queue, 0) + job.gpus
                 waiting_1gpu += job.gpus == 1
@@ -244,6 +253,8 @@ def simulate(
                 sampler.running[job.queue] -= job.gpus
                 sampler.waiting[job.queue] = sampler.waiting.get(job.queue, 0) + job.gpus
                 waiting_1gpu += job.gpus == 1
+                if meter is not None:
+                    meter.stop(name)
             state.start = None
             state.version += 1
             state.evictions += 1
@@ -258,6 +269,8 @@ def simulate(
             sampler.running[job.queue] = sampler.running.get(job.queue, 0) + job.gpus
             sampler.waiting[job.queue] -= job.gpus
             waiting_1gpu -= job.gpus == 1
+            if meter is not None:
+                meter.start(job, policy.placed(job))
             seq += 1
             heapq.heappush(events, (now + job.duration, _FINISH, seq, name, state.version))
             real_events += 1
@@ -289,6 +302,7 @@ def simulate(
         reclaims=reclaims,
         wasted=wasted,
         wall=time.perf_counter() - started_wall,
+        meter=meter,
     )
 
 
@@ -306,11 +320,13 @@ def _summarise(
     reclaims: list[int],
     wasted: float,
     wall: float,
+    meter: TopologyMeter | None = None,
 ) -> Result:
     first_t, end_t = span
     waits: dict[str, list[float]] = {}
     waits_by_size: dict[str, list[float]] = {label: [] for label, _, _ in SIZE_CLASSES}
     all_waits: list[float] = []
+    large_waits: list[float] = []
     gpus: list[float] = []
     jcts: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
@@ -328,6 +344,8 @@ def _summarise(
         size = next(label for label, low, high in SIZE_CLASSES if low <= job.gpus <= high)
         waits_by_size[size].append(wait)
         all_waits.append(wait)
+        if job.gpus >= LARGE_GANG_GPUS:
+            large_waits.append(wait)
         gpus.append(max(job.gpus, 1))
         jcts.setdefault(job.queue, []).append(state.done - job.submit)
     by_size = _by_size(waits_by_size, percentile(all_waits, 95))
@@ -386,6 +404,7 @@ def _summarise(
         waits=all_waits,
         censored_waits=censored,
         queue_shares=sampler.shares,
+        topology=None if meter is None else meter.figures(large_waits),
     )
 
 

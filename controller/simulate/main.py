@@ -4,6 +4,7 @@ kohort simulate philly --compression 8 --nodes homogeneous      # table
 kohort simulate philly --compression 8 --nodes mixed --json     # JSON
 kohort simulate philly --policies gang-fifo,kohort --report DIR  # + plots and DIR/report.md
 kohort simulate philly --nodes mixed --flavors                   # GPU types as flavors
+kohort simulate philly --topology-layout racks8x4 --topology required   # kohort vs kueue-tas
 kohort simulate openb --seeds 42-51                              # FGD allocation protocol
 kohort simulate openb --seeds 42-51 --flavors                    # GPU models as flavors
 """
@@ -26,7 +27,16 @@ from controller.quota import Config, FlavorSpec
 from controller.simulate.flavors import GpuTypes
 from controller.simulate.loop import QueueShares, Result, simulate
 from controller.simulate.openb import OPENB_POLICIES, run_openb
-from controller.simulate.policies import POLICIES, make_policy
+from controller.simulate.policies import POLICIES, TOPOLOGY_POLICIES, make_policy
+from controller.simulate.topology import (
+    LARGE_GANG_GPUS,
+    Layout,
+    RequestPolicy,
+    TopologyFigures,
+    TopologyMeter,
+    flavors_with_topology,
+)
+from controller.simulate.topology import describe as describe_layout
 from controller.simulate.traces import (
     CPU_PER_GPU,
     DEFAULT_TRACES,
@@ -63,11 +73,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     philly.add_argument("--compression", type=float, default=8.0, help="divide arrival times")
     philly.add_argument("--nodes", choices=("homogeneous", "mixed"), default="homogeneous")
     philly.add_argument(
-        "--policies", default=",".join(POLICIES), help=f"comma list of {', '.join(POLICIES)}"
+        "--policies",
+        default=None,
+        help=f"comma list of {', '.join(POLICIES + TOPOLOGY_POLICIES)} (default: all but"
+        " kueue-tas; with --topology-layout: kohort,kueue-tas)",
     )
     philly.add_argument("--start", default="2017-10-01", help="first submit date (inclusive)")
     philly.add_argument("--end", default="2017-12-01", help="last submit date (exclusive)")
     philly.add_argument("--limit", type=int, default=0, help="only the first N jobs")
+    philly.add_argument(
+        "--pod-gpus",
+        type=int,
+        default=8,
+        help="a job of n GPUs is a gang of ceil(n / this) pods (default 8: one pod per 8-GPU node)",
+    )
     philly.add_argument(
         "--min-runtime",
         type=float,
@@ -123,6 +142,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write plots comparing the policies and DIR/report.md showing them",
     )
     _add_flavor_arguments(philly)
+    philly.add_argument(
+        "--topology-layout",
+        metavar="racksNxM",
+        help="racks of N nodes, blocks of M racks over the nodes (labels, a topology on every"
+        " flavor, the topology figures); default: no topology",
+    )
+    philly.add_argument(
+        "--topology",
+        choices=("required", "preferred", "none"),
+        default="required",
+        help="with --topology-layout: what a gang of 2+ pods asks for (one rack if it fits one,"
+        " else one block)",
+    )
     openb = sub.add_parser("openb", help="Alibaba openb, FGD allocation protocol (no departures)")
     openb.add_argument("--seeds", default="42-51", help="seed range A-B or comma list")
     openb.add_argument("--tune", type=float, default=1.3, help="arrivals up to this x GPU capacity")
@@ -200,7 +232,13 @@ def _order(text: str) -> tuple[str, ...]:
 
 
 def _run_philly(args: argparse.Namespace) -> int:
-    trace = load_philly(args.traces, start=args.start, end=args.end, compression=args.compression)
+    trace = load_philly(
+        args.traces,
+        start=args.start,
+        end=args.end,
+        compression=args.compression,
+        pod_gpus=args.pod_gpus,
+    )
     jobs = trace.jobs[: args.limit] if args.limit else trace.jobs
     nodes = philly_nodes(args.traces, mixed=args.nodes == "mixed", typed=args.flavors)
     total_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes) // GPU_UNIT
@@ -215,10 +253,22 @@ def _run_philly(args: argparse.Namespace) -> int:
         queues = tuple(types.split(q) for q in queues)
         flavors = types.flavors()
     mode = "flavors" if args.flavors else "one GPU pool"
+    layout = Layout.parse(args.topology_layout) if args.topology_layout else None
+    requests: RequestPolicy | None = None
+    if layout is not None:
+        nodes = layout.label(nodes)
+        flavors = flavors_with_topology(flavors)
+        requests = RequestPolicy.of(args.topology, nodes)
+        jobs = requests.apply(jobs)
+        mode += f" {layout.name} {args.topology}"
+    default_policies = "kohort,kueue-tas" if layout is not None else ",".join(POLICIES)
     progress = None if args.quiet else sys.stderr
     results: list[Result] = []
-    for name in [p for p in args.policies.split(",") if p]:
+    for name in [p for p in (args.policies or default_policies).split(",") if p]:
         policy = make_policy(name, queues, nodes, flavors=flavors, **policy_options(args))
+        meter = None
+        if layout is not None and requests is not None:
+            meter = TopologyMeter.of(layout, nodes, requests, jobs)
         results.append(
             simulate(
                 jobs,
@@ -227,12 +277,14 @@ def _run_philly(args: argparse.Namespace) -> int:
                 weights=weights,
                 progress=progress,
                 label=f"philly {args.compression:g}x {args.nodes} {mode} ",
+                meter=meter,
             )
         )
     setup = {
         "trace": f"philly {args.start}..{args.end}",
         "jobs": len(jobs),
         "compression": args.compression,
+        **({"pod_gpus": args.pod_gpus} if args.pod_gpus != 8 else {}),
         "nodes": f"{args.nodes}: {len(nodes)} nodes, {total_gpus} GPUs",
         "gpu_types": types.describe() if types is not None else "one pool",
         "per_gpu": f"{CPU_PER_GPU / 1000:g} CPU, {MEMORY_PER_GPU // 1000 // 2**30} GiB",
@@ -246,6 +298,9 @@ def _run_philly(args: argparse.Namespace) -> int:
         "kohort_waste_budget": args.waste_budget,
         "kohort_oldest_first_after_s": args.oldest_first_after,
     }
+    if layout is not None and requests is not None:
+        setup["topology_layout"] = describe_layout(layout, nodes)
+        setup["topology_requests"] = requests.describe()
     if args.report is not None:
         from controller.simulate.report import write_report
 
@@ -290,6 +345,8 @@ def _jsonable(result: Result) -> dict[str, Any]:
     fields = asdict(lean)
     for name in ("waits", "censored_waits", "queue_shares"):
         del fields[name]
+    if result.topology is None:
+        del fields["topology"]
     fields["plot_data"] = plot_data(result)
     data: dict[str, Any] = json.loads(json.dumps(fields, default=str).replace("NaN", "null"))
     return data
@@ -300,11 +357,15 @@ COLUMN_NOTE = "idle GPU-h: held by partial placements; *free GPU-h: free while a
 
 
 def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
+    pods = f", pods of at most {setup['pod_gpus']} GPUs" if "pod_gpus" in setup else ""
     print(
-        f"{setup['trace']}, {setup['jobs']} jobs, {setup['compression']:g}x compressed,"
+        f"{setup['trace']}, {setup['jobs']} jobs, {setup['compression']:g}x compressed{pods},"
         f" {setup['nodes']}; per GPU {setup['per_gpu']}"
     )
     print(f"GPU types: {setup['gpu_types']}")
+    if "topology_layout" in setup:
+        print(f"topology: {setup['topology_layout']}")
+        print(f"topology requests: {setup['topology_requests']}")
     columns: list[tuple[str, str, Callable[[Result], object]]] = [
         ("policy", "{:<22}", lambda r: r.policy),
         ("alloc%", "{:>7.1f}", lambda r: 100 * r.gpu_allocation_mean),
@@ -343,11 +404,52 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
             f = r.by_size[size]
             cells.append(f"{f.wait_mean / 3600:.2f}/{f.wait_p95 / 3600:.2f}/{f.share_of_tail:.0%}")
         print(f"{size:<10}" + "".join(f"{c:>22}" for c in cells))
+    if any(r.topology is not None for r in results):
+        _print_topology(results)
     print("\nper-queue wait p95 (h):")
     queues = sorted(results[0].queues) if results else []
     print(f"{'queue':<10}" + "".join(f"{r.policy:>15}" for r in results))
     for q in queues:
         print(f"{q:<10}" + "".join(f"{r.queues[q].wait_p95 / 3600:>15.2f}" for r in results))
+
+
+def _print_topology(results: list[Result]) -> None:
+    """The figures of the choice of domains (docs/simulator.md, "Topology")."""
+    rows = [(r, r.topology) for r in results if r.topology is not None]
+    gang = rows[0][1].gang_nodes if rows else 0
+    print(
+        "\ntopology: starts inside the domain asked for (required; preferred: its level / one"
+        " block / all);\np95 waits; time-weighted over the racks of the largest nodes: racks"
+        " with no pod, time with a rack\nwholly free, time with a rack of"
+        f" {gang} empty nodes (the largest gang asking for a rack fills {gang}), and of the"
+        " time\nwith a rack's GPUs free in all, the share with no rack wholly free (fragmented)"
+    )
+    columns: list[tuple[str, str, Callable[[Result, TopologyFigures], object]]] = [
+        ("policy", "{:<22}", lambda r, t: r.policy),
+        ("required in", "{:>16}", lambda r, t: f"{t.required_within}/{t.required_starts}"),
+        ("req in %", "{:>9.1f}", lambda r, t: 100 * t.required_within_share),
+        (
+            "pref in/block/all",
+            "{:>19}",
+            lambda r, t: f"{t.preferred_within}/{t.preferred_within_block}/{t.preferred_starts}",
+        ),
+        ("wait p95 h", "{:>11.2f}", lambda r, t: r.wait_p95 / 3600),
+        (f"{LARGE_GANG_GPUS}+GPU p95 h", "{:>14.2f}", lambda r, t: t.wait_p95_large / 3600),
+        ("alloc%", "{:>7.1f}", lambda r, t: 100 * r.gpu_allocation_mean),
+        ("racks free%", "{:>12.1f}", lambda r, t: 100 * t.racks_whole_free_mean),
+        ("whole rack%", "{:>12.1f}", lambda r, t: 100 * t.whole_rack_fits),
+        (f"{gang}-node gang%", "{:>15.1f}", lambda r, t: 100 * t.gang_fits),
+        ("fragmented%", "{:>12.1f}", lambda r, t: 100 * t.fragmented),
+    ]
+    widths = [len(fmt.format(get(*rows[0]))) for _, fmt, get in columns] if rows else []
+    print(
+        "".join(
+            f"{title:<{w}}" if i == 0 else f"{title:>{w}}"
+            for i, ((title, _, _), w) in enumerate(zip(columns, widths, strict=True))
+        )
+    )
+    for r, t in rows:
+        print("".join(fmt.format(get(r, t)) for _, fmt, get in columns))
 
 
 def main() -> int:

@@ -20,6 +20,9 @@ which jobs started (every pod bound) and which were evicted.
   oldest first, and places it whole if it fits, so no gang holds anything before it is placed.
 - `kube-default`: no gangs, no queues: pods bound one by one in arrival order, spreading; the
   pods of jobs submitted at the same instant interleave.
+- `kueue-tas` (with a topology layout, topology.py): `kohort` choosing the domains of gangs'
+  topology requests by Kueue's TAS algorithm (controller/quota/kueue_tas.py) instead of best
+  fit; without requests it decides as `kohort`.
 
 With GPU types as flavors (`flavors` of make_policy, see flavors.py), the policies with queues
 and quotas (quota-drf, naive-reclaim, kohort, kohort-spread) count each queue's GPUs per type,
@@ -34,7 +37,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -67,6 +70,10 @@ class Policy(Protocol):
         """When the policy wants a step although nothing arrives or finishes (its timers)."""
         ...
 
+    def placed(self, job: Job) -> dict[str, int]:
+        """The nodes a started job's pods run on, and its GPUs on each."""
+        ...
+
 
 def _gang(job: Job, queue: str | None = None, pod_sets: Sequence[PodSet] | None = None) -> Gang:
     sets = tuple(pod_sets) if pod_sets is not None else job.pod_sets()
@@ -94,7 +101,19 @@ def _pod_set_key(pod_set: PodSet) -> tuple[object, ...]:
         tuple(sorted(pod_set.requests.items())),
         tuple(sorted(pod_set.node_selector.items())),
         pod_set.tolerations,
+        pod_set.topology,
     )
+
+
+def _gpus_on_nodes(
+    job: Job, names: Sequence[str], plan: Iterable[tuple[int, int, int]]
+) -> dict[str, int]:
+    """A job's GPUs on each node, from (pod set index, node index, pods) of its plan."""
+    out: dict[str, int] = {}
+    for ps, node, pods in plan:
+        name = names[node]
+        out[name] = out.get(name, 0) + pods * job.groups[ps][1]
+    return out
 
 
 def _whole_cluster_queue(nodes: Sequence[Node]) -> QueueSpec:
@@ -151,6 +170,10 @@ class EnginePolicy:
 
     def wake_at(self) -> float | None:
         return self.engine.recheck_at
+
+    def placed(self, job: Job) -> dict[str, int]:
+        _, running = self.engine.running[job.name]
+        return _gpus_on_nodes(job, self.engine.index.names, running.plan)
 
 
 @dataclass(slots=True)
@@ -212,6 +235,7 @@ class PodBinder:
                 job.cpu_per_pod,
                 job.memory_per_pod,
                 job.node_selector,
+                job.topology,
             )
         else:
             key = tuple(_pod_set_key(ps) for ps in pod_sets)
@@ -232,6 +256,11 @@ class PodBinder:
             self.index.give(node, bound.shapes[group][0].request)
         if bound.pending:
             self.held -= bound.gpus
+
+    def placed(self, job: Job) -> dict[str, int]:
+        bound = self.jobs[job.name]
+        plan = ((group, node, 1) for node, group in bound.bound)
+        return _gpus_on_nodes(job, self.index.names, plan)
 
     def _head(self, key: tuple[object, ...]) -> tuple[int, float, int, int, int, str] | None:
         """The first live pod waiting in shape `key`, dropping those of removed jobs."""
@@ -316,6 +345,9 @@ class GangBinder:
         self.index.release((shapes[ps].request, node, n) for ps, node, n in plan)
         self.changed = True
 
+    def placed(self, job: Job) -> dict[str, int]:
+        return _gpus_on_nodes(job, self.index.names, self.plans[job.name])
+
     def bind(self) -> list[str]:
         """Bind what fits, oldest first; return the gangs bound."""
         if not self.changed:
@@ -365,6 +397,9 @@ class KubeDefaultPolicy:
     def wake_at(self) -> float | None:
         return None
 
+    def placed(self, job: Job) -> dict[str, int]:
+        return self.binder.placed(job)
+
 
 class Binder(Protocol):
     """Binds admitted jobs to nodes (PodBinder, GangBinder)."""
@@ -379,6 +414,7 @@ class Binder(Protocol):
 
     def remove(self, name: str) -> None: ...
     def bind(self) -> list[str]: ...
+    def placed(self, job: Job) -> dict[str, int]: ...
 
 
 class AdmitThenBindPolicy(EnginePolicy):
@@ -434,6 +470,9 @@ class AdmitThenBindPolicy(EnginePolicy):
     def partial_jobs(self) -> int:
         return self.binder.partial_seen
 
+    def placed(self, job: Job) -> dict[str, int]:
+        return self.binder.placed(job)
+
 
 POLICIES = (
     "kube-default",
@@ -445,6 +484,9 @@ POLICIES = (
     "kohort",
     "kohort-spread",
 )
+# Policies that compare choices of domains (with a topology layout, topology.py); not run by
+# default without one.
+TOPOLOGY_POLICIES = ("kueue-tas",)
 # kohort-spread: kohort spreading pods (the emptiest node first) instead of best fit, with a
 # tighter waste budget. Measured on Philly 8x: lower p95 wait (small jobs start at once), higher
 # mean wait (large gangs find fewer empty nodes).
@@ -465,11 +507,12 @@ def make_policy(
     packing: Packing = "best-fit",
     flavors: Sequence[FlavorSpec] = (),
 ) -> Policy:
-    """Build one of POLICIES over the same queues and nodes. The `kohort` policy's defaults are
-    the controller's (controller/defaults.py); its queues get `min_runtime` and `evict_after`
-    as a ClusterQueue's spec.preemption would give them. `flavors`: the ResourceFlavors the
-    queues' resource groups name (GPU types, flavors.py); the gang-fifo variants and
-    kube-default ignore them (they have no per-flavor quota)."""
+    """Build one of POLICIES (or TOPOLOGY_POLICIES) over the same queues and nodes. The
+    `kohort` policy's defaults are the controller's (controller/defaults.py); its queues get
+    `min_runtime` and `evict_after` as a ClusterQueue's spec.preemption would give them.
+    `flavors`: the ResourceFlavors the queues' resource groups name (GPU types, flavors.py;
+    with a topology layout, each with the topology); the gang-fifo variants and kube-default
+    ignore them (they have no per-flavor quota)."""
 
     def gang_fifo(node_order: Packing) -> Policy:
         binder = GangBinder(nodes, node_order)
@@ -500,6 +543,9 @@ def make_policy(
             name, queues, nodes, Config(packing=packing, victims="naive"), flavors=flavors
         ),
         "kohort": lambda: EnginePolicy(name, patient, nodes, kohort, flavors=flavors),
+        "kueue-tas": lambda: EnginePolicy(
+            name, patient, nodes, replace(kohort, topology="kueue-tas"), flavors=flavors
+        ),
         "kohort-spread": lambda: EnginePolicy(
             name,
             patient,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from controller.quota.snapshot import GPU, Node, PodSet, QueueSpec, Quota
+from controller.quota.snapshot import GPU, Node, PodSet, QueueSpec, Quota, TopologyRequest
 
 # The shared traces sit beside the repository (`../shared/traces`); KOHORT_TRACES overrides.
 DEFAULT_TRACES = Path(
@@ -51,6 +51,8 @@ class Job:
     more_groups: tuple[tuple[int, int], ...] = ()
     # Every pod's node selector: the GPU model(s) the job must run on (flavors.py), if any.
     node_selector: tuple[tuple[str, str], ...] = ()
+    # Every pod set's topology request (topology.py), if any.
+    topology: TopologyRequest | None = None
 
     @property
     def groups(self) -> tuple[tuple[int, int], ...]:
@@ -77,14 +79,14 @@ class Job:
         requests = {"cpu": cpu, "memory": memory}
         if gpus_per_pod:
             requests[GPU] = gpus_per_pod * GPU_UNIT
-        return PodSet(pods, requests, name, dict(self.node_selector))
+        return PodSet(pods, requests, name, dict(self.node_selector), topology=self.topology)
 
 
-def gang_shape(gpus: int) -> tuple[tuple[int, int], ...]:
-    """The pod groups, (pods, GPUs per pod), of a job of n GPUs: k = ceil(n/8) pods (one pod
-    for a GPU-less job) holding exactly n GPUs. With n = q*k + r, r pods get q+1 GPUs and k-r
-    pods q: one group when r = 0, else two, the larger pods first. Nothing is rounded up."""
-    pods = max(1, math.ceil(gpus / 8))
+def gang_shape(gpus: int, pod_gpus: int = 8) -> tuple[tuple[int, int], ...]:
+    """The pod groups, (pods, GPUs per pod), of a job of n GPUs: k = ceil(n/pod_gpus) pods (one
+    pod for a GPU-less job) holding exactly n GPUs. With n = q*k + r, r pods get q+1 GPUs and
+    k-r pods q: one group when r = 0, else two, the larger pods first. Nothing is rounded up."""
+    pods = max(1, math.ceil(gpus / pod_gpus))
     per_pod, rest = divmod(gpus, pods)
     if rest == 0:
         return ((pods, per_pod),)
@@ -113,8 +115,10 @@ def load_philly(
     start: str = "2017-10-01",
     end: str = "2017-12-01",
     compression: float = 1.0,
+    pod_gpus: int = 8,
 ) -> PhillyTrace:
-    """Jobs submitted in [start, end), inter-arrival times divided by `compression`.
+    """Jobs submitted in [start, end), inter-arrival times divided by `compression`, each a
+    gang of pods of at most `pod_gpus` GPUs (`gang_shape`).
 
     Durations stay as recorded; submit times are seconds from the first job in the window.
     Jobs of virtual clusters missing from philly_vc.csv are dropped.
@@ -134,7 +138,7 @@ def load_philly(
     first = rows[0][0] if rows else 0.0
     jobs = []
     for k, (submitted, vc, duration, gpus) in enumerate(rows):
-        (pods, per_pod), *more = gang_shape(gpus)
+        (pods, per_pod), *more = gang_shape(gpus, pod_gpus)
         jobs.append(
             Job(
                 f"philly-{k:06d}",

@@ -20,7 +20,15 @@ from controller.api import kinds, names
 from controller.cluster.clients import Client
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
-from hack.objects import Probe, cluster_queue, gang_job, local_queue, pending_reason, reserved
+from hack.objects import (
+    Probe,
+    cluster_queue,
+    gang_job,
+    local_queue,
+    pending_reason,
+    reserved,
+    usage,
+)
 from tests.conftest import TestNodes
 from tests.support import GANG_BACKENDS, GangSetup, eventually, holds_for, pod_isolation
 
@@ -265,9 +273,7 @@ async def test_one_worker_per_node_that_cannot_hold_waits_naming_it_and_holds_no
     )
     assert not reserved(wl)
     assert pending_reason(wl).startswith("Inadmissible")
-    cq = await team.cluster_queue(namespace)
-    usage = [r for f in cq["status"]["flavorsUsage"] for r in f["resources"] if r["name"] == GPU]
-    assert usage and usage[0]["total"] == "0"
+    assert usage(await team.cluster_queue(namespace), GPU) == "0"
     await holds_for(lambda: placed(team, "job-spread"), lambda b: not b, 3, what="nothing bound")
 
     await team.create(kinds.JOBS, anti_affine(namespace, "pair", 2))

@@ -12,7 +12,15 @@ from controller.api import kinds
 from controller.cluster.clients import Client
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
-from hack.objects import Probe, cluster_queue, gang_job, local_queue, pending_reason, reserved
+from hack.objects import (
+    Probe,
+    cluster_queue,
+    gang_job,
+    local_queue,
+    pending_reason,
+    reserved,
+    usage,
+)
 from tests.conftest import TestNodes
 from tests.support import eventually, holds_for, pod_isolation
 
@@ -20,11 +28,7 @@ pytestmark = pytest.mark.volcano
 
 
 def _pods_used(cq: dict[str, Any]) -> str | None:
-    for flavor in (cq.get("status") or {}).get("flavorsUsage", []):
-        for resource in flavor["resources"]:
-            if resource["name"] == "pods":
-                return str(resource["total"])
-    return None
+    return usage(cq, "pods")
 
 
 async def test_a_pods_quota_limits_admissions(

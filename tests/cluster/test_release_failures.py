@@ -18,7 +18,15 @@ from controller.state.objects import PodGroupSettings
 from controller.workloads.base import Backend
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
-from hack.objects import Probe, cluster_queue, condition, gang_job, local_queue, pending_reason
+from hack.objects import (
+    Probe,
+    cluster_queue,
+    condition,
+    gang_job,
+    local_queue,
+    pending_reason,
+    usage,
+)
 from tests.cluster.conftest import SETTINGS
 from tests.conftest import TestNodes
 from tests.support import GangSetup, eventually, pod_isolation
@@ -44,11 +52,7 @@ async def stack(cluster: LocalCluster) -> AsyncIterator[KohortStack]:
 
 
 def _cpu_used(cq: dict[str, Any]) -> str | None:
-    for flavor in (cq.get("status") or {}).get("flavorsUsage", []):
-        for resource in flavor["resources"]:
-            if resource["name"] == "cpu":
-                return str(resource["total"])
-    return None
+    return usage(cq, "cpu")
 
 
 async def test_a_release_that_keeps_failing_is_visible_and_gives_the_quota_back_after_a_bound(

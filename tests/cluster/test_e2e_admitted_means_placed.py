@@ -1,7 +1,8 @@
 """Admitted means placed, end to end on every gang backend: gangs that must stay inside one rack
 or block of a Topology, pods that keep one per node or apart by host port, each gang pinned to
 the nodes it was admitted on and bound there; and gangs whose rules cannot hold (one worker per
-node on too few nodes, a node affinity to a zone no node is in, one host port on too few nodes),
+node on too few nodes, a spread over zones too unequal for it, a node affinity to a zone no node
+is in, one host port on too few nodes),
 waiting with the rule named and holding nothing.
 
 The test nodes: 2 blocks x 2 racks x 2 nodes of 8 GPUs, labelled with their block and rack (and,
@@ -366,3 +367,32 @@ async def test_pods_that_ask_for_the_same_host_port_never_share_a_node(scene: Sc
     await team.create(kinds.JOBS, with_port("two", 2))
     bound = await bound_as_planned(team, "job-two", 2)
     assert sorted(bound.values()) == [1, 1]
+
+
+async def test_a_spread_over_zones_that_cannot_hold_waits_naming_it(scene: Scene) -> None:
+    namespace, team = scene.namespace, scene.team
+    zone = "topology.kubernetes.io/zone"
+    scene.add_nodes("za", 1, gpus=24, cpu="48", labels={zone: "zone-a"})  # 3 pods' room
+    scene.add_nodes("zb", 1, gpus=8, cpu="16", labels={zone: "zone-b"})  # 1 pod's room
+    scene.queues()
+
+    def spread(name: str, pods: int) -> dict[str, Any]:
+        obj = job(namespace, name, pods)
+        template = obj["spec"]["template"]
+        template.setdefault("metadata", {}).setdefault("labels", {})["app"] = name
+        template["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": zone,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": name}},
+            }
+        ]
+        return obj
+
+    await team.create(kinds.JOBS, spread("even", 4))  # 2 + 2 cannot hold: zone-b takes 1
+    await inadmissible(team, "job-even", "topology spread (maxSkew 1 over")
+
+    await team.create(kinds.JOBS, spread("fits", 2))
+    bound = await bound_as_planned(team, "job-fits", 2)
+    assert len(bound) == 2  # one pod in each zone

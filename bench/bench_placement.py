@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
+import logging
 import random
 import re
 import subprocess
@@ -44,7 +46,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -456,6 +458,8 @@ class Release:
     nodes: tuple[str, ...] = ()  # where its pods were bound, one entry per pod
     # Why it was not all bound `window` seconds after the release (said then).
     why: str = ""
+    # Its Workload's Evicted message, when kohort evicted it.
+    evicted: str = ""
     # How it ended: "runtime" (deleted after its runtime), "given up" (deleted unbound),
     # "held" (held again by kohort: evicted), "" (still running at the end of the run).
     end: str = ""
@@ -635,12 +639,18 @@ class Driver:
         if record is None:
             self.foreign += 1
             return
-        conditions = {c.type: c.status == "True" for c in wl.status.conditions}
-        admitted = conditions.get("Admitted", False) and not conditions.get("Finished", False)
+        conditions = {c.type: c for c in wl.status.conditions}
+
+        def true(kind: str) -> bool:
+            return kind in conditions and conditions[kind].status == "True"
+
+        admitted = true("Admitted") and not true("Finished")
         if admitted and not record.admitted:
             record.admissions += 1
-        elif record.admitted and not admitted and not conditions.get("Finished", False):
+        elif record.admitted and not admitted and not true("Finished"):
             record.evictions += 1
+            if record.releases and "Evicted" in conditions:
+                record.releases[-1].evicted = conditions["Evicted"].message
         record.admitted = admitted
         reason = wl.status.pendingReason or ""
         if not admitted and reason:
@@ -915,6 +925,23 @@ def wait_until_no_control_plane() -> None:
         time.sleep(60)
 
 
+@contextlib.contextmanager
+def kohort_log(path: Path) -> Iterator[None]:
+    """kohort's log records (INFO and up) go to `path` while the run lasts."""
+    logger = logging.getLogger("kohort")
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        handler.close()
+
+
 def jobset_manager_built() -> bool:
     try:
         testenv.binary("jobset-manager")
@@ -936,7 +963,11 @@ async def run_backend(setup: GangSetup, options: BenchOptions) -> BackendResult:
     if options.wait_idle:
         await asyncio.to_thread(wait_until_no_control_plane)
     log(f"{setup}: starting a control plane ({options.layout.nodes} kwok nodes) in {result.logs}")
-    with LocalCluster(cluster_options(setup, options, jobsets=jobsets), result.logs) as cluster:
+    result.logs.mkdir(parents=True, exist_ok=True)
+    with (
+        kohort_log(result.logs / "kohort.log"),
+        LocalCluster(cluster_options(setup, options, jobsets=jobsets), result.logs) as cluster,
+    ):
         # The controller starts once the queues exist, so that its first lists hold them.
         stack = KohortStack(
             cluster,
@@ -1103,7 +1134,7 @@ def report(result: BackendResult) -> str:
                 {"runtime": "ran", "given up": "deleted unbound", "held": "evicted"}.get(
                     rel.end, "running at the end"
                 ),
-                rel.why or "-",
+                rel.why or (f"evicted before {window:g}s: {rel.evicted}" if rel.evicted else "-"),
             ]
             for r, rel in missed
         ]
@@ -1162,6 +1193,17 @@ def _waits(result: BackendResult) -> str:
     ]
     rows = [[cause, detail, str(n)] for (cause, detail), n in causes.most_common()]
     lines.append(format_table(["CAUSE", "DETAIL (numbers as N)", "GANGS"], rows) if rows else "  -")
+    abandoned = [r for r in result.records if r.abandoned]
+    if abandoned:
+        lines.append(
+            f"deleted unreleased {result.options.pending_limit:g}s after their creation or"
+            " eviction, with their last pending reason:"
+        )
+        rows = [
+            [f"{r.plan.team}/{r.plan.gang}", r.plan.describe(), _short(r.last_reason or "-")]
+            for r in abandoned
+        ]
+        lines.append(format_table(["GANG", "WHAT", "LAST PENDING REASON"], rows))
     return "\n".join(lines)
 
 

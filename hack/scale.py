@@ -324,6 +324,7 @@ def baseline() -> Scenario:
 class _Condition(msgspec.Struct):
     type: str = ""
     status: str = ""
+    message: str = ""
 
 
 class _Owner(msgspec.Struct):

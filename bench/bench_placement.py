@@ -463,10 +463,24 @@ class Release:
     # How it ended: "runtime" (deleted after its runtime), "given up" (deleted unbound),
     # "held" (held again by kohort: evicted), "" (still running at the end of the run).
     end: str = ""
+    ended_at: float | None = None
 
     @property
     def latency(self) -> float | None:
         return None if self.bound_at is None else self.bound_at - self.at
+
+    def finish(self, end: str, now: float) -> None:
+        self.end, self.ended_at = end, now
+
+    def evicted_unbound_within(self, window: float) -> bool:
+        """Held again by kohort (reclaim, preemption) within `window` seconds of the release,
+        before all its pods were bound."""
+        return (
+            self.end == "held"
+            and self.bound_at is None
+            and self.ended_at is not None
+            and self.ended_at - self.at <= window
+        )
 
 
 @dataclass
@@ -701,7 +715,7 @@ class Driver:
             self.spawn(self.give_up(record, release))
             self.check_bound(record, now)
         elif record.released and not released and record.current is not None:
-            record.current.end = "held"
+            record.current.finish("held", now)
             self.spawn(self.abandon_if_unreleased(record, now))
         record.released = released
 
@@ -724,7 +738,7 @@ class Driver:
         assert release.bound_at is not None
         await asyncio.sleep(max(0.0, release.bound_at + self.options.runtime - time.monotonic()))
         if not release.end:
-            release.end = "runtime"
+            release.finish("runtime", time.monotonic())
             await self.delete(record)
 
     async def abandon_if_unreleased(self, record: GangRecord, since: float) -> None:
@@ -738,7 +752,7 @@ class Driver:
     async def give_up(self, record: GangRecord, release: Release) -> None:
         await asyncio.sleep(max(0.0, release.at + self.options.give_up - time.monotonic()))
         if not release.end and release.bound_at is None:
-            release.end = "given up"
+            release.finish("given up", time.monotonic())
             await self.delete(record)
 
     async def delete(self, record: GangRecord) -> None:
@@ -1102,6 +1116,7 @@ def report(result: BackendResult) -> str:
     lines = [f"== {result.setup}", *(f"  {line}" for line in result.configuration), ""]
     releases = result.releases
     within, late, never = result.within_window(), result.late(), result.never_bound()
+    cut_short = [(r, rel) for r, rel in never if rel.evicted_unbound_within(window)]
     latencies = _latencies(releases)
     p50, p95, most = _distribution(latencies)
     lines += [
@@ -1112,7 +1127,10 @@ def report(result: BackendResult) -> str:
         f" {sum(r.abandoned for r in result.records)} deleted unreleased after"
         f" {options.pending_limit:g}s",
         f"releases all bound within {window:g}s: {_share(len(within), len(releases))}"
-        f" (goal 100 %); bound later: {len(late)}; never all bound: {len(never)}",
+        f" (goal 100 %); bound later: {len(late)}; never all bound: {len(never)}, of which"
+        f" {len(cut_short)} evicted by kohort within {window:g}s of their release (reclaim or"
+        " preemption, not placement); without those:"
+        f" {_share(len(within), len(releases) - len(cut_short))}",
         f"release to all bound (s): p50 {p50}, p95 {p95}, max {most}"
         f" (over the {len(latencies)} releases that were all bound)",
         "wall time: "

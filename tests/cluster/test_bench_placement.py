@@ -60,6 +60,7 @@ async def test_the_placement_bench_runs_and_accounts_for_every_release(
     )
     for record, release in releases:
         assert release.end in ("runtime", "given up", "held")
+        assert release.ended_at is not None and release.ended_at >= release.at
         if release.bound_at is not None:
             assert release.bound_at >= release.at
             assert len(release.nodes) >= record.plan.pods

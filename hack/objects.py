@@ -7,7 +7,7 @@ would look at (`kubectl get workloads`, `kubectl describe job`, the pods and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from controller.api import kinds, names
@@ -152,9 +152,10 @@ def resource_flavor(
     node_labels: Mapping[str, str] | None = None,
     node_taints: list[JSONDict] | None = None,
     tolerations: list[JSONDict] | None = None,
+    topology: str | None = None,
 ) -> JSONDict:
-    """A ResourceFlavor: its nodes' labels and taints, and the tolerations its pods get (none
-    of them: every node)."""
+    """A ResourceFlavor: its nodes' labels and taints, the tolerations its pods get (none of
+    them: every node), and the Topology its nodes are arranged in."""
     spec: JSONDict = {}
     if node_labels:
         spec["nodeLabels"] = dict(node_labels)
@@ -162,11 +163,23 @@ def resource_flavor(
         spec["nodeTaints"] = node_taints
     if tolerations:
         spec["tolerations"] = tolerations
+    if topology:
+        spec["topologyName"] = topology
     return {
         "apiVersion": names.API_VERSION,
         "kind": "ResourceFlavor",
         "metadata": {"name": name},
         "spec": spec,
+    }
+
+
+def topology(name: str, levels: Sequence[str]) -> JSONDict:
+    """A Topology: the node labels of its levels, coarsest first."""
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": label} for label in levels]},
     }
 
 

@@ -324,6 +324,7 @@ def baseline() -> Scenario:
 class _Condition(msgspec.Struct):
     type: str = ""
     status: str = ""
+    message: str = ""
 
 
 class _Owner(msgspec.Struct):
@@ -361,7 +362,8 @@ class _Job(msgspec.Struct):
     spec: _JobSpec = msgspec.field(default_factory=_JobSpec)
 
 
-_decode_job = msgspec.json.Decoder(_Job).decode
+# A watched Job's key and spec.suspend (a JobSet decodes alike).
+decode_job = msgspec.json.Decoder(_Job).decode
 
 
 def _true(wl: _Workload, kind: str) -> bool:
@@ -440,7 +442,7 @@ class Recorder:
                 self.done.set()
 
     def see_job(self, data: bytes, now: float) -> None:
-        job = _decode_job(data)
+        job = decode_job(data)
         record = self.records.get((job.metadata.namespace, job.metadata.name))
         if record is None:
             return
@@ -454,26 +456,56 @@ class Recorder:
         return record.finished is None and any(self.admitted_now.get(u) for u in record.workloads)
 
     async def watch(self, api: Client, kind: kinds.Kind) -> None:
-        """Follows `kind` (the system's Workloads, or Jobs) in every namespace until cancelled;
-        relists after a 410 or a closed watch (objects then count as seen at the relist)."""
+        """Follows `kind` (the system's Workloads, or Jobs) in every namespace until cancelled
+        (objects count as seen at a relist)."""
         see = self.see_job if kind == kinds.JOBS else self.see
-        version = ""
-        while True:
-            if not version:
-                items, version = await api.read_all(bytes, kind)
-                now = time.monotonic()
-                for raw in items:
-                    see(raw, now)
-                self.relists += 1
-            try:
-                async for event in api.follow(kind, version, timeout_seconds=600):
-                    version = event.version or version
-                    if event.type in ("ADDED", "MODIFIED"):
-                        see(event.data, time.monotonic())
-            except ApiError as err:
-                if err.status not in (0, 410):
-                    raise
-                version = ""
+
+        def seen(event_type: str, data: bytes, now: float) -> None:
+            if event_type in ("ADDED", "MODIFIED"):
+                see(data, now)
+
+        await follow_kind(api, kind, seen, relisted=self._relisted)
+
+    def _relisted(self) -> None:
+        self.relists += 1
+
+
+# What a watch hands on: the event's type (ADDED for every object of a relist), the object as
+# sent, and the moment it came (time.monotonic()).
+Seen = Callable[[str, bytes, float], None]
+
+
+async def follow_kind(
+    api: Client,
+    kind: kinds.Kind,
+    see: Seen,
+    *,
+    relisted: Callable[[], None] | None = None,
+    label_selector: str | None = None,
+) -> None:
+    """Follows `kind` in every namespace until cancelled: a list, then watches from its
+    version on; after a 410 or a broken connection, a new list (`relisted` is called before its
+    objects are seen, so that a reader may forget what a missed deletion would have removed)."""
+    version = ""
+    while True:
+        if not version:
+            items, version = await api.read_all(bytes, kind, label_selector=label_selector)
+            if relisted is not None:
+                relisted()
+            now = time.monotonic()
+            for raw in items:
+                see("ADDED", raw, now)
+        try:
+            async for event in api.follow(
+                kind, version, label_selector=label_selector, timeout_seconds=600
+            ):
+                version = event.version or version
+                if event.type != "BOOKMARK":
+                    see(event.type, event.data, time.monotonic())
+        except ApiError as err:
+            if err.status not in (0, 410):
+                raise
+            version = ""
 
 
 # -- process figures ------------------------------------------------------------------------
@@ -584,7 +616,7 @@ def class_figures(
 ) -> ClassFigures:
     released = sorted(releases)
     release_mean = statistics.fmean(released) if released else None
-    release_p95 = _percentile(released, 0.95) if released else None
+    release_p95 = percentile(released, 0.95) if released else None
     if not waits:
         return ClassFigures(count, 0, None, None, None, release_mean, release_p95)
     ordered = sorted(waits)
@@ -592,15 +624,15 @@ def class_figures(
         count,
         len(ordered),
         statistics.fmean(ordered),
-        _percentile(ordered, 0.50),
-        _percentile(ordered, 0.95),
+        percentile(ordered, 0.50),
+        percentile(ordered, 0.95),
         release_mean,
         release_p95,
     )
 
 
-def _percentile(ordered: Sequence[float], q: float) -> float:
-    """Nearest rank."""
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile (0 to 1) of values sorted in ascending order, by nearest rank."""
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 from controller.workloads.base import Backend
@@ -14,6 +18,8 @@ TEST_NODE_KEY = "kohort.dev/test"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 T = TypeVar("T")
+
+BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
 
 
 @dataclass(frozen=True)
@@ -111,3 +117,14 @@ async def holds_for(
         if time.monotonic() > deadline:
             return value
         await asyncio.sleep(interval)
+
+
+def load_bench(name: str) -> ModuleType:
+    """bench/<name>.py as a module (bench/ is no package), registered under `name` in
+    sys.modules (dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location(name, BENCH_DIR / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -8,29 +8,17 @@ each admitted or waiting, processes sampled. Its figures are printed, never asse
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.support import load_bench
+
 pytestmark = pytest.mark.cluster
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_memory.py"
-
-
-def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_memory", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 async def test_the_memory_bench_runs_and_counts_every_object(tmp_path: Path) -> None:
-    bench = load_bench()
+    bench = load_bench("bench_memory")
     result = await bench.run_cluster(50, 20, tmp_path, concurrency=8, quiet=3.0, time_limit=300)
     print()
     print(bench.cluster_report(result))
@@ -52,7 +40,7 @@ async def test_the_memory_bench_runs_and_counts_every_object(tmp_path: Path) -> 
 
 
 async def test_the_memory_breakdown_counts_the_controllers_cache() -> None:
-    bench = load_bench()
+    bench = load_bench("bench_memory")
     result = await bench.run_where(40, 5, frames=4)
     print()
     print(bench.where_report(result, 5))

@@ -381,11 +381,17 @@ def manifest(gang: PlannedGang) -> JSONDict:
     return obj
 
 
-def placed_as_asked(gang: PlannedGang, nodes: Sequence[str], layout: Layout) -> bool | None:
-    """Whether bound pods on `nodes` (one entry per pod) are where the gang's shape asks: one
-    rack (required or preferred), one block with every rack holding whole slices (a necessary
-    condition: which pod is in which slice is not visible), one node per pod, zones within one
-    pod of each other, the chosen racks; None for shapes that ask nothing of where."""
+def placed_as_asked(
+    gang: PlannedGang, nodes: Sequence[str], layout: Layout, sets: Sequence[Sequence[str]] = ()
+) -> bool | None:
+    """Whether bound pods on `nodes` (one entry per pod; `sets`: the same per pod set) are where
+    the gang's shape asks: each pod set in one rack (required or preferred), each in one block
+    with every rack holding whole slices (a necessary condition: which pod is in which slice is
+    not visible), one node per pod of the gang, zones within one pod of each other, the chosen
+    racks; None for shapes that ask nothing of where. Topology is asked per pod set (a JobSet's
+    leader and workers each have their own); the pod rules select the whole gang's pods."""
+    if gang.shape in ("rack-required", "rack-preferred", "slices") and len(sets) > 1:
+        return all(placed_as_asked(gang, one, layout) for one in sets)
     labels = layout.node_labels()
 
     def counts(label: str) -> Counter[str]:
@@ -447,6 +453,7 @@ class PodState:
     node: str
     gated: bool
     live: bool  # not being deleted, not finished
+    pod_set: str = ""  # a JobSet's replicated job; "" for kinds of one pod set
 
 
 @dataclass
@@ -456,6 +463,8 @@ class Release:
     at: float
     bound_at: float | None = None
     nodes: tuple[str, ...] = ()  # where its pods were bound, one entry per pod
+    # The same per pod set (a JobSet's leader and workers are two; topology is asked per set).
+    set_nodes: tuple[tuple[str, ...], ...] = ()
     # Why it was not all bound `window` seconds after the release (said then).
     why: str = ""
     # Its Workload's Evicted message, when kohort evicted it.
@@ -511,6 +520,13 @@ class GangRecord:
 
     def bound_pods(self) -> list[str]:
         return [p.node for p in self.pods.values() if p.live and p.node]
+
+    def bound_per_set(self) -> tuple[tuple[str, ...], ...]:
+        sets: dict[str, list[str]] = {}
+        for pod in self.pods.values():
+            if pod.live and pod.node:
+                sets.setdefault(pod.pod_set, []).append(pod.node)
+        return tuple(tuple(sorted(nodes)) for _, nodes in sorted(sets.items()))
 
     def ungated(self) -> bool:
         return any(p.live and not p.gated for p in self.pods.values())
@@ -696,6 +712,7 @@ class Driver:
                 any(g.name == names.ADMISSION_GATE for g in pod.spec.schedulingGates),
                 pod.metadata.deletionTimestamp is None
                 and pod.status.phase not in ("Succeeded", "Failed"),
+                pod.metadata.labels.get(names.JOBSET_REPLICATED_JOB_LABEL, ""),
             )
         if record.plan.kind == "StatefulSet":
             self.released(record, record.ungated(), now)
@@ -727,6 +744,7 @@ class Driver:
         if len(bound) >= record.plan.pods:
             release.bound_at = now
             release.nodes = tuple(sorted(bound))
+            release.set_nodes = record.bound_per_set()
             self.spawn(self.delete_after_runtime(record, release))
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -1159,13 +1177,38 @@ def report(result: BackendResult) -> str:
         lines.append(
             format_table(["GANG", "WHAT", "BOUND AFTER s", "THEN", f"WHY AT {window:g}s"], rows)
         )
-    lines += ["", _waits(result)]
+    lines += ["", _misplaced(result), "", _waits(result)]
     if result.errors or result.notes:
         lines.append("")
     lines += [f"error: {e}" for e in result.errors] + [f"note: {n}" for n in result.notes]
     if result.logs is not None:
         lines.append(f"logs in {result.logs}")
     return "\n".join(lines)
+
+
+def _misplaced(result: BackendResult) -> str:
+    """The bound releases whose pods are not where their shape asks (preferred racks aside:
+    falling back to a block is what they allow), with the rack of every pod."""
+    layout = result.options.layout
+    labels = layout.node_labels()
+    rows = []
+    for record, release in result.releases:
+        if release.bound_at is None or record.plan.shape == "rack-preferred":
+            continue
+        if placed_as_asked(record.plan, release.nodes, layout, release.set_nodes) is False:
+            racks = Counter(labels.get(node, {}).get(RACK_LABEL, "?") for node in release.nodes)
+            rows.append(
+                [
+                    f"{record.plan.team}/{record.plan.gang}",
+                    record.plan.describe(),
+                    ", ".join(f"{rack} x{n}" for rack, n in sorted(racks.items())),
+                    ", ".join(sorted(set(release.nodes))),
+                ]
+            )
+    head = f"bound releases not placed as their shape asks (rack-preferred aside): {len(rows)}"
+    if not rows:
+        return head
+    return head + "\n" + format_table(["GANG", "WHAT", "PODS PER RACK", "NODES"], rows)
 
 
 def _breakdown(result: BackendResult, title: str, group: Callable[[PlannedGang], str]) -> str:
@@ -1176,7 +1219,7 @@ def _breakdown(result: BackendResult, title: str, group: Callable[[PlannedGang],
         pairs = [(r, rel) for r, rel in result.releases if group(r.plan) == name]
         gangs = [r for r in result.records if group(r.plan) == name]
         bound = [(r, rel) for r, rel in pairs if rel.latency is not None]
-        asked = [placed_as_asked(r.plan, rel.nodes, layout) for r, rel in bound]
+        asked = [placed_as_asked(r.plan, rel.nodes, layout, rel.set_nodes) for r, rel in bound]
         judged = [a for a in asked if a is not None]
         p50, p95, most = _distribution(_latencies(pairs))
         rows.append(

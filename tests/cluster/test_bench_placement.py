@@ -34,6 +34,19 @@ def test_the_plan_mixes_every_shape_and_its_manifests_carry_the_shape() -> None:
     assert constraint["whenUnsatisfiable"] == "DoNotSchedule"
 
 
+def test_a_rack_is_judged_per_pod_set_so_a_jobsets_leader_and_workers_may_differ() -> None:
+    bench = load_bench("bench_placement")
+    layout = bench.Layout()
+    gang = bench.PlannedGang(1, "team-a", "JobSet", "rack-required", pods=4, gpus=8)
+    leader, workers = ("b0-r1-0",), ("b1-r2-0", "b1-r2-1", "b1-r2-2")
+    nodes = (*leader, *workers)
+    assert bench.placed_as_asked(gang, nodes, layout, (leader, workers)) is True
+    split = (("b0-r1-0",), ("b1-r2-0", "b1-r3-0", "b1-r2-2"))
+    assert bench.placed_as_asked(gang, nodes, layout, split) is False
+    job = replace(gang, kind="Job")
+    assert bench.placed_as_asked(job, nodes, layout, (nodes,)) is False
+
+
 @pytest.mark.parametrize(
     "backend",
     [pytest.param(Backend.VOLCANO, marks=pytest.mark.volcano), Backend.KUBERNETES],

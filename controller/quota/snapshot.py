@@ -273,6 +273,12 @@ class PodSet:
     host_ports: tuple[HostPort, ...] = ()
     topology: TopologyRequest | None = None
     unchecked: tuple[str, ...] = ()
+    # The ResourceClaimTemplates each pod names (DRA): the controller adds their devices to
+    # `requests` (controller/workloads/devices.py); the core does not read them.
+    claim_templates: tuple[str, ...] = ()
+    # The ResourceClaims each pod names directly (shared claims): never charged, so a gang
+    # with one is held back by the controller.
+    shared_claims: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,7 +93,7 @@ class ClusterState:
         self.podgroups = podgroups
         self.adapters = registry.adapters
         self.rng = rng or random.Random()
-        self.index = GangIndex(submitted)
+        self.index = GangIndex(submitted, settings.device_classes)
         self.inventory = Inventory(self.index, namespace_filter=namespace_filter)
         self.timers = Timers()
         self.mirror = EngineMirror(settings.core)
@@ -140,6 +140,8 @@ class ClusterState:
             self.index.workload_changed(old, new)
         elif kind == self.podgroups.kind:
             self.index.podgroup_changed(old, new)
+        elif kind == kinds.RESOURCE_CLAIM_TEMPLATES:
+            self.index.template_changed(old, new)
         else:
             self.inventory.observe(kind, old, new)
             if kind == kinds.RESOURCE_FLAVORS and new is not None:

@@ -276,9 +276,25 @@ class PodSet:
     # The ResourceClaimTemplates each pod names (DRA): the controller adds their devices to
     # `requests` (controller/workloads/devices.py); the core does not read them.
     claim_templates: tuple[str, ...] = ()
+    # The part of `requests` that is devices claimed through DRA, per quota resource: charged
+    # to quota, but not looked for in nodes' allocatable (a node's devices are in its
+    # ResourceSlices, not its capacity).
+    devices: Mapping[str, int] = field(default_factory=dict)
     # The ResourceClaims each pod names directly (shared claims): never charged, so a gang
     # with one is held back by the controller.
     shared_claims: tuple[str, ...] = ()
+
+
+def node_requests(pod_set: PodSet) -> Mapping[str, int]:
+    """What one pod of `pod_set` takes of a node's allocatable: its requests but its claimed
+    devices."""
+    if not pod_set.devices:
+        return pod_set.requests
+    return {
+        r: left
+        for r, amount in pod_set.requests.items()
+        if (left := amount - pod_set.devices.get(r, 0)) > 0
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,7 @@ from controller.api.workload import (
 )
 from controller.quota import Admission
 from controller.quota.flavor_assignment import charged_requests
-from controller.quota.snapshot import PODS
+from controller.quota.snapshot import PODS, node_requests
 from controller.state.gangs import ManagedGang
 from controller.state.steps import CreatePodGroup, RecordEvent, Step, WriteWorkloadStatus
 from controller.workloads.base import Backend, Delete, Finished, GangShape, Patch
@@ -422,13 +422,14 @@ class PodGroupSettings:
 
 
 def min_resources(shape: GangShape) -> dict[str, int]:
-    """Requests of the first min_member pods (leader sets first), what the gang needs to start."""
+    """Requests of the first min_member pods (leader sets first), what the gang needs to start
+    on nodes (claimed devices are allocated from ResourceSlices, not nodes' allocatable)."""
     left = shape.min_member
     total: dict[str, int] = {}
     for ps in shape.pod_sets:
         n = min(left, ps.count)
         left -= n
-        for r, amount in ps.requests.items():
+        for r, amount in node_requests(ps).items():
             total[r] = total.get(r, 0) + amount * n
     return total
 

@@ -90,13 +90,15 @@ def _charged_pod_set(
     if not pod_set.claim_templates:
         return pod_set
     requests = dict(pod_set.requests)
+    devices: Requests = {}
     for name in pod_set.claim_templates:
         template = templates.get(name)
         if template is None:
             raise DeviceError(f"ResourceClaimTemplate {name} (pod set {pod_set.name}) not found")
         for resource, amount in claim_requests(template, classes).items():
             requests[resource] = requests.get(resource, 0) + amount
-    return replace(pod_set, requests=requests)
+            devices[resource] = devices.get(resource, 0) + amount
+    return replace(pod_set, requests=requests, devices=devices)
 
 
 def with_devices(

@@ -10,6 +10,7 @@ import pytest
 
 from controller.api import kube
 from controller.quota.snapshot import PodSet
+from controller.state.objects import min_resources
 from controller.workloads.base import GangShape
 from controller.workloads.devices import DeviceError, claim_requests, with_devices
 from hack.objects import GPU, claim_template
@@ -99,3 +100,13 @@ def test_a_pod_set_that_names_a_shared_claim_cannot_be_charged() -> None:
     pods = PodSet(count=2, requests={}, name="workers", shared_claims=("team-gpus",))
     with pytest.raises(DeviceError, match="pod set workers names ResourceClaim team-gpus"):
         with_devices(shape(pods), {}, CLASSES)
+
+
+def test_a_gang_scheduler_is_told_only_what_its_pods_take_of_nodes_not_their_claimed_devices() -> (
+    None
+):
+    pods = PodSet(count=4, requests={"cpu": 1000, GPU: 1000}, claim_templates=("two",))
+    templates = {"two": template(claim_template("two", "gpu.example.com", 2))}
+    charged = with_devices(shape(pods), templates, CLASSES)
+    assert charged.pod_sets[0].requests == {"cpu": 1000, GPU: 3000}
+    assert min_resources(charged) == {"cpu": 4000, GPU: 4000}

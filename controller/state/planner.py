@@ -117,12 +117,14 @@ def release(
     podgroup = objects.podgroup_for(gang, podgroups) if wanted else None
     steps: list[Step] = [podgroup] if podgroup is not None else []
     placed = gang.placement() if placement is None else placement
+    shape = gang.shape
+    claiming = {ps.name for ps in shape.pod_sets if ps.devices} if shape is not None else set()
     by_pod_set: dict[str, PodSetFlavors] = {}
     for pod_set, nodes in _by_pod_set(placed, assigned).items():
         chosen = assigned.get(pod_set, {})
         specs = tuple(flavors[f] for f in dict.fromkeys(chosen.values()))
         levels = next((spec.topology for spec in specs if spec.topology), ())
-        hosts, domain = pins(nodes, levels, node_labels)
+        hosts, domain = pins(nodes, levels, node_labels, claims_devices=pod_set in claiming)
         by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain)
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
@@ -142,13 +144,19 @@ def _by_pod_set(
 
 
 def pins(
-    nodes: Sequence[str], levels: Sequence[str], node_labels: NodeLabels
+    nodes: Sequence[str],
+    levels: Sequence[str],
+    node_labels: NodeLabels,
+    *,
+    claims_devices: bool = False,
 ) -> tuple[tuple[str, ...], dict[str, str]]:
     """What pins a pod set to its planned `nodes`: their hostnames (for a required node
     affinity, where the kind may take one), and the labels all of them share among the
     flavor's topology `levels` and the hostname (for a nodeSelector, which every kind takes:
     the domain of a topology request, or the one node). Nothing when a node is unknown or has
-    no hostname label (or without a placement check)."""
+    no hostname label (or without a placement check). A pod set whose pods claim devices
+    (DRA) is pinned to its topology domain only: the plan did not count the nodes' devices, so
+    the scheduler picks the nodes whose devices are free."""
     labels = [node_labels(node) for node in nodes]
     known = [node for node in labels if node is not None and HOSTNAME in node]
     if not nodes or len(known) != len(nodes):
@@ -159,6 +167,8 @@ def pins(
         values = {node.get(key) for node in known}
         if len(values) == 1 and None not in values:
             domain[key] = known[0][key]
+    if claims_devices:
+        return (), {k: v for k, v in domain.items() if k != HOSTNAME}
     return hosts, domain
 
 

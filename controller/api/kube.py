@@ -242,6 +242,43 @@ class ResourceClaimTemplate(View):
     spec: ResourceClaimTemplateSpec = msgspec.field(default_factory=ResourceClaimTemplateSpec)
 
 
+class CELSelector(View):
+    expression: str = ""
+
+
+class DeviceSelector(View):
+    cel: CELSelector | None = None
+
+
+class DeviceClassSpec(View):
+    selectors: list[DeviceSelector] = []
+
+
+class DeviceClass(View):
+    KIND: ClassVar[Kind] = kinds.DEVICE_CLASSES
+    metadata: ObjectMeta
+    spec: DeviceClassSpec = msgspec.field(default_factory=DeviceClassSpec)
+
+
+class Device(View):
+    """A device a ResourceSlice publishes: only its name is read."""
+
+    name: str = ""
+
+
+class ResourceSliceSpec(View):
+    driver: str = ""
+    node_name: str | None = None
+    all_nodes: bool | None = None
+    devices: list[Device] = []
+
+
+class ResourceSlice(View):
+    KIND: ClassVar[Kind] = kinds.RESOURCE_SLICES
+    metadata: ObjectMeta
+    spec: ResourceSliceSpec = msgspec.field(default_factory=ResourceSliceSpec)
+
+
 class PlacementAnnotations(MetaView, frozen=True):
     """The annotations of a pod template (or pod) that ask for a topology: kohort's, and
     Kueue's of the same meaning; any other annotation is skipped while decoding."""

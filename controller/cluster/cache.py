@@ -33,6 +33,8 @@ OPTIONAL = frozenset(
         kinds.COHORTS,
         kinds.TOPOLOGIES,
         kinds.RESOURCE_CLAIM_TEMPLATES,
+        kinds.RESOURCE_SLICES,
+        kinds.DEVICE_CLASSES,
     }
 )
 
@@ -60,6 +62,10 @@ def models(registry: Registry, podgroup_kind: Kind | None) -> dict[Kind, type[An
         kinds.NAMESPACES: kube.Namespace,
         # The devices the pods of a gang claim through them (DRA), charged to its queue.
         kinds.RESOURCE_CLAIM_TEMPLATES: kube.ResourceClaimTemplate,
+        # The devices each node has, and which of them each DeviceClass selects: the placement
+        # check counts free devices per node.
+        kinds.RESOURCE_SLICES: kube.ResourceSlice,
+        kinds.DEVICE_CLASSES: kube.DeviceClass,
     }
     watched.update((kind, adapter.model) for kind, adapter in registry.adapters.items())
     if podgroup_kind is not None:

@@ -183,7 +183,9 @@ class NodeIndex:
 
     def shape(self, pod_set: PodSet, levels: tuple[str, ...] = ()) -> PodShape:
         """A pod of `pod_set`; `levels`: its flavor's topology."""
-        requests = node_requests(pod_set)
+        requests = dict(node_requests(pod_set))
+        # Claimed devices of the classes whose devices nodes carry (the others: unchecked).
+        requests.update((r, a) for r, a in pod_set.claimed.items() if r in self.capacity)
         unknown = tuple(sorted(r for r, v in requests.items() if v > 0 and r not in self.capacity))
         return PodShape(
             self.vector(requests),

@@ -33,6 +33,7 @@ from controller.workloads.devices import (
     DeviceClasses,
     DeviceError,
     claims_templates,
+    pod_devices,
     with_devices,
 )
 
@@ -410,6 +411,11 @@ class GangIndex:
             return
         gang.devices = None
         gang.shape = charged
+
+    def pod_devices(self, pod: kube.Pod) -> dict[str, int]:
+        """What the pod's claims made from templates take of its node's devices."""
+        templates = self._templates.get(pod.metadata.namespace, {})
+        return pod_devices(pod.spec.resource_claims, templates)
 
     def template_changed(
         self, old: kube.ResourceClaimTemplate | None, new: kube.ResourceClaimTemplate | None

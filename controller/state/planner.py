@@ -106,11 +106,12 @@ def release(
     podgroups: PodGroupSettings,
     placement: Sequence[quota.PodPlacement] | None = None,
     node_labels: NodeLabels = lambda node: None,
+    checked_devices: frozenset[str] = frozenset(),
 ) -> list[Step]:
     """The gang's PodGroup if it has none yet, then its release through its adapter, its pods
     on the nodes of the flavors `assigned` to its pod sets (all of them known) and pinned to the
     nodes its admission placed them on (`placement`; by default, as its record says; see
-    `pins`)."""
+    `pins`; `checked_devices`: the node device resources the placement check counted)."""
     assert gang.owner is not None
     # A submitted Workload's creator runs its work as it likes: it gets no PodGroup.
     wanted = gang.podgroup is None and not gang.runs_itself
@@ -118,7 +119,12 @@ def release(
     steps: list[Step] = [podgroup] if podgroup is not None else []
     placed = gang.placement() if placement is None else placement
     shape = gang.shape
-    claiming = {ps.name for ps in shape.pod_sets if ps.devices} if shape is not None else set()
+    pod_sets = shape.pod_sets if shape is not None else ()
+    claiming = {
+        ps.name
+        for ps in pod_sets
+        if ps.claimed and not objects.devices_checked(ps, checked_devices)
+    }
     by_pod_set: dict[str, PodSetFlavors] = {}
     for pod_set, nodes in _by_pod_set(placed, assigned).items():
         chosen = assigned.get(pod_set, {})
@@ -322,9 +328,10 @@ def admission(
     flavors: Mapping[str, quota.FlavorSpec],
     podgroups: PodGroupSettings,
     node_labels: NodeLabels = lambda node: None,
+    checked_devices: frozenset[str] = frozenset(),
 ) -> AdmissionWrites:
     status = objects.admitted_status(gang, decided, now)
-    unchecked = objects.unchecked(gang)
+    unchecked = objects.unchecked(gang, checked_devices)
     if unchecked:
         status.conditions = objects.placement_not_checked(status.conditions, unchecked, now)
     record: list[Step] = [objects.status_write(gang, status)]
@@ -340,6 +347,7 @@ def admission(
             podgroups=podgroups,
             placement=decided.placement,
             node_labels=node_labels,
+            checked_devices=checked_devices,
         )
     message = f"Admitted by ClusterQueue {decided.queue}: {decided.describe()}"
     record.append(objects.event(gang, Reason.ADMITTED, message))

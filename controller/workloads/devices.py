@@ -20,7 +20,8 @@ Pure: templates in, requests or a problem out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from controller.api import kube
@@ -32,6 +33,14 @@ from controller.workloads.requests import Requests
 DeviceClasses = Mapping[str, str]
 
 MILLI = 1000
+# Where the placement check counts a DeviceClass's devices: a node resource of this name per
+# class, `devices.kohort.dev/<class>` (not the quota resource: a node's extended-resource GPUs
+# and its DRA GPUs are not the same capacity).
+DEVICE_RESOURCE_PREFIX = "devices.kohort.dev/"
+
+
+def device_resource(device_class: str) -> str:
+    return DEVICE_RESOURCE_PREFIX + device_class
 
 
 class DeviceError(ValueError):
@@ -57,25 +66,94 @@ def _request_problem(template: str, request: kube.DeviceRequest) -> str | None:
     return None
 
 
-def claim_requests(template: kube.ResourceClaimTemplate, classes: DeviceClasses) -> Requests:
-    """What one claim made from `template` is charged, in milli-units of quota resources.
-    Raises DeviceError when a request cannot be counted or its class is not mapped."""
+def claim_devices(template: kube.ResourceClaimTemplate) -> dict[str, int]:
+    """How many devices of each DeviceClass one claim made from `template` asks for. Raises
+    DeviceError when a request's count is not certain."""
     name = template.metadata.name
-    out: Requests = {}
+    out: dict[str, int] = {}
     for request in template.spec.spec.devices.requests:
         problem = _request_problem(name, request)
         if problem is not None:
             raise DeviceError(problem)
         assert request.exactly is not None
         device_class = request.exactly.device_class_name
+        out[device_class] = out.get(device_class, 0) + request.exactly.count
+    return out
+
+
+def claim_requests(template: kube.ResourceClaimTemplate, classes: DeviceClasses) -> Requests:
+    """What one claim made from `template` is charged, in milli-units of quota resources.
+    Raises DeviceError when a request cannot be counted or its class is not mapped."""
+    out: Requests = {}
+    for device_class, count in claim_devices(template).items():
         resource = classes.get(device_class)
         if resource is None:
             raise DeviceError(
-                f"DeviceClass {device_class} (ResourceClaimTemplate {name}) is not covered by"
-                f" any quota resource; the controller's --device-class {device_class}=RESOURCE"
-                " maps it"
+                f"DeviceClass {device_class} (ResourceClaimTemplate {template.metadata.name})"
+                f" is not covered by any quota resource; the controller's --device-class"
+                f" {device_class}=RESOURCE maps it"
             )
-        out[resource] = out.get(resource, 0) + request.exactly.count * MILLI
+        out[resource] = out.get(resource, 0) + count * MILLI
+    return out
+
+
+def pod_devices(
+    claims: Iterable[kube.PodResourceClaim], templates: Mapping[str, kube.ResourceClaimTemplate]
+) -> Requests:
+    """What a pod's claims made from `templates` take of its node's devices, by node device
+    resource (`device_resource`), in milli-units; claims that cannot be counted take none."""
+    out: Requests = {}
+    for claim in claims:
+        template = templates.get(claim.resource_claim_template_name or "")
+        if template is None:
+            continue
+        try:
+            devices = claim_devices(template)
+        except DeviceError:
+            continue
+        for device_class, count in devices.items():
+            key = device_resource(device_class)
+            out[key] = out.get(key, 0) + count * MILLI
+    return out
+
+
+# The one form of DeviceClass selector kohort evaluates: all of a driver's devices.
+_DRIVER_IS = re.compile(r'\s*device\.driver\s*==\s*"([^"\\]+)"\s*')
+
+Selects = Callable[[str], bool]
+
+
+def class_selects(device_class: kube.DeviceClass) -> Selects | None:
+    """Which drivers' devices a DeviceClass selects, when kohort can tell: a class without
+    selectors selects every device, one whose selectors are all `device.driver == "<name>"`
+    the devices of that driver (of none, when they name two). None: a selector outside that
+    subset (attributes, capacity, other CEL), which the placement check cannot evaluate."""
+    drivers: set[str] = set()
+    for selector in device_class.spec.selectors:
+        found = _DRIVER_IS.fullmatch(selector.cel.expression) if selector.cel else None
+        if found is None:
+            return None
+        drivers.add(found.group(1))
+    if not drivers:
+        return lambda driver: True
+    return lambda driver: drivers == {driver}
+
+
+def node_devices(
+    slices: Iterable[kube.ResourceSlice], classes: Mapping[str, Selects]
+) -> dict[str, Requests]:
+    """Node -> how many devices of each class its ResourceSlices publish, by node device
+    resource, in milli-units (slices of no single node are left out)."""
+    out: dict[str, Requests] = {}
+    for published in slices:
+        node = published.spec.node_name
+        if not node:
+            continue
+        counts = out.setdefault(node, {})
+        for device_class, selects in classes.items():
+            if selects(published.spec.driver):
+                key = device_resource(device_class)
+                counts[key] = counts.get(key, 0) + len(published.spec.devices) * MILLI
     return out
 
 
@@ -91,6 +169,7 @@ def _charged_pod_set(
         return pod_set
     requests = dict(pod_set.requests)
     devices: Requests = {}
+    claimed: Requests = {}
     for name in pod_set.claim_templates:
         template = templates.get(name)
         if template is None:
@@ -98,7 +177,10 @@ def _charged_pod_set(
         for resource, amount in claim_requests(template, classes).items():
             requests[resource] = requests.get(resource, 0) + amount
             devices[resource] = devices.get(resource, 0) + amount
-    return replace(pod_set, requests=requests, devices=devices)
+        for device_class, count in claim_devices(template).items():
+            key = device_resource(device_class)
+            claimed[key] = claimed.get(key, 0) + count * MILLI
+    return replace(pod_set, requests=requests, devices=devices, claimed=claimed)
 
 
 def with_devices(

@@ -90,6 +90,7 @@ class World:
         release_timeout: float | None = Settings.release_timeout,
         clock: Callable[[], float] = lambda: NOW,
         device_classes: Mapping[str, str] | None = None,
+        placement: bool = False,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -101,7 +102,7 @@ class World:
         settings = Settings(
             pods_ready_timeout=pods_ready_timeout,
             release_timeout=release_timeout,
-            core=quota.Config(placement=False),
+            core=quota.Config(placement=placement),
             device_classes=device_classes or {},
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)

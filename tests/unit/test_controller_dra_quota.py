@@ -239,3 +239,134 @@ async def test_an_admitted_dra_gang_keeps_its_charge_when_its_template_is_delete
     assert (condition(world.workload("job-running"), "Evicted") or {}).get("status") != "True"
     assert gpus_used(world) == "8"
     assert world.suspended("next") is True
+
+
+# -- with the placement check: free devices per node, from ResourceSlices ---------------------
+
+DRIVER_IS = 'device.driver == "gpu.example.com"'
+
+
+def ready_node(name: str) -> JSON:
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {
+            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def gpu_slice(node: str, devices: int) -> JSON:
+    return {
+        "metadata": {"name": f"{node}-gpus"},
+        "spec": {
+            "driver": "gpu.example.com",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"gpu-{i}"} for i in range(devices)],
+        },
+    }
+
+
+def gpu_class(expression: str = DRIVER_IS) -> JSON:
+    return {
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+def nodes_of_4_gpus(*names: str) -> list[tuple[kinds.Kind, JSON]]:
+    return [
+        *((kinds.NODES, ready_node(n)) for n in names),
+        *((kinds.RESOURCE_SLICES, gpu_slice(n, 4)) for n in names),
+    ]
+
+
+async def placed_world(started: list[World], *objects: tuple[kinds.Kind, JSON]) -> World:
+    world = await start(
+        started,
+        World(
+            (kinds.CLUSTER_QUEUES, gpu_queue("16")),
+            (kinds.RESOURCE_CLAIM_TEMPLATES, two_gpus()),
+            *objects,
+            device_classes=CLASSES,
+            placement=True,
+        ),
+    )
+    await passes(world)
+    return world
+
+
+def pinned_hosts(world: World, job: str) -> list[str]:
+    obj = world.api.read_back(kinds.JOBS, job, "ns") or {}
+    affinity = obj["spec"]["template"]["spec"].get("affinity", {})
+    terms = affinity.get("nodeAffinity", {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", {}
+    )
+    return [
+        v
+        for term in terms.get("nodeSelectorTerms", [])
+        for expr in term.get("matchExpressions", [])
+        for v in expr["values"]
+    ]
+
+
+async def test_a_dra_gang_is_placed_where_its_devices_are_free_and_the_next_waits_for_devices(
+    started: list[World],
+) -> None:
+    world = await placed_world(
+        started,
+        (kinds.DEVICE_CLASSES, gpu_class()),
+        *nodes_of_4_gpus("n1", "n2"),
+        (kinds.JOBS, dra_job("first", 4, "two-gpus")),
+        (kinds.JOBS, dra_job("second", 1, "two-gpus")),
+    )
+
+    assert world.suspended("first") is False
+    admitted = world.workload("job-first")
+    assert (condition(admitted, "PlacementChecked") or {}).get("status") != "False"
+    assert sorted(pinned_hosts(world, "first")) == ["n1", "n2"]
+    assert world.suspended("second") is True
+    reason = pending_reason(world.workload("job-second"))
+    assert reason.startswith("Quota ok but no node fits")
+    assert "devices.kohort.dev/gpu.example.com" in reason
+
+
+async def test_devices_held_by_pods_outside_kohort_are_not_free(started: list[World]) -> None:
+    other = {
+        "metadata": {"namespace": "ns", "name": "outside"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c"}],
+            **claims_from("two-gpus"),
+        },
+        "status": {"phase": "Running"},
+    }
+    world = await placed_world(
+        started,
+        (kinds.DEVICE_CLASSES, gpu_class()),
+        *nodes_of_4_gpus("n1", "n2"),
+        (kinds.PODS, other),
+        (kinds.JOBS, dra_job("four", 4, "two-gpus")),
+    )
+
+    assert world.suspended("four") is True
+    assert "devices.kohort.dev/gpu.example.com" in pending_reason(world.workload("job-four"))
+
+
+async def test_a_class_whose_selector_is_not_evaluated_is_admitted_on_quota_said_unchecked(
+    started: list[World],
+) -> None:
+    by_model = gpu_class('device.attributes["gpu.example.com"].model == "h100"')
+    world = await placed_world(
+        started,
+        (kinds.DEVICE_CLASSES, by_model),
+        *nodes_of_4_gpus("n1"),
+        (kinds.JOBS, dra_job("first", 4, "two-gpus")),
+    )
+
+    assert world.suspended("first") is False
+    checked = condition(world.workload("job-first"), "PlacementChecked") or {}
+    assert checked.get("status") == "False"
+    assert "dynamic resource claims" in checked.get("message", "")
+    assert pinned_hosts(world, "first") == []

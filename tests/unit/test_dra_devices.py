@@ -12,7 +12,15 @@ from controller.api import kube
 from controller.quota.snapshot import PodSet
 from controller.state.objects import min_resources
 from controller.workloads.base import GangShape
-from controller.workloads.devices import DeviceError, claim_requests, with_devices
+from controller.workloads.devices import (
+    DeviceError,
+    claim_requests,
+    class_selects,
+    device_resource,
+    node_devices,
+    pod_devices,
+    with_devices,
+)
 from hack.objects import GPU, claim_template
 
 CLASSES = {"gpu.example.com": GPU, "nic.example.com": "example.com/nic"}
@@ -89,6 +97,7 @@ def test_a_pod_set_is_charged_its_claims_on_top_of_its_containers_requests() -> 
     templates = {"two": template(claim_template("two", "gpu.example.com", 2))}
     charged = with_devices(shape(pods), templates, CLASSES)
     assert charged.pod_sets[0].requests == {"cpu": 1000, GPU: 4000}
+    assert charged.pod_sets[0].claimed == {device_resource("gpu.example.com"): 4000}
 
 
 def test_a_gang_without_claims_is_left_as_it_is() -> None:
@@ -110,3 +119,70 @@ def test_a_gang_scheduler_is_told_only_what_its_pods_take_of_nodes_not_their_cla
     charged = with_devices(shape(pods), templates, CLASSES)
     assert charged.pod_sets[0].requests == {"cpu": 1000, GPU: 3000}
     assert min_resources(charged) == {"cpu": 4000, GPU: 4000}
+
+
+# -- the devices of nodes, for the placement check -------------------------------------------
+
+
+def device_class(*expressions: str) -> kube.DeviceClass:
+    obj = {
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
+    }
+    return msgspec.convert(obj, kube.DeviceClass)
+
+
+def test_a_class_selecting_one_drivers_devices_is_evaluated() -> None:
+    selects = class_selects(device_class('device.driver == "gpu.example.com"'))
+    assert selects is not None
+    assert selects("gpu.example.com") and not selects("nic.example.com")
+
+
+def test_a_class_without_selectors_selects_every_device() -> None:
+    selects = class_selects(device_class())
+    assert selects is not None and selects("anything.example.com")
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'device.attributes["gpu.example.com"].model == "h100"',
+        'device.driver == "a" || device.driver == "b"',
+        "device.capacity['gpu.example.com'].memory.compareTo(quantity('80Gi')) >= 0",
+    ],
+)
+def test_a_class_whose_selector_is_outside_the_subset_is_not_evaluated(expression: str) -> None:
+    assert class_selects(device_class('device.driver == "gpu.example.com"', expression)) is None
+
+
+def test_nodes_have_the_devices_their_slices_publish_for_each_evaluated_class() -> None:
+    def published(node: str, driver: str, devices: int) -> kube.ResourceSlice:
+        obj = {
+            "metadata": {"name": f"{node}-{driver}"},
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "devices": [{"name": f"d{i}"} for i in range(devices)],
+            },
+        }
+        return msgspec.convert(obj, kube.ResourceSlice)
+
+    slices = [published("n1", "gpu.example.com", 4), published("n1", "nic.example.com", 2)]
+    slices.append(published("n2", "gpu.example.com", 8))
+    gpus = class_selects(device_class('device.driver == "gpu.example.com"'))
+    assert gpus is not None
+    assert node_devices(slices, {"gpu.example.com": gpus}) == {
+        "n1": {device_resource("gpu.example.com"): 4000},
+        "n2": {device_resource("gpu.example.com"): 8000},
+    }
+
+
+def test_a_pod_takes_the_devices_of_the_claims_its_templates_make_on_its_node() -> None:
+    spec = msgspec.convert(
+        {"resourceClaims": [{"name": "a", "resourceClaimTemplateName": "two"}, {"name": "b"}]},
+        kube.PodSpec,
+    )
+    templates = {"two": template(claim_template("two", "gpu.example.com", 2))}
+    assert pod_devices(spec.resource_claims, templates) == {
+        device_resource("gpu.example.com"): 2000
+    }

@@ -220,3 +220,30 @@ async def test_an_extended_resource_gang_and_a_dra_gang_share_one_queues_gpus(
         what="a third gang waiting for the shared GPU quota",
     )
     assert sorted(await team.bound("job-third")) == []
+
+
+async def test_a_gang_the_quota_allows_waits_for_free_devices_and_binds_once_they_are_freed(
+    scene: Scene,
+) -> None:
+    scene.add_nodes("dra", 2, cpu="16", dra_gpus=4)
+    scene.teams(a=16)
+    scene.template(TWO_GPUS, 2)
+    team = scene.probe()
+
+    await team.create(kinds.JOBS, scene.dra_job("first", "a", 3))
+    await all_bound(team, "job-first", 3)
+    await team.create(kinds.JOBS, scene.dra_job("second", "a", 2))
+    waiting = await eventually(
+        lambda: team.workload("job-second"),
+        lambda w: pending_reason(w).startswith("Quota ok but no node fits"),
+        what="the second gang waiting for free devices",
+    )
+    assert f"devices.kohort.dev/{dra.DEVICE_CLASS}" in pending_reason(waiting)
+    assert await team.bound("job-second") == []
+
+    await scene.admin.delete(kinds.JOBS, "first", scene.namespace, propagation="Foreground")
+    await all_bound(team, "job-second", 2)
+    claims = await eventually(
+        scene.claims, lambda c: len(c) == 2, within=30, what="the second gang's 2 claims"
+    )
+    assert len({d for held in claims.values() for d in held}) == 4

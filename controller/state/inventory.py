@@ -107,7 +107,7 @@ class Inventory:
         # DRA: the ResourceSlices by name, the DeviceClasses whose selector the placement check
         # evaluates, and node -> the devices of each such class it has (node resources
         # `devices.kohort.dev/<class>`; every node has each, 0 when it has none).
-        self._slices: dict[str, kube.ResourceSlice] = {}
+        self._slices: dict[str, dict[str, kube.ResourceSlice]] = {}  # node -> name -> slice
         self._device_classes: dict[str, Selects] = {}
         self._node_devices: dict[str, dict[str, int]] = {}
         self._classes_taken: set[str] = set()
@@ -232,8 +232,7 @@ class Inventory:
         elif kind == kinds.NAMESPACES:
             self._namespace_changed(old, new)
         elif kind == kinds.RESOURCE_SLICES:
-            _keep(self._slices, old, new, new)
-            self._take_devices()
+            self._slice_changed(old, new)
         elif kind == kinds.DEVICE_CLASSES:
             name = (new or old).metadata.name
             selects = class_selects(new) if new is not None else None
@@ -243,11 +242,29 @@ class Inventory:
                 self._device_classes[name] = selects
             self._take_devices()
 
-    def _take_devices(self) -> None:
-        """The devices of every node again, after a ResourceSlice or DeviceClass changed."""
-        before = self._node_devices
-        self._node_devices = node_devices(self._slices.values(), self._device_classes)
-        if before != self._node_devices or set(self._device_classes) != self._classes_taken:
+    def _slice_changed(
+        self, old: kube.ResourceSlice | None, new: kube.ResourceSlice | None
+    ) -> None:
+        """The devices of the nodes of a changed ResourceSlice again."""
+        nodes = {s.spec.node_name for s in (old, new) if s is not None and s.spec.node_name}
+        if old is not None and old.spec.node_name:
+            self._slices.get(old.spec.node_name, {}).pop(old.metadata.name, None)
+        if new is not None and new.spec.node_name:
+            self._slices.setdefault(new.spec.node_name, {})[new.metadata.name] = new
+        self._take_devices(nodes)
+
+    def _take_devices(self, nodes: set[str] | None = None) -> None:
+        """The devices of `nodes` (None: every node) again."""
+        names = set(self._slices) if nodes is None else nodes
+        published = [s for n in names for s in self._slices.get(n, {}).values()]
+        found = node_devices(published, self._device_classes)
+        changed = set(self._device_classes) != self._classes_taken
+        for name in names:
+            after = found.get(name, {})
+            if self._node_devices.get(name, {}) != after:
+                changed = True
+                self._node_devices[name] = after
+        if changed:
             self._classes_taken = set(self._device_classes)
             self.nodes_changed = True
 

@@ -370,3 +370,25 @@ async def test_a_class_whose_selector_is_not_evaluated_is_admitted_on_quota_said
     assert checked.get("status") == "False"
     assert "dynamic resource claims" in checked.get("message", "")
     assert pinned_hosts(world, "first") == []
+
+
+async def test_a_dra_gang_waits_for_nodes_with_devices_and_is_admitted_once_slices_appear(
+    started: list[World],
+) -> None:
+    world = await placed_world(
+        started,
+        (kinds.DEVICE_CLASSES, gpu_class()),
+        (kinds.NODES, ready_node("n1")),
+        (kinds.NODES, ready_node("n2")),
+        (kinds.JOBS, dra_job("first", 4, "two-gpus")),
+    )
+    assert world.suspended("first") is True
+    assert "devices.kohort.dev/gpu.example.com" in pending_reason(world.workload("job-first"))
+
+    for name in ("n1", "n2"):
+        world.api.put(kinds.RESOURCE_SLICES, gpu_slice(name, 4))
+    await world.api.settle()
+    await passes(world)
+
+    assert world.suspended("first") is False
+    assert sorted(pinned_hosts(world, "first")) == ["n1", "n2"]

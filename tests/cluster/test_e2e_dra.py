@@ -1,8 +1,8 @@
 """GPUs as DRA devices, end to end: kwok nodes publish their GPUs in ResourceSlices (DeviceClass
 gpu.kohort.dev, hack/dra.py), the controller charges DeviceClass gpu.kohort.dev as
 nvidia.com/gpu, kube-controller-manager makes each pod's claims from its template, and
-kube-scheduler allocates them as it binds the pods (the kubernetes gang backend: Volcano does
-not allocate claims).
+kube-scheduler allocates them as it binds the pods (the kubernetes gang backend; claims under
+Volcano are not tested here).
 
 The test nodes: 2 nodes of 4 DRA GPUs each (8 in all); for the shared-quota test, 1 more node
 of 4 extended-resource GPUs.

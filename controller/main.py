@@ -82,6 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="first requeue backoff after a pods-ready timeout; doubles each time",
     )
     parser.add_argument("--resync-period", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument(
+        "--device-class",
+        action="append",
+        default=[],
+        type=device_class,
+        metavar="CLASS=RESOURCE",
+        help="charge the devices pods claim of DeviceClass CLASS (DRA) as quota resource"
+        " RESOURCE, e.g. gpu.example.com=nvidia.com/gpu; repeat for more classes (docs/dra.md)",
+    )
     measured = quota.Config.measured()
     parser.add_argument(
         "--packing", choices=["best-fit", "spread", "first-fit"], default=measured.packing
@@ -167,8 +176,17 @@ class _MovedToClusterQueue(argparse.Action):
         )
 
 
+def device_class(text: str) -> tuple[str, str]:
+    """A --device-class value: CLASS=RESOURCE."""
+    device, _, resource = text.partition("=")
+    if not device or not resource:
+        raise argparse.ArgumentTypeError(f"expected CLASS=RESOURCE, got {text!r}")
+    return device, resource
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
+        device_classes=dict(args.device_class),
         pods_ready_timeout=args.wait_for_pods_ready or None,
         release_timeout=args.release_timeout or None,
         requeue_base=args.requeue_base,

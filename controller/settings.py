@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller import quota
@@ -32,3 +33,6 @@ class Settings:
     # the writes beside them (Finished records, a burst of new Workloads).
     concurrent_writes: int = 32
     core: quota.Config = field(default_factory=quota.Config.measured)
+    # DeviceClass -> the quota resource its devices (claimed through DRA) are charged as
+    # (docs/dra.md).
+    device_classes: Mapping[str, str] = field(default_factory=dict)

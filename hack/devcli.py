@@ -24,7 +24,8 @@ DEFAULT_POOLS = ("gpu:3:gpus=8,cpu=64,memory=512Gi",)
 
 
 def parse_pool(text: str) -> NodePool:
-    """NAME:COUNT[:key=value,...] with keys cpu, memory, gpus, pods, label.K, taint.K=V:EFFECT."""
+    """NAME:COUNT[:key=value,...] with keys cpu, memory, gpus, dra_gpus (GPUs as DRA devices,
+    hack/dra.py), pods, label.K, taint.K=V:EFFECT."""
     parts = text.split(":", 2)
     if len(parts) < 2 or not parts[1].isdigit():
         raise argparse.ArgumentTypeError(f"node pool {text!r}: expected NAME:COUNT[:key=value,...]")
@@ -43,7 +44,7 @@ def parse_pool(text: str) -> NodePool:
             taints.append(Taint(key[6:], taint_value, effect or "NoSchedule"))
         elif key in ("cpu", "memory"):
             shape[key] = value
-        elif key in ("gpus", "pods"):
+        elif key in ("gpus", "dra_gpus", "pods"):
             shape[key] = int(value)
         else:
             raise argparse.ArgumentTypeError(f"node pool {text!r}: unknown key {key!r}")

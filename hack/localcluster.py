@@ -35,7 +35,7 @@ from certs.authority import (
     public_key_to_pem,
 )
 from controller.api import kinds
-from hack import processes, testenv, workload_controllers
+from hack import dra, processes, testenv, workload_controllers
 from hack.processes import ManagedProcess
 from hack.rest import ApiError, RestClient
 
@@ -145,6 +145,9 @@ class NodePool:
     cpu: str = "32"
     memory: str = "256Gi"
     gpus: int = 0
+    # GPUs published as DRA devices of DeviceClass gpu.kohort.dev (hack/dra.py), in a
+    # ResourceSlice per node; not in the node's capacity.
+    dra_gpus: int = 0
     pods: int = 110
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Taint] = ()
@@ -235,6 +238,8 @@ class LocalCluster:
         self.ca = CertificateAuthority.create("kohort-local-cluster-ca")
         self.ca_pem = self.ca.cert_pem
         self._rest: RestClient | None = None
+        # Nodes with a ResourceSlice of hack/dra.py's driver.
+        self._dra_nodes: set[str] = set()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -356,9 +361,15 @@ class LocalCluster:
     def add_nodes(self, *pools: NodePool, wait_ready: bool = True) -> list[str]:
         names: list[str] = []
         for pool in pools:
+            if pool.dra_gpus:
+                self.rest.create(dra.DEVICE_CLASSES_PATH, dra.device_class(), exist_ok=True)
             for node in pool.node_objects():
-                self.rest.create("/api/v1/nodes", node)
+                created = self.rest.create("/api/v1/nodes", node)
                 names.append(node["metadata"]["name"])
+                if pool.dra_gpus:
+                    slice_ = dra.resource_slice(created, pool.dra_gpus)
+                    self.rest.create(dra.RESOURCE_SLICES_PATH, slice_)
+                    self._dra_nodes.add(node["metadata"]["name"])
         if wait_ready and names:
             self.wait_nodes_ready(names)
         return names
@@ -366,6 +377,10 @@ class LocalCluster:
     def remove_nodes(self, names: Sequence[str]) -> None:
         for name in names:
             self.rest.delete(f"/api/v1/nodes/{name}")
+            if name in self._dra_nodes:
+                # The garbage collector would take it too, but later.
+                self._dra_nodes.discard(name)
+                self.rest.delete(f"{dra.RESOURCE_SLICES_PATH}/{dra.slice_name(name)}")
 
     def node_ready(self, name: str) -> bool:
         node = self.rest.get(f"/api/v1/nodes/{name}")

@@ -204,6 +204,33 @@ def local_queue(namespace: str, name: str, cluster_queue_name: str) -> JSONDict:
     }
 
 
+def claim_template(
+    name: str, device_class: str, count: int = 1, *, allocation_mode: str | None = None
+) -> JSONDict:
+    """A ResourceClaimTemplate (DRA) whose claims ask for `count` devices of `device_class`
+    (every matching device of a node with allocation_mode "All")."""
+    exactly: JSONDict = {"deviceClassName": device_class}
+    if allocation_mode is None:
+        exactly.update(allocationMode="ExactCount", count=count)
+    else:
+        exactly["allocationMode"] = allocation_mode
+    return {
+        "apiVersion": kinds.RESOURCE_CLAIM_TEMPLATES.api_version,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{"name": "devices", "exactly": exactly}]}}},
+    }
+
+
+def claims_from(*templates: str) -> JSONDict:
+    """The part of a pod spec that gives each pod its own claim made from each template."""
+    return {
+        "resourceClaims": [
+            {"name": f"claim-{i}", "resourceClaimTemplateName": t} for i, t in enumerate(templates)
+        ]
+    }
+
+
 def pod_template(
     requests: Mapping[str, str],
     *,

@@ -88,6 +88,7 @@ def test_nodes(cluster: LocalCluster, namespace: str) -> Iterator[TestNodes]:
         cpu: str = "32",
         memory: str = "256Gi",
         gpus: int = 0,
+        dra_gpus: int = 0,
         taints: tuple[Taint, ...] = (),
         labels: Mapping[str, str] | None = None,
     ) -> list[str]:
@@ -97,6 +98,7 @@ def test_nodes(cluster: LocalCluster, namespace: str) -> Iterator[TestNodes]:
             cpu=cpu,
             memory=memory,
             gpus=gpus,
+            dra_gpus=dra_gpus,
             labels={**(labels or {}), TEST_NODE_KEY: namespace},
             taints=(Taint(TEST_NODE_KEY, namespace), *taints),
         )

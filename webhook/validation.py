@@ -11,7 +11,8 @@
    wrote into its pod templates (schedulerName, PodGroup names, group size).
 5. No managed pod or pod template may name a node (`spec.nodeName` skips every scheduler), nor
    carry topology annotations (kohort's or Kueue's) that cannot be honoured: the controller
-   would leave the workload unmanaged.
+   would leave the workload unmanaged; nor name a ResourceClaim directly (a shared claim's
+   devices are charged to nobody: docs/dra.md).
 6. PodGroups (Volcano's, coscheduling's) are kohort's controller's to make and edit once they
    are kohort's: labelled managed-by kohort, or in kohort's own Volcano queue.
 See docs/security.md for the threat model.
@@ -207,7 +208,12 @@ def creation_problem(
         return None  # held through its owner, which is the gang
     if queue_of(obj) is None and adapter.KIND == kinds.PODS and of_unmanaged_job(obj):
         return None  # a pod of a Job made before its namespace opted in, or opted out
-    return node_name_problem(adapter, obj) or adapter.unheld(obj) or pod_rules_problem(adapter, obj)
+    return (
+        node_name_problem(adapter, obj)
+        or shared_claim_problem(adapter, obj)
+        or adapter.unheld(obj)
+        or pod_rules_problem(adapter, obj)
+    )
 
 
 def ownership_problem(
@@ -284,6 +290,24 @@ def node_name_problem(adapter: WorkloadAdapter, obj: dict[str, Any]) -> str | No
     return None
 
 
+def shared_claim_problem(adapter: WorkloadAdapter, obj: dict[str, Any]) -> str | None:
+    """Why a managed pod or pod template may not name a ResourceClaim directly: the devices of
+    a claim shared with others are charged to no gang (a template's are, per pod)."""
+    for path in adapter.templates(obj):
+        claims = lookup(obj, [*path, "spec", "resourceClaims"])
+        for i, claim in enumerate(claims if isinstance(claims, list) else []):
+            name = claim.get("resourceClaimName") if isinstance(claim, dict) else None
+            if name:
+                where = ".".join(str(p) for p in [*path, "spec", "resourceClaims", i])
+                return (
+                    f"{where} names ResourceClaim {shown(name)} directly: the devices of a"
+                    " claim shared between pods are charged to no queue; use"
+                    " resourceClaimTemplateName with a ResourceClaimTemplate instead, so each"
+                    " pod's devices are charged to its gang (docs/dra.md)"
+                )
+    return None
+
+
 _TOPOLOGY_KEYS = frozenset(key for pair in TOPOLOGY_ANNOTATIONS for key in pair)
 
 
@@ -340,6 +364,9 @@ def update_problem(
     rules = pod_rules_problem(adapter, new)
     if rules and pod_rules_problem(adapter, old) is None:
         return rules
+    claims = shared_claim_problem(adapter, new)
+    if claims and shared_claim_problem(adapter, old) is None:
+        return claims
     if old_queue != new_queue and not adapter.queue_may_change(old):
         return (
             f"the {names.QUEUE_LABEL} label cannot change from {shown(old_queue)} to"

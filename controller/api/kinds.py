@@ -63,6 +63,14 @@ VALIDATING_WEBHOOK_CONFIGURATIONS = Kind(
 PRIORITY_CLASSES = Kind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
 )
+# Dynamic Resource Allocation (GA in Kubernetes 1.34): the claim templates pods name, whose
+# devices a gang is charged (docs/dra.md).
+RESOURCE_CLAIM_TEMPLATES = Kind(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"
+)
+# ... and, for the placement check, the devices each node has and which of them a class selects.
+RESOURCE_SLICES = Kind("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
+DEVICE_CLASSES = Kind("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
 VOLCANO_PODGROUPS = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 VOLCANO_QUEUES = Kind("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False)
 COSCHEDULING_PODGROUPS = Kind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")

@@ -182,9 +182,12 @@ class TopologySpreadConstraint(View):
 
 
 class PodResourceClaim(View):
-    """A dynamic resource claim of a pod (DRA): only that there is one is read."""
+    """A dynamic resource claim of a pod (DRA): a claim made for each pod from a template, or
+    a claim of its own name that the pod shares with whoever else names it."""
 
     name: str = ""
+    resource_claim_template_name: str | None = None
+    resource_claim_name: str | None = None
 
 
 class PodSpec(View):
@@ -202,6 +205,78 @@ class PodSpec(View):
     resource_claims: list[PodResourceClaim] = []
     # Its containers' ports are the node's ports (a port's hostPort defaults to its own).
     host_network: bool = False
+
+
+class ExactDeviceRequest(View):
+    """What one request of a claim asks for (resource.k8s.io/v1 ExactDeviceRequest): only
+    what counting its devices needs, and what tells that it cannot be counted."""
+
+    device_class_name: str = ""
+    allocation_mode: str = "ExactCount"
+    count: int = 1
+    admin_access: bool | None = None
+    selectors: list[Unread] = []
+
+
+class DeviceRequest(View):
+    name: str = ""
+    exactly: ExactDeviceRequest | None = None
+    first_available: list[Unread] = []
+
+
+class DeviceClaim(View):
+    requests: list[DeviceRequest] = []
+
+
+class ResourceClaimSpec(View):
+    devices: DeviceClaim = msgspec.field(default_factory=DeviceClaim)
+
+
+class ResourceClaimTemplateSpec(View):
+    spec: ResourceClaimSpec = msgspec.field(default_factory=ResourceClaimSpec)
+
+
+class ResourceClaimTemplate(View):
+    KIND: ClassVar[Kind] = kinds.RESOURCE_CLAIM_TEMPLATES
+    metadata: ObjectMeta
+    spec: ResourceClaimTemplateSpec = msgspec.field(default_factory=ResourceClaimTemplateSpec)
+
+
+class CELSelector(View):
+    expression: str = ""
+
+
+class DeviceSelector(View):
+    cel: CELSelector | None = None
+
+
+class DeviceClassSpec(View):
+    selectors: list[DeviceSelector] = []
+
+
+class DeviceClass(View):
+    KIND: ClassVar[Kind] = kinds.DEVICE_CLASSES
+    metadata: ObjectMeta
+    spec: DeviceClassSpec = msgspec.field(default_factory=DeviceClassSpec)
+
+
+class Device(View):
+    """A device a ResourceSlice publishes: only its name is read."""
+
+    name: str = ""
+
+
+class ResourceSliceSpec(View):
+    driver: str = ""
+    node_name: str | None = None
+    all_nodes: bool | None = None
+    devices: list[Device] = []
+
+
+class ResourceSlice(View):
+    KIND: ClassVar[Kind] = kinds.RESOURCE_SLICES
+    metadata: ObjectMeta
+    spec: ResourceSliceSpec = msgspec.field(default_factory=ResourceSliceSpec)
 
 
 class PlacementAnnotations(MetaView, frozen=True):

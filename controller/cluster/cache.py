@@ -25,8 +25,17 @@ Listener = Callable[[Kind, Any, Any], None]
 # Cohorts' CRD is newer than the others, and a cluster whose CRDs are installed by another tool
 # may lack it: no Cohort then). Which workload kinds may be missing, their adapters say.
 # Topologies' CRD is newer still.
+# ResourceClaimTemplates are served from Kubernetes 1.34 on (resource.k8s.io/v1).
 OPTIONAL = frozenset(
-    {kinds.COSCHEDULING_PODGROUPS, kinds.VOLCANO_PODGROUPS, kinds.COHORTS, kinds.TOPOLOGIES}
+    {
+        kinds.COSCHEDULING_PODGROUPS,
+        kinds.VOLCANO_PODGROUPS,
+        kinds.COHORTS,
+        kinds.TOPOLOGIES,
+        kinds.RESOURCE_CLAIM_TEMPLATES,
+        kinds.RESOURCE_SLICES,
+        kinds.DEVICE_CLASSES,
+    }
 )
 
 
@@ -51,6 +60,12 @@ def models(registry: Registry, podgroup_kind: Kind | None) -> dict[Kind, type[An
         kinds.PRIORITY_CLASSES: kube.PriorityClass,
         # Their labels decide what ClusterQueues' namespaceSelectors admit.
         kinds.NAMESPACES: kube.Namespace,
+        # The devices the pods of a gang claim through them (DRA), charged to its queue.
+        kinds.RESOURCE_CLAIM_TEMPLATES: kube.ResourceClaimTemplate,
+        # The devices each node has, and which of them each DeviceClass selects: the placement
+        # check counts free devices per node.
+        kinds.RESOURCE_SLICES: kube.ResourceSlice,
+        kinds.DEVICE_CLASSES: kube.DeviceClass,
     }
     watched.update((kind, adapter.model) for kind, adapter in registry.adapters.items())
     if podgroup_kind is not None:

@@ -31,6 +31,7 @@ class PendingCause(enum.Enum):
     NO_LOCAL_QUEUE = "no-local-queue"
     REQUEUED = "requeued"  # evicted; waiting out its backoff
     INCOMPLETE = "incomplete"  # a plain pod group whose pods are not all there, or not alike
+    DEVICES = "devices"  # the devices its pods claim (DRA) cannot be charged
     # Decided by the core, and permanent until the queues or the nodes change:
     NOT_COVERED = "not-covered"  # asks for a resource its queue (and cohort) has no quota for
     NEVER_FITS = "never-fits"  # more than its queue can ever hold, or than the nodes can host
@@ -194,7 +195,7 @@ class Pending:
     # REQUEUED: when it goes back in the queue (seconds) and why it was evicted.
     until: float | None = None
     eviction: str | None = None
-    # INCOMPLETE: what is missing or wrong.
+    # INCOMPLETE, DEVICES: what is missing or wrong.
     detail: str | None = None
     # Nodes the starvation guard holds free for this gang.
     held_nodes: tuple[str, ...] = ()
@@ -260,6 +261,8 @@ class Pending:
             )
         if cause is PendingCause.INCOMPLETE:
             return f"Waiting for its pods: {self.detail}"
+        if cause is PendingCause.DEVICES:
+            return f"Waiting: the devices its pods claim cannot be charged: {self.detail}"
         return "Not considered yet: the cycle ended before it"
 
 

@@ -34,6 +34,7 @@ from controller.quota.snapshot import (
     Toleration,
     TopologyRequest,
     affinity_matches,
+    node_requests,
 )
 
 Packing = Literal["best-fit", "spread", "first-fit"]
@@ -182,11 +183,12 @@ class NodeIndex:
 
     def shape(self, pod_set: PodSet, levels: tuple[str, ...] = ()) -> PodShape:
         """A pod of `pod_set`; `levels`: its flavor's topology."""
-        unknown = tuple(
-            sorted(r for r, v in pod_set.requests.items() if v > 0 and r not in self.capacity)
-        )
+        requests = dict(node_requests(pod_set))
+        # Claimed devices of the classes whose devices nodes carry (the others: unchecked).
+        requests.update((r, a) for r, a in pod_set.claimed.items() if r in self.capacity)
+        unknown = tuple(sorted(r for r, v in requests.items() if v > 0 and r not in self.capacity))
         return PodShape(
-            self.vector(pod_set.requests),
+            self.vector(requests),
             tuple(sorted(pod_set.node_selector.items())),
             tuple(pod_set.tolerations),
             unknown,

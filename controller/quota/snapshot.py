@@ -273,6 +273,32 @@ class PodSet:
     host_ports: tuple[HostPort, ...] = ()
     topology: TopologyRequest | None = None
     unchecked: tuple[str, ...] = ()
+    # The ResourceClaimTemplates each pod names (DRA): the controller adds their devices to
+    # `requests` (controller/workloads/devices.py); the core does not read them.
+    claim_templates: tuple[str, ...] = ()
+    # The part of `requests` that is devices claimed through DRA, per quota resource: charged
+    # to quota, but not looked for in nodes' allocatable (a node's devices are in its
+    # ResourceSlices, not its capacity).
+    devices: Mapping[str, int] = field(default_factory=dict)
+    # The same devices by the node resource that counts them per DeviceClass
+    # (`devices.kohort.dev/<class>`): what the placement check looks for on nodes that carry
+    # that resource (a class it cannot evaluate is on no node, and not looked for).
+    claimed: Mapping[str, int] = field(default_factory=dict)
+    # The ResourceClaims each pod names directly (shared claims): never charged, so a gang
+    # with one is held back by the controller.
+    shared_claims: tuple[str, ...] = ()
+
+
+def node_requests(pod_set: PodSet) -> Mapping[str, int]:
+    """What one pod of `pod_set` takes of a node's allocatable: its requests but the quota
+    resources its claimed devices are charged as."""
+    if not pod_set.devices:
+        return pod_set.requests
+    return {
+        r: left
+        for r, amount in pod_set.requests.items()
+        if (left := amount - pod_set.devices.get(r, 0)) > 0
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,7 +93,7 @@ class ClusterState:
         self.podgroups = podgroups
         self.adapters = registry.adapters
         self.rng = rng or random.Random()
-        self.index = GangIndex(submitted)
+        self.index = GangIndex(submitted, settings.device_classes)
         self.inventory = Inventory(self.index, namespace_filter=namespace_filter)
         self.timers = Timers()
         self.mirror = EngineMirror(settings.core)
@@ -140,6 +140,10 @@ class ClusterState:
             self.index.workload_changed(old, new)
         elif kind == self.podgroups.kind:
             self.index.podgroup_changed(old, new)
+        elif kind == kinds.RESOURCE_CLAIM_TEMPLATES:
+            self.index.template_changed(old, new)
+            meta = (new or old).metadata
+            self.inventory.template_changed(meta.namespace, meta.name)
         else:
             self.inventory.observe(kind, old, new)
             if kind == kinds.RESOURCE_FLAVORS and new is not None:
@@ -348,6 +352,7 @@ class ClusterState:
                 flavors=flavors,
                 podgroups=self.podgroups,
                 node_labels=self.inventory.node_labels,
+                checked_devices=self.inventory.checked_devices(),
             )
             self.releases.planned(gang.key, steps)
             if failing is not None and steps:
@@ -447,6 +452,7 @@ class ClusterState:
                 flavors=self.inventory.flavors,
                 podgroups=self.podgroups,
                 node_labels=self.inventory.node_labels,
+                checked_devices=self.inventory.checked_devices(),
             )
             if writes.missing:
                 self._unreleased.add(key)

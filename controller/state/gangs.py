@@ -29,6 +29,13 @@ from controller.workloads.capabilities import (
     owns_its_record,
     weak_owner,
 )
+from controller.workloads.devices import (
+    DeviceClasses,
+    DeviceError,
+    claims_templates,
+    pod_devices,
+    with_devices,
+)
 
 log = logging.getLogger("kohort.state")
 
@@ -72,7 +79,13 @@ class ManagedGang:
 
     key: GangKey
     owner: Owner | None = None
+    # What its owner says, with the devices its pods claim added to their requests
+    # (controller/workloads/devices.py): what it is charged.
     shape: GangShape | None = None
+    # What its owner says, before the devices.
+    declared: GangShape | None = None
+    # Why its claimed devices cannot be charged (it waits), or None.
+    devices: str | None = None
     queue: str | None = None
     finished: Finished | None = None
     workload: Workload | None = None
@@ -264,8 +277,11 @@ class GangIndex:
     """Every gang of the cluster by key, with the keys that changed since they were taken.
     `records` owns the Workloads their creators submitted."""
 
-    def __init__(self, records: RecordOwner) -> None:
+    def __init__(self, records: RecordOwner, device_classes: DeviceClasses | None = None) -> None:
         self._records = records
+        self._device_classes: DeviceClasses = device_classes or {}
+        # namespace -> name -> the ResourceClaimTemplates of that namespace.
+        self._templates: dict[str, dict[str, kube.ResourceClaimTemplate]] = {}
         self.gangs: dict[GangKey, ManagedGang] = {}
         # (owner kind, namespace, name) -> the gangs it runs as.
         self._owned: dict[tuple[Kind, str, str], list[GangKey]] = {}
@@ -329,7 +345,7 @@ class GangIndex:
                 )
             self._set_queue(gang, queue_in(new.metadata.labels))
             gang.owner = Owner(adapter, new)
-            gang.shape = shape
+            self._take_shape(gang, shape)
             gang.finished = adapter.finished(new)
             after.append(key)
         for key in set(before) - set(after):
@@ -337,7 +353,7 @@ class GangIndex:
             owner = gang.owner
             if owner is not None and (owner.kind, owner.meta.name) != (adapter.KIND, meta.name):
                 continue  # taken over by another object meanwhile
-            gang.owner = gang.shape = gang.finished = None
+            gang.owner = gang.shape = gang.declared = gang.finished = None
             self._set_queue(gang, None)
             self._succeed(adapter, gang, meta.name)
             if gang.owner is None and gang.workload is not None:
@@ -377,6 +393,50 @@ class GangIndex:
                 "%s %s/%s: not managed: %s", adapter.KIND.kind, meta.namespace, meta.name, err
             )
             return []
+
+    def _take_shape(self, gang: ManagedGang, shape: GangShape) -> None:
+        """The gang's shape is `shape` from now on, charged with the devices its pods claim."""
+        same = gang.declared == shape
+        gang.declared = shape
+        try:
+            charged = with_devices(
+                shape, self._templates.get(gang.namespace, {}), self._device_classes
+            )
+        except DeviceError as err:
+            gang.devices = str(err)
+            # An admitted gang keeps what it was charged (its pods have their claims; a
+            # template deleted since changes nothing for them).
+            if not (same and gang.reserved and gang.shape is not None):
+                gang.shape = shape
+            return
+        gang.devices = None
+        gang.shape = charged
+
+    def pod_devices(self, pod: kube.Pod) -> dict[str, int]:
+        """What the pod's claims made from templates take of its node's devices."""
+        templates = self._templates.get(pod.metadata.namespace, {})
+        return pod_devices(pod.spec.resource_claims, templates)
+
+    def template_changed(
+        self, old: kube.ResourceClaimTemplate | None, new: kube.ResourceClaimTemplate | None
+    ) -> None:
+        """A ResourceClaimTemplate was added, changed or deleted: the gangs of its namespace
+        whose pods name it are charged again."""
+        obj = new or old
+        assert obj is not None
+        namespace, name = obj.metadata.namespace, obj.metadata.name
+        templates = self._templates.setdefault(namespace, {})
+        if new is None:
+            templates.pop(name, None)
+        else:
+            templates[name] = new
+        for key in self.in_namespace(namespace):
+            gang = self.gangs[key]
+            declared = gang.declared
+            if gang.owner is None or declared is None or name not in claims_templates(declared):
+                continue
+            self._take_shape(gang, declared)
+            self.dirty.add(key)
 
     def _set_queue(self, gang: ManagedGang, queue: str | None) -> None:
         if gang.queue == queue:
@@ -423,11 +483,11 @@ class GangIndex:
         view = None if record is None else records.owner_of(record)
         shapes = [] if view is None else records.gangs(view)
         if view is None or not shapes:
-            gang.owner = gang.shape = gang.finished = None
+            gang.owner = gang.shape = gang.declared = gang.finished = None
             self._set_queue(gang, None)
             return
         gang.owner = Owner(records, view)
-        gang.shape = shapes[0]
+        self._take_shape(gang, shapes[0])
         gang.finished = records.finished(view)
         self._set_queue(gang, records.queue_name(view))
 

@@ -20,6 +20,7 @@ from controller.quota.snapshot import HostPort
 from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
 from controller.state.gangs import GangIndex, GangKey
 from controller.workloads.base import GangShape
+from controller.workloads.devices import Selects, class_selects, device_resource, node_devices
 from controller.workloads.pod_rules import NODE_NAME_KEY, host_ports
 from controller.workloads.requests import pod_requests
 from controller.workloads.taints import repelling_taints
@@ -62,12 +63,13 @@ def _pod_usage(pod: kube.Pod) -> dict[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class _OnNode:
-    """What a pod holds on its node: its gang (None: none, or it shuts down), its requests and
-    its host ports."""
+    """What a pod holds on its node: its gang (None: none, or it shuts down), its requests (and
+    the devices of its claims) and its host ports."""
 
     gang: GangKey | None
     usage: dict[str, int]
     ports: tuple[HostPort, ...]
+    pod: kube.Pod
 
 
 def _keep(store: dict[str, Any], old: Any, new: Any, value: Any) -> None:
@@ -102,6 +104,13 @@ class Inventory:
         self.nodes: dict[str, quota.Node | None] = {}
         # node -> pod (namespace, name) -> what it holds there
         self._on_node: dict[str, dict[GangKey, _OnNode]] = {}
+        # DRA: the ResourceSlices by name, the DeviceClasses whose selector the placement check
+        # evaluates, and node -> the devices of each such class it has (node resources
+        # `devices.kohort.dev/<class>`; every node has each, 0 when it has none).
+        self._slices: dict[str, dict[str, kube.ResourceSlice]] = {}  # node -> name -> slice
+        self._device_classes: dict[str, Selects] = {}
+        self._node_devices: dict[str, dict[str, int]] = {}
+        self._classes_taken: set[str] = set()
         # What the engine has yet to take in.
         self.queues_changed = False
         self.flavors_changed = False
@@ -160,16 +169,24 @@ class Inventory:
         return tuple(self.flavors[name] for name in sorted(self.flavors))
 
     def core_nodes(self, admitted: Callable[[GangKey], bool]) -> list[quota.Node]:
-        """Every Ready node with what pods outside admitted gangs use and bind on it."""
+        """Every Ready node with what pods outside admitted gangs use and bind on it, and the
+        devices of the DeviceClasses the placement check evaluates."""
+        none = {device_resource(c): 0 for c in self._device_classes}
         return [
             replace(
                 node,
+                allocatable={**node.allocatable, **none, **self._node_devices.get(name, {})},
                 used=self.node_used(name, admitted),
                 ports=self.node_ports(name, admitted),
             )
             for name, node in sorted(self.nodes.items())
             if node is not None
         ]
+
+    def checked_devices(self) -> frozenset[str]:
+        """The node device resources the placement check counts (one per DeviceClass whose
+        selector it evaluates)."""
+        return frozenset(device_resource(c) for c in self._device_classes)
 
     def _outside(self, name: str, admitted: Callable[[GangKey], bool]) -> list[_OnNode]:
         """The node's pods outside admitted gangs (the engine counts those gangs)."""
@@ -214,6 +231,42 @@ class Inventory:
             _keep(self.priority_classes, old, new, new and new.value)
         elif kind == kinds.NAMESPACES:
             self._namespace_changed(old, new)
+        elif kind == kinds.RESOURCE_SLICES:
+            self._slice_changed(old, new)
+        elif kind == kinds.DEVICE_CLASSES:
+            name = (new or old).metadata.name
+            selects = class_selects(new) if new is not None else None
+            if selects is None:
+                self._device_classes.pop(name, None)
+            else:
+                self._device_classes[name] = selects
+            self._take_devices()
+
+    def _slice_changed(
+        self, old: kube.ResourceSlice | None, new: kube.ResourceSlice | None
+    ) -> None:
+        """The devices of the nodes of a changed ResourceSlice again."""
+        nodes = {s.spec.node_name for s in (old, new) if s is not None and s.spec.node_name}
+        if old is not None and old.spec.node_name:
+            self._slices.get(old.spec.node_name, {}).pop(old.metadata.name, None)
+        if new is not None and new.spec.node_name:
+            self._slices.setdefault(new.spec.node_name, {})[new.metadata.name] = new
+        self._take_devices(nodes)
+
+    def _take_devices(self, nodes: set[str] | None = None) -> None:
+        """The devices of `nodes` (None: every node) again."""
+        names = set(self._slices) if nodes is None else nodes
+        published = [s for n in names for s in self._slices.get(n, {}).values()]
+        found = node_devices(published, self._device_classes)
+        changed = set(self._device_classes) != self._classes_taken
+        for name in names:
+            after = found.get(name, {})
+            if self._node_devices.get(name, {}) != after:
+                changed = True
+                self._node_devices[name] = after
+        if changed:
+            self._classes_taken = set(self._device_classes)
+            self.nodes_changed = True
 
     def _cluster_queue_changed(self, old: Any, new: Any) -> None:
         _keep(self.cluster_queues, old, new, new)
@@ -297,6 +350,23 @@ class Inventory:
             # A pod shutting down counts on its node whatever its gang's state: an evicted gang
             # may be admitted again (with a new placement) before its old pods are gone.
             owner = gang if new.metadata.deletion_timestamp is None else None
-            held = _OnNode(owner, _pod_usage(new), host_ports(new.spec))
+            held = _OnNode(owner, self._usage(new), host_ports(new.spec), new)
             self._on_node.setdefault(new.spec.node_name, {})[ref] = held
             self.dirty_nodes.add(new.spec.node_name)
+
+    def _usage(self, pod: kube.Pod) -> dict[str, int]:
+        usage = _pod_usage(pod)
+        usage.update(self._index.pod_devices(pod))
+        return usage
+
+    def template_changed(self, namespace: str, name: str) -> None:
+        """ResourceClaimTemplate `name` of `namespace` changed: the devices the pods that name
+        it hold on their nodes are counted again (a template may arrive after its pods)."""
+        for node, pods in self._on_node.items():
+            for ref, held in pods.items():
+                claims = held.pod.spec.resource_claims
+                if ref[0] == namespace and any(
+                    c.resource_claim_template_name == name for c in claims
+                ):
+                    pods[ref] = replace(held, usage=self._usage(held.pod))
+                    self.dirty_nodes.add(node)

@@ -95,6 +95,9 @@ def wanted(gang: ManagedGang, inventory: Inventory, now: float, *, resized: bool
     if problem is not None:
         why = Pending(PendingCause.INCOMPLETE, detail=problem)
         return Wanted(Member("waiting", local, why=why))
+    if gang.devices is not None:
+        why = Pending(PendingCause.DEVICES, detail=gang.devices)
+        return Wanted(Member("waiting", local, why=why))
     requeue_at = gang.requeue_at()
     if requeue_at > now:
         why = Pending(PendingCause.REQUEUED, until=requeue_at, eviction=gang.evicted_because())

@@ -55,10 +55,12 @@ from controller.api.workload import (
 )
 from controller.quota import Admission
 from controller.quota.flavor_assignment import charged_requests
-from controller.quota.snapshot import PODS
+from controller.quota.snapshot import PODS, node_requests
+from controller.quota.snapshot import PodSet as PodSetShape
 from controller.state.gangs import ManagedGang
 from controller.state.steps import CreatePodGroup, RecordEvent, Step, WriteWorkloadStatus
 from controller.workloads.base import Backend, Delete, Finished, GangShape, Patch
+from controller.workloads.pod_rules import DYNAMIC_RESOURCE_CLAIMS
 from controller.workloads.taints import workload_toleration
 
 COMPONENT = "kohort-controller"
@@ -194,12 +196,28 @@ def admitted_status(gang: ManagedGang, admission: Admission, now: float) -> Work
     return status
 
 
-def unchecked(gang: ManagedGang) -> list[str]:
+def devices_checked(pod_set: PodSetShape, checked_devices: frozenset[str]) -> bool:
+    """Whether the placement check counted the devices the pod set's claims take on nodes (its
+    claims are all from templates, of DeviceClasses whose devices nodes carry)."""
+    return (
+        bool(pod_set.claimed)
+        and not pod_set.shared_claims
+        and set(pod_set.claimed) <= checked_devices
+    )
+
+
+def unchecked(gang: ManagedGang, checked_devices: frozenset[str] = frozenset()) -> list[str]:
     """What the gang's pods ask of the scheduler that the placement check does not model, by
-    pod set (`pod set: what`)."""
+    pod set (`pod set: what`); claims whose devices it counted (`checked_devices`) are not
+    among them."""
     if gang.shape is None:
         return []
-    return [f"{ps.name}: {what}" for ps in gang.shape.pod_sets for what in ps.unchecked]
+    return [
+        f"{ps.name}: {what}"
+        for ps in gang.shape.pod_sets
+        for what in ps.unchecked
+        if not (what == DYNAMIC_RESOURCE_CLAIMS and devices_checked(ps, checked_devices))
+    ]
 
 
 def unchecked_text(unchecked: Sequence[str]) -> str:
@@ -422,13 +440,14 @@ class PodGroupSettings:
 
 
 def min_resources(shape: GangShape) -> dict[str, int]:
-    """Requests of the first min_member pods (leader sets first), what the gang needs to start."""
+    """Requests of the first min_member pods (leader sets first), what the gang needs to start
+    on nodes (claimed devices are allocated from ResourceSlices, not nodes' allocatable)."""
     left = shape.min_member
     total: dict[str, int] = {}
     for ps in shape.pod_sets:
         n = min(left, ps.count)
         left -= n
-        for r, amount in ps.requests.items():
+        for r, amount in node_requests(ps).items():
             total[r] = total.get(r, 0) + amount * n
     return total
 

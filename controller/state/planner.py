@@ -106,23 +106,31 @@ def release(
     podgroups: PodGroupSettings,
     placement: Sequence[quota.PodPlacement] | None = None,
     node_labels: NodeLabels = lambda node: None,
+    checked_devices: frozenset[str] = frozenset(),
 ) -> list[Step]:
     """The gang's PodGroup if it has none yet, then its release through its adapter, its pods
     on the nodes of the flavors `assigned` to its pod sets (all of them known) and pinned to the
     nodes its admission placed them on (`placement`; by default, as its record says; see
-    `pins`)."""
+    `pins`; `checked_devices`: the node device resources the placement check counted)."""
     assert gang.owner is not None
     # A submitted Workload's creator runs its work as it likes: it gets no PodGroup.
     wanted = gang.podgroup is None and not gang.runs_itself
     podgroup = objects.podgroup_for(gang, podgroups) if wanted else None
     steps: list[Step] = [podgroup] if podgroup is not None else []
     placed = gang.placement() if placement is None else placement
+    shape = gang.shape
+    pod_sets = shape.pod_sets if shape is not None else ()
+    claiming = {
+        ps.name
+        for ps in pod_sets
+        if ps.claimed and not objects.devices_checked(ps, checked_devices)
+    }
     by_pod_set: dict[str, PodSetFlavors] = {}
     for pod_set, nodes in _by_pod_set(placed, assigned).items():
         chosen = assigned.get(pod_set, {})
         specs = tuple(flavors[f] for f in dict.fromkeys(chosen.values()))
         levels = next((spec.topology for spec in specs if spec.topology), ())
-        hosts, domain = pins(nodes, levels, node_labels)
+        hosts, domain = pins(nodes, levels, node_labels, claims_devices=pod_set in claiming)
         by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain)
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
@@ -142,13 +150,19 @@ def _by_pod_set(
 
 
 def pins(
-    nodes: Sequence[str], levels: Sequence[str], node_labels: NodeLabels
+    nodes: Sequence[str],
+    levels: Sequence[str],
+    node_labels: NodeLabels,
+    *,
+    claims_devices: bool = False,
 ) -> tuple[tuple[str, ...], dict[str, str]]:
     """What pins a pod set to its planned `nodes`: their hostnames (for a required node
     affinity, where the kind may take one), and the labels all of them share among the
     flavor's topology `levels` and the hostname (for a nodeSelector, which every kind takes:
     the domain of a topology request, or the one node). Nothing when a node is unknown or has
-    no hostname label (or without a placement check)."""
+    no hostname label (or without a placement check). A pod set whose pods claim devices
+    (DRA) is pinned to its topology domain only: the plan did not count the nodes' devices, so
+    the scheduler picks the nodes whose devices are free."""
     labels = [node_labels(node) for node in nodes]
     known = [node for node in labels if node is not None and HOSTNAME in node]
     if not nodes or len(known) != len(nodes):
@@ -159,6 +173,8 @@ def pins(
         values = {node.get(key) for node in known}
         if len(values) == 1 and None not in values:
             domain[key] = known[0][key]
+    if claims_devices:
+        return (), {k: v for k, v in domain.items() if k != HOSTNAME}
     return hosts, domain
 
 
@@ -312,9 +328,10 @@ def admission(
     flavors: Mapping[str, quota.FlavorSpec],
     podgroups: PodGroupSettings,
     node_labels: NodeLabels = lambda node: None,
+    checked_devices: frozenset[str] = frozenset(),
 ) -> AdmissionWrites:
     status = objects.admitted_status(gang, decided, now)
-    unchecked = objects.unchecked(gang)
+    unchecked = objects.unchecked(gang, checked_devices)
     if unchecked:
         status.conditions = objects.placement_not_checked(status.conditions, unchecked, now)
     record: list[Step] = [objects.status_write(gang, status)]
@@ -330,6 +347,7 @@ def admission(
             podgroups=podgroups,
             placement=decided.placement,
             node_labels=node_labels,
+            checked_devices=checked_devices,
         )
     message = f"Admitted by ClusterQueue {decided.queue}: {decided.describe()}"
     record.append(objects.event(gang, Reason.ADMITTED, message))

@@ -470,6 +470,14 @@ def pod_set(name: str, count: int, template: kube.PodTemplate) -> PodSet:
         name=name,
         node_selector=dict(spec.node_selector),
         tolerations=tuple(pod_toleration(t) for t in spec.tolerations),
+        claim_templates=tuple(
+            c.resource_claim_template_name
+            for c in spec.resource_claims
+            if c.resource_claim_template_name
+        ),
+        shared_claims=tuple(
+            c.resource_claim_name for c in spec.resource_claims if c.resource_claim_name
+        ),
     )
 
 

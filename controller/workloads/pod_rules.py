@@ -57,6 +57,11 @@ class PodRulesError(ValueError):
     """A pod template's topology annotations cannot be honoured as written."""
 
 
+# What a pod set whose pods claim devices (DRA) says was not checked, unless the placement
+# check counted its devices (objects.unchecked).
+DYNAMIC_RESOURCE_CLAIMS = "dynamic resource claims"
+
+
 @dataclass(frozen=True, slots=True)
 class TemplatePods:
     """`count` pods of pod set `name`, made from `template`."""
@@ -80,7 +85,7 @@ def _with_rules(one: TemplatePods, sets: Sequence[TemplatePods], namespace: str)
     spread, more = own_spread(one, sets)
     unchecked += more
     if spec.resource_claims:
-        unchecked.append("dynamic resource claims")
+        unchecked.append(DYNAMIC_RESOURCE_CLAIMS)
     return replace(
         pod_set(one.name, one.count, one.template),
         node_affinity=affinity,

@@ -378,6 +378,24 @@ async def test_a_pod_that_names_its_node_is_refused(team: Team, test_nodes: Test
     await team.refused(team.create(kinds.STATEFULSETS, sts), "spec.template.spec.nodeName")
 
 
+# -- 17: shared ResourceClaims -----------------------------------------------------------------
+
+
+async def test_a_job_or_pod_sharing_a_resource_claim_is_refused_and_told_to_use_a_template(
+    team: Team,
+) -> None:
+    shared = {"resourceClaims": [{"name": "gpus", "resourceClaimName": "team-gpus"}]}
+    sharing = job(team.namespace, "sharing", 2)
+    sharing["spec"]["template"]["spec"].update(shared)
+    await team.refused(
+        team.create(kinds.JOBS, sharing),
+        "spec.template.spec.resourceClaims.0 names ResourceClaim 'team-gpus' directly",
+    )
+    bare = pod(team.namespace, "sharing")
+    bare["spec"].update(shared)
+    await team.refused(team.create(kinds.PODS, bare), "use resourceClaimTemplateName")
+
+
 # -- 8: pods of other controllers ---------------------------------------------------------------
 
 

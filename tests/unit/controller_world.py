@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -89,6 +89,8 @@ class World:
         pods_ready_timeout: float | None = None,
         release_timeout: float | None = Settings.release_timeout,
         clock: Callable[[], float] = lambda: NOW,
+        device_classes: Mapping[str, str] | None = None,
+        placement: bool = False,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -100,7 +102,8 @@ class World:
         settings = Settings(
             pods_ready_timeout=pods_ready_timeout,
             release_timeout=release_timeout,
-            core=quota.Config(placement=False),
+            core=quota.Config(placement=placement),
+            device_classes=device_classes or {},
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)
         self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, registry=registry)
@@ -131,3 +134,21 @@ async def start(worlds: list[World], world: World) -> World:
     world.cache.start()
     await world.cache.wait_synced()
     return world
+
+
+async def passes(world: World, n: int = 2) -> None:
+    """`n` reconcile passes, each with its writes seen back through the informers."""
+    for _ in range(n):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+
+
+def queue_used(world: World, resource: str, queue: str = "cq") -> str | None:
+    """How much of `resource` the ClusterQueue's status shows used (None: not shown)."""
+    cq = world.api.read_back(kinds.CLUSTER_QUEUES, queue)
+    assert cq is not None
+    for flavor in cq["status"]["flavorsUsage"]:
+        for used in flavor["resources"]:
+            if used["name"] == resource:
+                return str(used["total"])
+    return None

@@ -63,6 +63,13 @@ def test_the_controller_elects_a_leader_in_the_release_namespace() -> None:
     assert (args.health_port, args.metrics_port) == (8081, 8080)
 
 
+def test_device_classes_reach_the_controller_as_the_quota_resources_they_are_charged_as() -> None:
+    classes = {"gpu.example.com": "nvidia.com/gpu", "nic.example.com": "example.com/nic"}
+    args = parsed(render({"controller": {"deviceClasses": classes}}), "controller")
+    assert dict(args.device_class) == classes
+    assert parsed(render(), "controller").device_class == []
+
+
 def test_settings_shared_by_both_components_reach_both() -> None:
     manifest = render(
         {"gangScheduler": {"backend": "coscheduling", "schedulerName": "gang-scheduler"}}

@@ -41,6 +41,11 @@ CONTROLLER_NEEDS: set[Permission] = {
     *(("", "nodes", v) for v in READ),
     *(("", "namespaces", v) for v in READ),  # labels, for ClusterQueues' namespaceSelector
     *(("scheduling.k8s.io", "priorityclasses", v) for v in READ),
+    *(
+        ("resource.k8s.io", r, v)  # DRA: devices charged, and counted on nodes
+        for r in ("resourceclaimtemplates", "resourceslices", "deviceclasses")
+        for v in READ
+    ),
     *(("scheduling.volcano.sh", "podgroups", v) for v in (*READ, "create", "delete")),
     ("scheduling.volcano.sh", "queues", "get"),
     ("scheduling.volcano.sh", "queues", "create"),

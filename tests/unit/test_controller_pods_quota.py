@@ -7,25 +7,13 @@ from typing import Any
 
 from controller.api import kinds
 from hack.objects import cluster_queue, condition, pending_reason
-from tests.unit.controller_world import World, held_job, start, workload
+from tests.unit.controller_world import World, held_job, passes, queue_used, start, workload
 
 JSON = dict[str, Any]
 
 
-async def passes(world: World, n: int = 2) -> None:
-    for _ in range(n):
-        await world.reconciler.reconcile_once()
-        await world.api.settle()
-
-
 def pods_used(world: World) -> str | None:
-    cq = world.api.read_back(kinds.CLUSTER_QUEUES, "cq")
-    assert cq is not None
-    for flavor in cq["status"]["flavorsUsage"]:
-        for resource in flavor["resources"]:
-            if resource["name"] == "pods":
-                return str(resource["total"])
-    return None
+    return queue_used(world, "pods")
 
 
 async def test_a_pods_quota_admits_one_5_pod_job_of_two_and_shows_its_5_pods_used(

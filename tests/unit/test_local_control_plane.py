@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack import processes
+from hack import dra, processes
 from hack.devcli import parse_pool
 from hack.localcluster import NodePool, Taint, packing_scheduler_config, stop_from_state
 from hack.tables import format_table
@@ -54,6 +54,21 @@ def test_pool_syntax_reads_shape_labels_and_taints() -> None:
         labels={"gpu": "a100"},
         taints=(Taint("dedicated", "ml", "NoExecute"),),
     )
+
+
+def test_a_pool_may_publish_its_gpus_as_dra_devices_instead_of_a_node_resource() -> None:
+    pool = parse_pool("dra:2:dra_gpus=4,cpu=16")
+    assert pool == NodePool("dra", 2, cpu="16", dra_gpus=4)
+    node = pool.node_objects()[0]
+    assert "nvidia.com/gpu" not in node["status"]["allocatable"]
+    node["metadata"]["uid"] = "u1"
+    published = dra.resource_slice(node, pool.dra_gpus)
+    assert published["spec"]["nodeName"] == "dra-0"
+    assert published["spec"]["driver"] == dra.DRIVER
+    assert [d["name"] for d in published["spec"]["devices"]] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    assert published["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    [selector] = dra.device_class()["spec"]["selectors"]
+    assert selector["cel"]["expression"] == 'device.driver == "gpu.kohort.dev"'
 
 
 @pytest.mark.parametrize(

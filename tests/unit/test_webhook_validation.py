@@ -463,3 +463,50 @@ def test_a_worker_statefulset_owned_by_its_groups_leader_pod_is_left_as_made() -
     assert patch_of(mutate(make_review(sts), SETTINGS, default_queue="default")) == []
     validated = validate(make_review(sts, user=LWS_CONTROLLER), SETTINGS, default_queue="default")
     assert validated["response"]["allowed"], validated["response"].get("status")
+
+
+def claims(*entries: dict[str, str]) -> Any:
+    def change(obj: dict[str, Any]) -> None:
+        spec = obj["spec"] if obj.get("kind") == "Pod" else obj["spec"]["template"]["spec"]
+        spec["resourceClaims"] = list(entries)
+
+    return change
+
+
+SHARED = {"name": "gpus", "resourceClaimName": "team-gpus"}
+PER_POD = {"name": "gpus", "resourceClaimTemplateName": "two-gpus"}
+
+
+def test_a_managed_job_whose_pods_share_a_claim_is_refused_and_told_to_use_a_template() -> None:
+    job = updated(held(make_job()), claims(SHARED))
+    response = validate(make_review(job), SETTINGS)["response"]
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert "spec.template.spec.resourceClaims.0 names ResourceClaim 'team-gpus'" in message
+    assert "use resourceClaimTemplateName with a ResourceClaimTemplate instead" in message
+
+
+def test_a_managed_pod_that_names_a_resource_claim_is_refused() -> None:
+    pod = updated(held(make_pod()), claims(PER_POD, SHARED))
+    response = validate(make_review(pod), SETTINGS)["response"]
+    assert response["allowed"] is False
+    assert "spec.resourceClaims.1 names ResourceClaim 'team-gpus'" in response["status"]["message"]
+
+
+def test_pods_that_claim_devices_through_a_template_are_allowed() -> None:
+    job = updated(held(make_job()), claims(PER_POD))
+    assert validate(make_review(job), SETTINGS)["response"]["allowed"] is True
+
+
+def test_an_unmanaged_job_may_share_a_resource_claim() -> None:
+    job = updated(make_job(queue=None), claims(SHARED))
+    assert validate(make_review(job), SETTINGS)["response"]["allowed"] is True
+
+
+def test_a_suspended_managed_job_cannot_be_edited_to_share_a_resource_claim() -> None:
+    job = held(make_job())
+    response = validate(
+        make_review(updated(job, claims(SHARED)), operation="UPDATE", old=job), SETTINGS
+    )["response"]
+    assert response["allowed"] is False
+    assert "names ResourceClaim 'team-gpus' directly" in response["status"]["message"]

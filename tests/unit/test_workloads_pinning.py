@@ -218,6 +218,20 @@ def test_a_pod_set_is_pinned_to_the_domain_its_planned_nodes_share() -> None:
     assert pins(["n1", "gone"], levels, labels.get) == ((), {})
 
 
+def test_a_pod_set_that_claims_devices_is_pinned_to_its_topology_domain_but_not_to_nodes() -> None:
+    """The plan did not count the nodes' DRA devices: the scheduler picks the nodes."""
+    from controller.state.planner import pins
+
+    labels = {
+        "n1": {"kubernetes.io/hostname": "h1", "block": "b0", "rack": "r1"},
+        "n2": {"kubernetes.io/hostname": "h2", "block": "b0", "rack": "r1"},
+    }
+    levels = ("block", "rack", "kubernetes.io/hostname")
+    claimed = pins(["n1", "n2"], levels, labels.get, claims_devices=True)
+    assert claimed == ((), {"block": "b0", "rack": "r1"})
+    assert pins(["n1", "n1"], (), labels.get, claims_devices=True) == ((), {})
+
+
 def test_a_jobs_template_restore_is_tolerated_while_refused_and_its_release_is_not() -> None:
     # Kubernetes lets a suspended Job's template change only once its pods are gone: the hold's
     # restore may be refused for a while (tolerated, made again as the Job changes), while a

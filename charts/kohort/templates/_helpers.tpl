@@ -185,6 +185,9 @@ imagePullSecrets:
 {{- end }}
 - --waste-budget={{ .Values.controller.wasteBudget }}
 - --starvation-after={{ .Values.controller.starvationAfterSeconds }}
+{{- range $class, $resource := .Values.controller.deviceClasses }}
+- --device-class={{ $class }}={{ $resource }}
+{{- end }}
 {{- if .Values.controller.leaderElection.enabled }}
 - --leader-elect
 - --leader-election-namespace={{ .Release.Namespace }}

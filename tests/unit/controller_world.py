@@ -89,6 +89,8 @@ class World:
         pods_ready_timeout: float | None = None,
         release_timeout: float | None = Settings.release_timeout,
         clock: Callable[[], float] = lambda: NOW,
+        positions_head: int = Settings.positions_head,
+        position_writes: int = Settings.position_writes,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -100,6 +102,8 @@ class World:
         settings = Settings(
             pods_ready_timeout=pods_ready_timeout,
             release_timeout=release_timeout,
+            positions_head=positions_head,
+            position_writes=position_writes,
             core=quota.Config(placement=False),
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)

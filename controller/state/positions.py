@@ -1,0 +1,201 @@
+"""What users are told of where their gangs stand: the first pending Workloads of each
+ClusterQueue and LocalQueue (in their status), and each pending Workload's own positions.
+
+Rule: the positions are the decision core's (`controller.quota.positions`); this module decides
+what to write. One admission moves every gang behind it, so a write per pending Workload per
+pass would grow with the backlog: the first `positions_head` gangs of each ClusterQueue or
+LocalQueue are told their exact positions whenever they change; the others at most every
+`position_refresh` seconds each, and at most `position_writes` of them per pass, the most
+out of date first. A gang no longer pending has its position removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from controller.api.queues import PendingWorkload
+from controller.api.workload import QueuePosition
+from controller.quota.engine import Engine
+from controller.quota.positions import positions
+from controller.settings import Settings
+from controller.state.gangs import GangKey, ManagedGang, id_of, key_of
+from controller.state.steps import WriteWorkloadPosition
+
+LocalKey = tuple[str, str]  # (namespace, LocalQueue)
+Head = tuple[PendingWorkload, ...]
+
+
+@dataclass(frozen=True)
+class Told:
+    """The position last written for a gang (None: none, or removed), and when."""
+
+    position: QueuePosition | None
+    at: float
+
+
+@dataclass(frozen=True)
+class PositionReport:
+    """A pass's position writes, one per gang, and the queues whose first gangs changed."""
+
+    writes: dict[GangKey, WriteWorkloadPosition]
+    queues: set[str]
+    local_queues: set[LocalKey]
+
+
+def _shown(gang: ManagedGang | None) -> QueuePosition | None:
+    wl = gang.workload if gang is not None else None
+    return wl.status.position if wl is not None and wl.status is not None else None
+
+
+def _drift(old: QueuePosition | None, new: QueuePosition) -> float:
+    """How far off what a Workload shows is, relative to where it stands (never shown: most)."""
+    if old is None:
+        return float("inf")
+    return abs(old.cluster_queue - new.cluster_queue) / max(old.cluster_queue, 1)
+
+
+class PositionReporter:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._told: dict[GangKey, Told] = {}
+        self._heads: dict[str, Head] = {}
+        self._local_heads: dict[LocalKey, Head] = {}
+        # Whether every admitted gang's Workload is to be checked for a stale position (after
+        # a restart or a reset, what was told before is not known).
+        self._check_all = True
+
+    def reset(self) -> None:
+        self._told.clear()
+        self._check_all = True
+
+    def failed(self, key: GangKey) -> None:
+        """A position write was refused: what the Workload shows is not known."""
+        self._told.pop(key, None)
+
+    def head(self, queue: str) -> Head:
+        return self._heads.get(queue, ())
+
+    def local_head(self, queue: LocalKey) -> Head:
+        return self._local_heads.get(queue, ())
+
+    def report(
+        self,
+        engine: Engine,
+        now: float,
+        local: Mapping[GangKey, tuple[LocalKey, bool]],
+        lookup: Callable[[GangKey], ManagedGang | None],
+    ) -> PositionReport:
+        """The positions of every pending gang at `now` (`local`: each gang's LocalQueue and
+        whether it is admitted), the writes they need, and the queues whose heads changed."""
+        pending_local = {
+            id_of(k): f"{q[0]}/{q[1]}" for k, (q, admitted) in local.items() if not admitted
+        }
+        found = positions(engine, now, pending_local)
+        limit = self._settings.positions_head
+        heads: dict[str, list[PendingWorkload]] = {}
+        local_heads: dict[LocalKey, list[PendingWorkload]] = {}
+        wanted: dict[GangKey, QueuePosition] = {}
+        for name, at in found.items():
+            queue, info = engine.pending[name]
+            key = key_of(name)
+            wanted[key] = QueuePosition(
+                cluster_queue=at.cluster_queue, local_queue=at.local_queue, cohort=at.cohort
+            )
+            lq = local.get(key, (None, False))[0]
+            if at.cluster_queue > limit and (at.local_queue is None or at.local_queue > limit):
+                continue
+            entry = PendingWorkload(
+                namespace=key[0],
+                name=key[1],
+                local_queue=lq[1] if lq else None,
+                priority=info.gang.priority,
+                position_in_cluster_queue=at.cluster_queue,
+                position_in_local_queue=at.local_queue,
+                position_in_cohort=at.cohort,
+            )
+            if at.cluster_queue <= limit and queue is not None:
+                heads.setdefault(queue.name, []).append(entry)
+            if lq is not None and at.local_queue is not None and at.local_queue <= limit:
+                local_heads.setdefault(lq, []).append(entry)
+        changed = self._new_heads(heads, local_heads)
+        writes = self._writes(wanted, now, limit, lookup, local)
+        return PositionReport(writes, *changed)
+
+    def _new_heads(
+        self, heads: dict[str, list[PendingWorkload]], local: dict[LocalKey, list[PendingWorkload]]
+    ) -> tuple[set[str], set[LocalKey]]:
+        new = {
+            q: tuple(sorted(h, key=lambda p: p.position_in_cluster_queue)) for q, h in heads.items()
+        }
+        new_local = {
+            q: tuple(sorted(h, key=lambda p: p.position_in_local_queue or 0))
+            for q, h in local.items()
+        }
+        queues = {q for q in new.keys() | self._heads.keys() if new.get(q) != self._heads.get(q)}
+        local_queues = {
+            q
+            for q in new_local.keys() | self._local_heads.keys()
+            if new_local.get(q) != self._local_heads.get(q)
+        }
+        self._heads, self._local_heads = new, new_local
+        return queues, local_queues
+
+    def _writes(
+        self,
+        wanted: Mapping[GangKey, QueuePosition],
+        now: float,
+        limit: int,
+        lookup: Callable[[GangKey], ManagedGang | None],
+        local: Mapping[GangKey, tuple[LocalKey, bool]],
+    ) -> dict[GangKey, WriteWorkloadPosition]:
+        writes: dict[GangKey, WriteWorkloadPosition] = {}
+        behind: list[tuple[float, GangKey]] = []
+        refresh = self._settings.position_refresh
+        for key, position in wanted.items():
+            told = self._told.get(key)
+            shown = told.position if told is not None else _shown(lookup(key))
+            if shown == position:
+                self._told.setdefault(key, Told(position, now))
+                continue
+            near = position.cluster_queue <= limit or (position.local_queue or limit + 1) <= limit
+            if near or (
+                told is not None
+                and told.position is not None
+                and told.position.cluster_queue <= limit
+            ):
+                writes[key] = WriteWorkloadPosition(key[0], key[1], position)
+            elif told is None or now - told.at >= refresh:
+                behind.append((_drift(shown, position), key))
+        behind.sort(key=lambda d: (-d[0], d[1]))
+        for _, key in behind[: self._settings.position_writes]:
+            writes[key] = WriteWorkloadPosition(key[0], key[1], wanted[key])
+        for key in self._gone(wanted, lookup, local):
+            writes[key] = WriteWorkloadPosition(key[0], key[1], None)
+        for key, write in writes.items():
+            self._told[key] = Told(write.position, now)
+        return writes
+
+    def _gone(
+        self,
+        wanted: Mapping[GangKey, QueuePosition],
+        lookup: Callable[[GangKey], ManagedGang | None],
+        local: Mapping[GangKey, tuple[LocalKey, bool]],
+    ) -> Iterable[GangKey]:
+        """Gangs that no longer wait whose Workload still shows a position."""
+        candidates = [k for k in self._told if k not in wanted]
+        if self._check_all:
+            candidates += [
+                k for k, (_, admitted) in local.items() if admitted and k not in self._told
+            ]
+            self._check_all = False
+        for key in candidates:
+            told = self._told.get(key)
+            gang = lookup(key)
+            if gang is None or gang.workload is None:
+                self._told.pop(key, None)
+                continue
+            if (told.position if told is not None else _shown(gang)) is None:
+                self._told.pop(key, None)
+                continue
+            yield key

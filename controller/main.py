@@ -82,6 +82,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="first requeue backoff after a pods-ready timeout; doubles each time",
     )
     parser.add_argument("--resync-period", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument(
+        "--positions-head",
+        type=int,
+        default=Settings.positions_head,
+        metavar="N",
+        help="pending Workloads each queue's status lists, told their exact positions",
+    )
+    parser.add_argument(
+        "--position-refresh",
+        type=float,
+        default=Settings.position_refresh,
+        metavar="SECONDS",
+        help="a Workload further back is told its position at most this often",
+    )
     measured = quota.Config.measured()
     parser.add_argument(
         "--packing", choices=["best-fit", "spread", "first-fit"], default=measured.packing
@@ -173,6 +187,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         release_timeout=args.release_timeout or None,
         requeue_base=args.requeue_base,
         resync_period=args.resync_period,
+        positions_head=args.positions_head,
+        position_refresh=args.position_refresh,
         core=quota.Config(
             placement=not args.no_placement_check,
             packing=args.packing,

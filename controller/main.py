@@ -44,6 +44,27 @@ log = logging.getLogger("kohort.controller")
 DEFAULT_STUCK_AFTER = 300.0
 
 
+# Where pending Workloads stand (docs/api.md#queue-positions): flag -> (Settings field,
+# metavar, help); the defaults are the Settings'.
+POSITION_FLAGS: dict[str, tuple[str, str, str]] = {
+    "--positions-head": (
+        "positions_head",
+        "N",
+        "pending Workloads each queue's status lists, told their exact positions",
+    ),
+    "--position-refresh": (
+        "position_refresh",
+        "SECONDS",
+        "a Workload further back is told its position at most this often",
+    ),
+    "--positions-period": (
+        "positions_period",
+        "SECONDS",
+        "positions are computed at most this often",
+    ),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
     parser.add_argument(
@@ -82,20 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="first requeue backoff after a pods-ready timeout; doubles each time",
     )
     parser.add_argument("--resync-period", type=float, default=5.0, metavar="SECONDS")
-    parser.add_argument(
-        "--positions-head",
-        type=int,
-        default=Settings.positions_head,
-        metavar="N",
-        help="pending Workloads each queue's status lists, told their exact positions",
-    )
-    parser.add_argument(
-        "--position-refresh",
-        type=float,
-        default=Settings.position_refresh,
-        metavar="SECONDS",
-        help="a Workload further back is told its position at most this often",
-    )
+    for flag, (field, metavar, help_text) in POSITION_FLAGS.items():
+        default = getattr(Settings, field)
+        parser.add_argument(
+            flag, type=type(default), default=default, metavar=metavar, help=help_text
+        )
     measured = quota.Config.measured()
     parser.add_argument(
         "--packing", choices=["best-fit", "spread", "first-fit"], default=measured.packing
@@ -187,8 +199,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         release_timeout=args.release_timeout or None,
         requeue_base=args.requeue_base,
         resync_period=args.resync_period,
-        positions_head=args.positions_head,
-        position_refresh=args.position_refresh,
+        **{field: getattr(args, field) for field, _, _ in POSITION_FLAGS.values()},
         core=quota.Config(
             placement=not args.no_placement_check,
             packing=args.packing,

@@ -30,6 +30,9 @@ class Settings:
     # `position_writes` such gangs are told per pass (the most out of date first).
     position_refresh: float = 60.0
     position_writes: int = 50
+    # Positions are computed at most this often (seconds): computing them costs about what
+    # an admission cycle over every pending gang does.
+    positions_period: float = 5.0
     # A pass runs at least this often (it also runs when an event or a timer is due).
     resync_period: float = 5.0
     # After a change into an idle loop, wait this long so that its burst is one pass (changes

@@ -4,13 +4,16 @@ ClusterQueue and LocalQueue (in their status), and each pending Workload's own p
 Rule: the positions are the decision core's (`controller.quota.positions`); this module decides
 what to write. One admission moves every gang behind it, so a write per pending Workload per
 pass would grow with the backlog: the first `positions_head` gangs of each ClusterQueue or
-LocalQueue are told their exact positions whenever they change; the others at most every
+LocalQueue are told their exact places in them whenever these change; the other positions
+(and the head's place in the cohort, which moves with every queue of the tree) at most every
 `position_refresh` seconds each, and at most `position_writes` of them per pass, the most
-out of date first. A gang no longer pending has its position removed.
+out of date first. A gang no longer pending has its position removed. Positions are computed
+at most every `positions_period` seconds.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -52,7 +55,22 @@ def _drift(old: QueuePosition | None, new: QueuePosition) -> float:
     """How far off what a Workload shows is, relative to where it stands (never shown: most)."""
     if old is None:
         return float("inf")
-    return abs(old.cluster_queue - new.cluster_queue) / max(old.cluster_queue, 1)
+    moved = [(old.cluster_queue, new.cluster_queue), (old.cohort or 0, new.cohort or 0)]
+    return max(abs(a - b) / max(a, 1) for a, b in moved)
+
+
+def _in_head(position: QueuePosition | None, limit: int) -> bool:
+    """Whether a position is among the first `limit` of its ClusterQueue or LocalQueue."""
+    if position is None:
+        return False
+    local = position.local_queue
+    return position.cluster_queue <= limit or (local is not None and local <= limit)
+
+
+def _in_queues(position: QueuePosition) -> tuple[int, int | None]:
+    """The places told exactly at the head (the cohort's moves with every queue of the tree,
+    so it is refreshed like the positions further back)."""
+    return (position.cluster_queue, position.local_queue)
 
 
 class PositionReporter:
@@ -64,10 +82,12 @@ class PositionReporter:
         # Whether every admitted gang's Workload is to be checked for a stale position (after
         # a restart or a reset, what was told before is not known).
         self._check_all = True
+        self._computed_at = -math.inf
 
     def reset(self) -> None:
         self._told.clear()
         self._check_all = True
+        self._computed_at = -math.inf
 
     def failed(self, key: GangKey) -> None:
         """A position write was refused: what the Workload shows is not known."""
@@ -87,7 +107,11 @@ class PositionReporter:
         lookup: Callable[[GangKey], ManagedGang | None],
     ) -> PositionReport:
         """The positions of every pending gang at `now` (`local`: each gang's LocalQueue and
-        whether it is admitted), the writes they need, and the queues whose heads changed."""
+        whether it is admitted), the writes they need, and the queues whose heads changed;
+        nothing within `positions_period` of the last time they were computed."""
+        if now - self._computed_at < self._settings.positions_period:
+            return PositionReport({}, set(), set())
+        self._computed_at = now
         pending_local = {
             id_of(k): f"{q[0]}/{q[1]}" for k, (q, admitted) in local.items() if not admitted
         }
@@ -158,11 +182,8 @@ class PositionReporter:
             if shown == position:
                 self._told.setdefault(key, Told(position, now))
                 continue
-            near = position.cluster_queue <= limit or (position.local_queue or limit + 1) <= limit
-            if near or (
-                told is not None
-                and told.position is not None
-                and told.position.cluster_queue <= limit
+            if (_in_head(position, limit) or _in_head(shown, limit)) and (
+                shown is None or _in_queues(shown) != _in_queues(position)
             ):
                 writes[key] = WriteWorkloadPosition(key[0], key[1], position)
             elif told is None or now - told.at >= refresh:

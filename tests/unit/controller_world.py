@@ -91,6 +91,7 @@ class World:
         clock: Callable[[], float] = lambda: NOW,
         positions_head: int = Settings.positions_head,
         position_writes: int = Settings.position_writes,
+        positions_period: float = 0.0,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -104,6 +105,7 @@ class World:
             release_timeout=release_timeout,
             positions_head=positions_head,
             position_writes=position_writes,
+            positions_period=positions_period,
             core=quota.Config(placement=False),
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api import kinds
-from tests.unit.controller_world import World, held_job, start
+from tests.unit.controller_world import NOW, World, held_job, start
 
 JSON = dict[str, Any]
 
@@ -95,3 +95,26 @@ async def test_positions_are_not_written_again_when_nothing_moved(started: list[
     after = world.workload("job-d")
     assert after is not None
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+async def test_positions_are_computed_again_only_once_their_period_has_passed(
+    started: list[World],
+) -> None:
+    clock = [NOW]
+    world = await start(
+        started,
+        World(
+            *jobs("a", "b", "c", "d"), cpu_quota="4", positions_period=30.0, clock=lambda: clock[0]
+        ),
+    )
+    await settle(world)
+    assert position(world, "d") == {"clusterQueue": 2, "localQueue": 2, "cohort": 2}
+
+    await world.api.delete(kinds.JOBS, "a", "ns")
+    await settle(world, 3)
+    assert position(world, "d") == {"clusterQueue": 2, "localQueue": 2, "cohort": 2}
+
+    clock[0] += 31.0
+    await settle(world, 2)
+    assert position(world, "c") is None
+    assert position(world, "d") == {"clusterQueue": 1, "localQueue": 1, "cohort": 1}

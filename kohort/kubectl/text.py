@@ -38,19 +38,27 @@ def _resource(row: Data) -> str:
 
 
 def queues(rows: Sequence[Data]) -> str:
-    header = ("CLUSTERQUEUE", "COHORT", "FLAVOR/RESOURCE", "NOMINAL", "USAGE", "BORROWED", "SHARE")
+    header = (
+        "CLUSTERQUEUE",
+        "COHORT",
+        "PENDING",
+        "ADMITTED",
+        "FLAVOR/RESOURCE",
+        "NOMINAL",
+        "USAGE",
+        "BORROWED",
+        "SHARE",
+    )
     out: list[list[object]] = []
     for q in rows:
-        first = True
+        lead: list[object] = [q["name"], q["cohort"] or "-", q["pending"], q["admitted"]]
         for f in q["flavors"] or [None]:
-            name = f"{q['name']} ({q['pending']} pending, {q['admitted']} admitted)"
-            lead = [name, q["cohort"] or "-"] if first else ["", ""]
             if f is None:
                 out.append([*lead, "-", "-", "-", "-", q["share"]])
             else:
                 figures = [f["nominal"], f["usage"], f["borrowed"]]
-                out.append([*lead, _resource(f), *figures, q["share"] if first else ""])
-            first = False
+                out.append([*lead, _resource(f), *figures, q["share"] if lead[0] else ""])
+            lead = ["", "", "", ""]
     return table(header, out)
 
 
@@ -79,22 +87,26 @@ def tree(forest: Sequence[Data]) -> str:
 
 
 def pending(rows: Sequence[Data]) -> str:
+    """The backlog; the namespace is said once when all rows share it."""
     if not rows:
         return "No pending workloads."
+    spaces = {r["namespace"] for r in rows}
+    shared = spaces.pop() if len(spaces) == 1 else None
     header = ("POS", "IN-LQ", "IN-COHORT", "WORKLOAD", "LOCALQUEUE", "PRIO", "REASON")
     out = [
         [
             r["positionInClusterQueue"],
             r["positionInLocalQueue"],
             r["positionInCohort"],
-            f"{r['namespace']}/{r['name']}",
+            r["name"] if shared else f"{r['namespace']}/{r['name']}",
             r["localQueue"],
             r["priority"],
             r["reason"] or "-",
         ]
         for r in rows
     ]
-    return table(header, out, last_wraps=True)
+    lines = table(header, out, last_wraps=True)
+    return f"Namespace: {shared}\n{lines}" if shared else lines
 
 
 def _wrapped(label: str, value: str) -> list[str]:

@@ -2,10 +2,11 @@
 Workloads are the order in which it admits them, across queues, priorities and fair sharing;
 and `kubectl kohort` shows the queues, the backlog and why a job waits.
 
-Scenario: cohort org with a lender queue (6 cpu, no jobs of its own) and two borrowing queues,
-a (weight 1) and b (weight 2), no quota of their own. Six 1-pod, 1-cpu Jobs wait, one of them
-urgent (a higher PriorityClass); no node of the test can take them yet. Then 1-cpu nodes come
-one at a time: each lets exactly one gang in, the next one in line.
+Scenario: cohort org (implicit: no Cohort object) with a lender queue (6 cpu, no jobs of its
+own) and two borrowing queues, a (weight 1) and b (weight 2), no quota of their own. Six
+1-pod, 1-cpu Jobs wait, one of them urgent (a higher PriorityClass); no node of the test can
+take them yet. Then 1-cpu nodes come one at a time: each lets exactly one gang in, the next one
+in line.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from controller.api import kinds
 from controller.cluster.clients import Client
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
-from hack.objects import Probe, cluster_queue, cohort, gang_job, local_queue, reserved
+from hack.objects import Probe, cluster_queue, gang_job, local_queue, reserved
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 
@@ -102,11 +103,12 @@ async def test_positions_are_the_order_of_admissions_and_the_plugin_shows_them(
     drained: None,
 ) -> None:
     stack.enroll(namespace)
-    org, lender, qa, qb = (f"{namespace}-{n}" for n in ("org", "lender", "a", "b"))
+    # Short names (cluster-scoped, so unique to this test) keep the plugin's tables narrow.
+    prefix = f"pos{namespace[-6:]}"
+    org, lender, qa, qb = (f"{prefix}-{n}" for n in ("org", "lender", "a", "b"))
     apply_queues(
         cluster.rest,
         [
-            cohort(org),
             cluster_queue(lender, {"cpu": "6"}, cohort=org),
             cluster_queue(qa, {"cpu": "0"}, cohort=org),
             cluster_queue(qb, {"cpu": "0"}, cohort=org, weight="2"),
@@ -141,9 +143,8 @@ async def test_positions_are_the_order_of_admissions_and_the_plugin_shows_them(
     assert [told[n]["localQueue"] for n in in_a] == [1, 2, 3]
 
     pending = kubectl_kohort(cluster, "pending", qa)
-    assert [row.split()[3] for row in pending.splitlines()[1:]] == [
-        f"{namespace}/job-{n}" for n in in_a
-    ]
+    assert pending.splitlines()[0] == f"Namespace: {namespace}"
+    assert [row.split()[3] for row in pending.splitlines()[2:]] == [f"job-{n}" for n in in_a]
     why = kubectl_kohort(cluster, "why", "job/a2", "-n", namespace)
     assert f"LocalQueue team-a -> ClusterQueue {qa}" in why
     assert f"Position:     {told['a2']['clusterQueue']} in its ClusterQueue" in why
@@ -164,11 +165,12 @@ async def test_positions_are_the_order_of_admissions_and_the_plugin_shows_them(
         assert expected in now, (step, expected, now)
         if step == 2:
             shown = kubectl_kohort(cluster, "queues")
-            # CLUSTERQUEUE (n pending, m admitted)  COHORT  FLAVOR/RESOURCE  NOMINAL USAGE ...
-            rows = {r.split()[0]: r.split()[5:] for r in shown.splitlines()[1:] if r.strip()}
-            assert rows[lender] == [org, "default/cpu", "6", "0", "0", "0"]
-            used = {q: (int(rows[q][3]), int(rows[q][4])) for q in (qa, qb)}
+            # CLUSTERQUEUE COHORT PENDING ADMITTED FLAVOR/RESOURCE NOMINAL USAGE BORROWED SHARE
+            rows = {r.split()[0]: r.split()[1:] for r in shown.splitlines()[1:] if r.strip()}
+            assert rows[lender] == [org, "0", "0", "default/cpu", "6", "0", "0", "0"]
+            used = {q: (int(rows[q][5]), int(rows[q][6])) for q in (qa, qb)}
             assert sum(u for u, _ in used.values()) == 2  # all of it borrowed
             assert all(u == b for u, b in used.values())
+            assert sum(int(rows[q][2]) for q in (qa, qb)) == 2  # admitted
             tree = kubectl_kohort(cluster, "queues", "--tree")
             assert f"{org} (cohort" in tree and "default/cpu: usage 2 of 6" in tree

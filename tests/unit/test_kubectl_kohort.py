@@ -136,7 +136,17 @@ def test_queues_show_each_teams_quota_usage_and_share() -> None:
         "0",
     )
     shown = text.queues(rows)
-    assert "team-a (2 pending, 1 admitted)" in shown and "default/cpu" in shown
+    assert shown.splitlines()[1].split() == [
+        "team-a",
+        "org",
+        "2",
+        "1",
+        "default/cpu",
+        "4",
+        "4",
+        "0",
+        "0",
+    ]
     assert max(len(line) for line in shown.splitlines()) <= 100
 
 
@@ -160,7 +170,8 @@ def test_pending_lists_a_queues_backlog_in_order_with_positions() -> None:
         ("job-big", 2),
     ]
     shown = text.pending(rows)
-    assert shown.splitlines()[1].split()[:4] == ["1", "1", "2", "ns/job-urgent"]
+    assert shown.splitlines()[0] == "Namespace: ns"
+    assert shown.splitlines()[2].split()[:4] == ["1", "1", "2", "job-urgent"]
     assert max(len(line) for line in shown.splitlines()) <= 100
 
 

@@ -115,7 +115,13 @@ def _wrapped(label: str, value: str) -> list[str]:
     ) or [label]
 
 
+def _short(gang: str, namespace: str) -> str:
+    """A gang's name, without its namespace when it is `namespace`."""
+    return gang.removeprefix(f"{namespace}/")
+
+
 def why(data: Data) -> str:
+    namespace = data["namespace"]
     lines = _wrapped("Workload:", f"{data['namespace']}/{data['workload']}")
     if data["owner"]:
         lines += _wrapped("Owner:", ", ".join(data["owner"]))
@@ -135,7 +141,8 @@ def why(data: Data) -> str:
     ahead = data.get("ahead")
     if ahead is not None:
         shown = ", ".join(
-            f"{a['position']}. {a['workload']} (priority {a['priority']})" for a in ahead[:5]
+            f"{a['position']}. {_short(a['workload'], namespace)} (priority {a['priority']})"
+            for a in ahead[:5]
         )
         more = f" and {len(ahead) - 5} more" if len(ahead) > 5 else ""
         lines += _wrapped("Ahead of it:", (shown + more) if ahead else "nothing")
@@ -144,11 +151,11 @@ def why(data: Data) -> str:
     changes = data.get("wouldBeAdmittedNow")
     if changes is not None:
         lines.append("Would be admitted now:")
-        lines += [f"  {line}" for line in _changes(changes)]
+        lines += [f"  {line}" for line in _changes(changes, namespace)]
     return "\n".join(lines)
 
 
-def _changes(changes: Data) -> list[str]:
+def _changes(changes: Data, namespace: str) -> list[str]:
     alone = changes.get("alone")
     if alone:
         evicting = f" (by evicting {alone['evicting']} gang(s))" if alone["evicting"] else ""
@@ -169,15 +176,14 @@ def _changes(changes: Data) -> list[str]:
         )
     finishing = changes.get("finishing")
     if finishing and "anyOneOf" in finishing:
-        others = [n for n in finishing["anyOneOf"] if n != finishing["smallest"]]
+        smallest = finishing["smallest"]
+        others = [_short(n, namespace) for n in finishing["anyOneOf"] if n != smallest]
         rest = f" (or once {' or '.join(others)} does)" if others else ""
-        out += textwrap.wrap(
-            f"once {finishing['smallest']} finishes{rest}", WIDTH - 2, subsequent_indent="  "
-        )
+        text = f"once {_short(smallest, namespace)} finishes{rest}"
+        out += textwrap.wrap(text, WIDTH - 2, subsequent_indent="  ")
     elif finishing:
-        out += textwrap.wrap(
-            f"once all of {', '.join(finishing['allOf'])} finish", WIDTH - 2, subsequent_indent="  "
-        )
+        gangs = ", ".join(_short(n, namespace) for n in finishing["allOf"])
+        out += textwrap.wrap(f"once all of {gangs} finish", WIDTH - 2, subsequent_indent="  ")
     else:
         out.append("once running gangs finish: no (it does not fit even on an empty cluster)")
     return out

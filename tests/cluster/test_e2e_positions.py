@@ -148,7 +148,7 @@ async def test_positions_are_the_order_of_admissions_and_the_plugin_shows_them(
     why = kubectl_kohort(cluster, "why", "job/a2", "-n", namespace)
     assert f"LocalQueue team-a -> ClusterQueue {qa}" in why
     assert f"Position:     {told['a2']['clusterQueue']} in its ClusterQueue" in why
-    assert f"{namespace}/job-a3" in why  # ahead of it
+    assert "1. job-a3 (priority 1000)" in why  # ahead of it
     data = json.loads(kubectl_kohort(cluster, "-o", "json", "why", "job/a2", "-n", namespace))
     assert "node" in data["reason"]  # no node of the test yet
     assert data["position"] == told["a2"]
@@ -172,5 +172,15 @@ async def test_positions_are_the_order_of_admissions_and_the_plugin_shows_them(
             assert sum(u for u, _ in used.values()) == 2  # all of it borrowed
             assert all(u == b for u, b in used.values())
             assert sum(int(rows[q][2]) for q in (qa, qb)) == 2  # admitted
+            # Both 1-cpu nodes are taken: a gang still waiting needs one of the two to finish.
+            waiting = next(n for n in line if n not in now)
+            shown = kubectl_kohort(cluster, "why", f"job/{waiting}", "-n", namespace)
+            assert "Would be admitted now:" in shown
+            data = json.loads(
+                kubectl_kohort(cluster, "-o", "json", "why", f"job/{waiting}", "-n", namespace)
+            )
+            finishing = data["wouldBeAdmittedNow"]["finishing"]
+            assert {n.removeprefix(f"{namespace}/job-") for n in finishing["anyOneOf"]} == set(now)
+            assert f"once job-{finishing['smallest'].rsplit('-', 1)[1]} finishes" in shown
             tree = kubectl_kohort(cluster, "queues", "--tree")
             assert f"{org} (cohort" in tree and "default/cpu: usage 2 of 6" in tree

@@ -197,7 +197,7 @@ def test_why_tells_the_reason_what_is_ahead_and_which_running_gang_must_finish()
     [default] = changes["flavors"]
     assert default["admitted"] is False
     shown = text.why(data)
-    assert "once ns/job-run-a finishes" in shown
+    assert "once job-run-a finishes" in shown  # its own namespace goes without saying
     assert max(len(line) for line in shown.splitlines()) <= 100
 
 

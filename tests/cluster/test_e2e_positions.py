@@ -142,6 +142,10 @@ async def test_positions_are_the_order_of_admissions_and_the_plugin_shows_them(
     assert in_a == ["a3", "a1", "a2"]
     assert [told[n]["localQueue"] for n in in_a] == [1, 2, 3]
 
+    everything = kubectl_kohort(cluster, "pending")
+    ours = [r.split() for r in everything.splitlines() if f"{namespace}/job-" in r]
+    assert [r[3].removeprefix(f"{namespace}/job-") for r in ours] == line
+    assert [int(r[2]) for r in ours] == list(range(1, len(JOBS) + 1))
     pending = kubectl_kohort(cluster, "pending", qa)
     assert pending.splitlines()[0] == f"Namespace: {namespace}"
     assert [row.split()[3] for row in pending.splitlines()[2:]] == [f"job-{n}" for n in in_a]

@@ -143,8 +143,10 @@ async def test_positions_are_the_order_of_admissions_and_the_plugin_shows_them(
     assert [told[n]["localQueue"] for n in in_a] == [1, 2, 3]
 
     everything = kubectl_kohort(cluster, "pending")
-    ours = [r.split() for r in everything.splitlines() if f"{namespace}/job-" in r]
-    assert [r[3].removeprefix(f"{namespace}/job-") for r in ours] == line
+    # (the namespace is said once when every row is of it, else before each name)
+    rows = [r.split() for r in everything.splitlines() if r.split()[:1] != ["Namespace:"]]
+    ours = [r for r in rows[1:] if r[3].removeprefix(f"{namespace}/").startswith("job-")]
+    assert [r[3].removeprefix(f"{namespace}/").removeprefix("job-") for r in ours] == line
     assert [int(r[2]) for r in ours] == list(range(1, len(JOBS) + 1))
     pending = kubectl_kohort(cluster, "pending", qa)
     assert pending.splitlines()[0] == f"Namespace: {namespace}"

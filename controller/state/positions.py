@@ -20,20 +20,44 @@ from dataclasses import dataclass
 from controller.api.queues import PendingWorkload
 from controller.api.workload import QueuePosition
 from controller.quota.engine import Engine
-from controller.quota.positions import positions
+from controller.quota.positions import Position, positions
 from controller.settings import Settings
 from controller.state.gangs import GangKey, ManagedGang, id_of, key_of
 from controller.state.steps import WriteWorkloadPosition
 
 LocalKey = tuple[str, str]  # (namespace, LocalQueue)
-Head = tuple[PendingWorkload, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One of a queue's first pending gangs: its Workload, its LocalQueue, its priority and
+    its positions (plain values: the pydantic status is made only for a status written)."""
+
+    key: GangKey
+    local_queue: str | None
+    priority: int
+    at: Position
+
+    def status(self) -> PendingWorkload:
+        return PendingWorkload(
+            namespace=self.key[0],
+            name=self.key[1],
+            local_queue=self.local_queue,
+            priority=self.priority,
+            position_in_cluster_queue=self.at.cluster_queue,
+            position_in_local_queue=self.at.local_queue,
+            position_in_cohort=self.at.cohort,
+        )
+
+
+Head = tuple[Entry, ...]
 
 
 @dataclass(frozen=True)
 class Told:
     """The position last written for a gang (None: none, or removed), and when."""
 
-    position: QueuePosition | None
+    position: Position | None
     at: float
 
 
@@ -46,20 +70,32 @@ class PositionReport:
     local_queues: set[LocalKey]
 
 
-def _shown(gang: ManagedGang | None) -> QueuePosition | None:
+def _shown(gang: ManagedGang | None) -> Position | None:
     wl = gang.workload if gang is not None else None
-    return wl.status.position if wl is not None and wl.status is not None else None
+    shown = wl.status.position if wl is not None and wl.status is not None else None
+    if shown is None:
+        return None
+    return Position(shown.cluster_queue, shown.local_queue, shown.cohort or 0)
 
 
-def _drift(old: QueuePosition | None, new: QueuePosition) -> float:
+def _written(key: GangKey, at: Position | None) -> WriteWorkloadPosition:
+    position = None
+    if at is not None:
+        position = QueuePosition(
+            cluster_queue=at.cluster_queue, local_queue=at.local_queue, cohort=at.cohort
+        )
+    return WriteWorkloadPosition(key[0], key[1], position)
+
+
+def _drift(old: Position | None, new: Position) -> float:
     """How far off what a Workload shows is, relative to where it stands (never shown: most)."""
     if old is None:
         return float("inf")
-    moved = [(old.cluster_queue, new.cluster_queue), (old.cohort or 0, new.cohort or 0)]
+    moved = [(old.cluster_queue, new.cluster_queue), (old.cohort, new.cohort)]
     return max(abs(a - b) / max(a, 1) for a, b in moved)
 
 
-def _in_head(position: QueuePosition | None, limit: int) -> bool:
+def _in_head(position: Position | None, limit: int) -> bool:
     """Whether a position is among the first `limit` of its ClusterQueue or LocalQueue."""
     if position is None:
         return False
@@ -67,7 +103,7 @@ def _in_head(position: QueuePosition | None, limit: int) -> bool:
     return position.cluster_queue <= limit or (local is not None and local <= limit)
 
 
-def _in_queues(position: QueuePosition) -> tuple[int, int | None]:
+def _in_queues(position: Position) -> tuple[int, int | None]:
     """The places told exactly at the head (the cohort's moves with every queue of the tree,
     so it is refreshed like the positions further back)."""
     return (position.cluster_queue, position.local_queue)
@@ -93,11 +129,11 @@ class PositionReporter:
         """A position write was refused: what the Workload shows is not known."""
         self._told.pop(key, None)
 
-    def head(self, queue: str) -> Head:
-        return self._heads.get(queue, ())
+    def head(self, queue: str) -> list[PendingWorkload]:
+        return [entry.status() for entry in self._heads.get(queue, ())]
 
-    def local_head(self, queue: LocalKey) -> Head:
-        return self._local_heads.get(queue, ())
+    def local_head(self, queue: LocalKey) -> list[PendingWorkload]:
+        return [entry.status() for entry in self._local_heads.get(queue, ())]
 
     def report(
         self,
@@ -117,27 +153,17 @@ class PositionReporter:
         }
         found = positions(engine, now, pending_local)
         limit = self._settings.positions_head
-        heads: dict[str, list[PendingWorkload]] = {}
-        local_heads: dict[LocalKey, list[PendingWorkload]] = {}
-        wanted: dict[GangKey, QueuePosition] = {}
+        heads: dict[str, list[Entry]] = {}
+        local_heads: dict[LocalKey, list[Entry]] = {}
+        wanted: dict[GangKey, Position] = {}
         for name, at in found.items():
-            queue, info = engine.pending[name]
             key = key_of(name)
-            wanted[key] = QueuePosition(
-                cluster_queue=at.cluster_queue, local_queue=at.local_queue, cohort=at.cohort
-            )
-            lq = local.get(key, (None, False))[0]
-            if at.cluster_queue > limit and (at.local_queue is None or at.local_queue > limit):
+            wanted[key] = at
+            if not _in_head(at, limit):
                 continue
-            entry = PendingWorkload(
-                namespace=key[0],
-                name=key[1],
-                local_queue=lq[1] if lq else None,
-                priority=info.gang.priority,
-                position_in_cluster_queue=at.cluster_queue,
-                position_in_local_queue=at.local_queue,
-                position_in_cohort=at.cohort,
-            )
+            queue, info = engine.pending[name]
+            lq = local.get(key, (None, False))[0]
+            entry = Entry(key, lq[1] if lq else None, info.gang.priority, at)
             if at.cluster_queue <= limit and queue is not None:
                 heads.setdefault(queue.name, []).append(entry)
             if lq is not None and at.local_queue is not None and at.local_queue <= limit:
@@ -147,14 +173,11 @@ class PositionReporter:
         return PositionReport(writes, *changed)
 
     def _new_heads(
-        self, heads: dict[str, list[PendingWorkload]], local: dict[LocalKey, list[PendingWorkload]]
+        self, heads: dict[str, list[Entry]], local: dict[LocalKey, list[Entry]]
     ) -> tuple[set[str], set[LocalKey]]:
-        new = {
-            q: tuple(sorted(h, key=lambda p: p.position_in_cluster_queue)) for q, h in heads.items()
-        }
+        new = {q: tuple(sorted(h, key=lambda e: e.at.cluster_queue)) for q, h in heads.items()}
         new_local = {
-            q: tuple(sorted(h, key=lambda p: p.position_in_local_queue or 0))
-            for q, h in local.items()
+            q: tuple(sorted(h, key=lambda e: e.at.local_queue or 0)) for q, h in local.items()
         }
         queues = {q for q in new.keys() | self._heads.keys() if new.get(q) != self._heads.get(q)}
         local_queues = {
@@ -167,39 +190,40 @@ class PositionReporter:
 
     def _writes(
         self,
-        wanted: Mapping[GangKey, QueuePosition],
+        wanted: Mapping[GangKey, Position],
         now: float,
         limit: int,
         lookup: Callable[[GangKey], ManagedGang | None],
         local: Mapping[GangKey, tuple[LocalKey, bool]],
     ) -> dict[GangKey, WriteWorkloadPosition]:
-        writes: dict[GangKey, WriteWorkloadPosition] = {}
+        writes: dict[GangKey, Position | None] = {}
         behind: list[tuple[float, GangKey]] = []
         refresh = self._settings.position_refresh
         for key, position in wanted.items():
             told = self._told.get(key)
             shown = told.position if told is not None else _shown(lookup(key))
             if shown == position:
-                self._told.setdefault(key, Told(position, now))
+                if told is None:
+                    self._told[key] = Told(position, now)
                 continue
             if (_in_head(position, limit) or _in_head(shown, limit)) and (
                 shown is None or _in_queues(shown) != _in_queues(position)
             ):
-                writes[key] = WriteWorkloadPosition(key[0], key[1], position)
+                writes[key] = position
             elif told is None or now - told.at >= refresh:
                 behind.append((_drift(shown, position), key))
         behind.sort(key=lambda d: (-d[0], d[1]))
         for _, key in behind[: self._settings.position_writes]:
-            writes[key] = WriteWorkloadPosition(key[0], key[1], wanted[key])
+            writes[key] = wanted[key]
         for key in self._gone(wanted, lookup, local):
-            writes[key] = WriteWorkloadPosition(key[0], key[1], None)
-        for key, write in writes.items():
-            self._told[key] = Told(write.position, now)
-        return writes
+            writes[key] = None
+        for key, at in writes.items():
+            self._told[key] = Told(at, now)
+        return {key: _written(key, at) for key, at in writes.items()}
 
     def _gone(
         self,
-        wanted: Mapping[GangKey, QueuePosition],
+        wanted: Mapping[GangKey, Position],
         lookup: Callable[[GangKey], ManagedGang | None],
         local: Mapping[GangKey, tuple[LocalKey, bool]],
     ) -> Iterable[GangKey]:

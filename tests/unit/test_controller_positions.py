@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api import kinds
-from tests.unit.controller_world import NOW, World, held_job, start
+from tests.unit.controller_world import NOW, World, held_job, start, workload
 
 JSON = dict[str, Any]
 
@@ -118,3 +118,16 @@ async def test_positions_are_computed_again_only_once_their_period_has_passed(
     await settle(world, 2)
     assert position(world, "c") is None
     assert position(world, "d") == {"clusterQueue": 1, "localQueue": 1, "cohort": 1}
+
+
+async def test_a_restarted_controller_removes_the_position_an_admitted_workload_still_shows(
+    started: list[World],
+) -> None:
+    job = held_job("a", 2)
+    stale = workload(job, reserved=True)
+    stale["status"]["position"] = {"clusterQueue": 3, "localQueue": 3, "cohort": 3}
+    world = await start(started, World((kinds.JOBS, job), (kinds.WORKLOADS, stale)))
+
+    await settle(world)
+
+    assert position(world, "a") is None

@@ -44,6 +44,27 @@ log = logging.getLogger("kohort.controller")
 DEFAULT_STUCK_AFTER = 300.0
 
 
+# Where pending Workloads stand (docs/api.md#queue-positions): flag -> (Settings field,
+# metavar, help); the defaults are the Settings'.
+POSITION_FLAGS: dict[str, tuple[str, str, str]] = {
+    "--positions-head": (
+        "positions_head",
+        "N",
+        "pending Workloads each queue's status lists, told their exact positions",
+    ),
+    "--position-refresh": (
+        "position_refresh",
+        "SECONDS",
+        "a Workload further back is told its position at most this often",
+    ),
+    "--positions-period": (
+        "positions_period",
+        "SECONDS",
+        "positions are computed at most this often",
+    ),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
     parser.add_argument(
@@ -91,6 +112,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="charge the devices pods claim of DeviceClass CLASS (DRA) as quota resource"
         " RESOURCE, e.g. gpu.example.com=nvidia.com/gpu; repeat for more classes (docs/dra.md)",
     )
+    for flag, (field, metavar, help_text) in POSITION_FLAGS.items():
+        default = getattr(Settings, field)
+        parser.add_argument(
+            flag, type=type(default), default=default, metavar=metavar, help=help_text
+        )
     measured = quota.Config.measured()
     parser.add_argument(
         "--packing", choices=["best-fit", "spread", "first-fit"], default=measured.packing
@@ -191,6 +217,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         release_timeout=args.release_timeout or None,
         requeue_base=args.requeue_base,
         resync_period=args.resync_period,
+        **{field: getattr(args, field) for field, _, _ in POSITION_FLAGS.values()},
         core=quota.Config(
             placement=not args.no_placement_check,
             packing=args.packing,

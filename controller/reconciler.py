@@ -316,6 +316,13 @@ class Reconciler:
             )
         for name, weighted_share in report.queues.cohort_shares.items():
             self.metrics.report_cohort(name, weighted_share)
+        for gang, position in report.positions.writes.items():
+
+            def position_failed(key: GangKey = gang) -> None:
+                self.metrics.reconcile_errors.inc()
+                self.state.reporter.positions.failed(key)
+
+            self.deferred.defer(("WorkloadPosition", *gang), [position], position_failed)
 
     async def _perform(
         self,

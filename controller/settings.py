@@ -24,6 +24,16 @@ class Settings:
     requeue_cap: float = 3600.0
     # A pending reason whose cause stays the same is rewritten (its numbers) at most this often.
     reason_refresh: float = 30.0
+    # How many of the first pending gangs of each ClusterQueue and LocalQueue their status
+    # lists, and are told their exact positions whenever they change.
+    positions_head: int = 10
+    # A gang further back is told its position at most this often (seconds), and at most
+    # `position_writes` such gangs are told per pass (the most out of date first).
+    position_refresh: float = 60.0
+    position_writes: int = 50
+    # Positions are computed at most this often (seconds): computing them costs about what
+    # an admission cycle over every pending gang does.
+    positions_period: float = 5.0
     # A pass runs at least this often (it also runs when an event or a timer is due).
     resync_period: float = 5.0
     # After a change into an idle loop, wait this long so that its burst is one pass (changes

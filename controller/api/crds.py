@@ -106,8 +106,21 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
             "type": "string",
             "jsonPath": f'.status.conditions[?(@.type=="{WorkloadCondition.ADMITTED}")].status',
         },
+        {"name": "Position", "type": "integer", "jsonPath": ".status.position.clusterQueue"},
         {"name": "Reason", "type": "string", "jsonPath": ".status.pendingReason"},
         _AGE,
+        {
+            "name": "InLocalQueue",
+            "type": "integer",
+            "jsonPath": ".status.position.localQueue",
+            "priority": 1,
+        },
+        {
+            "name": "InCohort",
+            "type": "integer",
+            "jsonPath": ".status.position.cohort",
+            "priority": 1,
+        },
     ],
 }
 # Rules on a whole object (they may read metadata.name), by kind.

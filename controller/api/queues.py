@@ -207,12 +207,27 @@ class FlavorUsage(Lenient):
     resources: list[ResourceUsage] = Field(default_factory=list)
 
 
+class PendingWorkload(Lenient):
+    """One of the first pending Workloads of a queue, with its positions (from 1)."""
+
+    namespace: str
+    name: str
+    local_queue: str | None = None
+    priority: int = 0
+    position_in_cluster_queue: int
+    position_in_local_queue: int | None = None
+    position_in_cohort: int | None = None
+
+
 class ClusterQueueStatus(Lenient):
     conditions: list[Condition] = Field(default_factory=list)
     flavors_usage: list[FlavorUsage] = Field(default_factory=list)
     pending_workloads: int = 0
     admitted_workloads: int = 0
     weighted_share: int | None = None
+    # The first pending Workloads in the order they will be considered (a controller setting
+    # says how many).
+    pending_head: list[PendingWorkload] = Field(default_factory=list)
 
 
 class ClusterQueue(Resource):
@@ -331,6 +346,8 @@ class LocalQueueStatus(Lenient):
     admitted_workloads: int = 0
     flavors_usage: list[LocalQueueFlavorUsage] = Field(default_factory=list)
     pending_reason: str | None = None
+    # Its first pending Workloads in the order they will be considered.
+    pending_head: list[PendingWorkload] = Field(default_factory=list)
 
 
 class LocalQueue(Resource):

@@ -90,11 +90,25 @@ class RequeueState(Lenient):
     requeue_at: str | None = None
 
 
+class QueuePosition(Lenient):
+    """Where a pending gang stands, counted from 1 (1: the next one considered): in its
+    ClusterQueue's line, in its LocalQueue's, and among the gangs of every ClusterQueue of its
+    cohort tree in the order the admission cycle takes them (fair sharing included). Exact for
+    the first gangs of each queue; further back it may lag (see docs/api.md)."""
+
+    cluster_queue: int
+    local_queue: int | None = None
+    cohort: int | None = None
+
+
 class WorkloadStatus(Lenient):
     conditions: list[Condition] = Field(default_factory=list)
     admission: AdmissionRecord | None = None
     pending_reason: str | None = None
     requeue_state: RequeueState | None = None
+    # Written on its own (WriteWorkloadPosition), never by a whole-status write; absent once
+    # the gang is admitted or done.
+    position: QueuePosition | None = None
 
 
 class Workload(Resource):

@@ -29,6 +29,7 @@ from controller.state.steps import (
     WriteCohortStatus,
     WriteLocalQueueStatus,
     WriteQueueStatus,
+    WriteWorkloadPosition,
     WriteWorkloadStatus,
 )
 from controller.workloads.base import Delete, Patch, PatchType
@@ -148,6 +149,19 @@ class Writers:
             case DeletePodGroup(kind=kind, namespace=namespace, name=name):
                 await api.delete(kind, name, namespace)
                 self._forget(kind, namespace, name)
+            case WriteWorkloadPosition(namespace=namespace, name=name, position=position):
+                body = position.model_dump(mode="json", by_alias=True) if position else None
+                await self._write(
+                    kinds.WORKLOADS,
+                    api.change(
+                        _raw,
+                        kinds.WORKLOADS,
+                        name,
+                        {"status": {"position": body}},
+                        namespace,
+                        subresource="status",
+                    ),
+                )
             case WriteQueueStatus(name=name, status=status):
                 patch = {"status": as_patch(status)}
                 await self._write(

@@ -607,15 +607,62 @@ class Engine:
         info = queue.head()
         if info is None:
             return None
+        return self.head_key(queue, info, self._now)
+
+    def head_key(self, queue: QueueRuntime, info: GangInfo, now: float) -> QueueKey:
+        """The queue's place in the order of queues (`_queue_key`) with `info` at its head."""
         gang = info.gang
         limit = self.config.oldest_first_after
-        if limit is not None and self._now - gang.created >= limit:
+        if limit is not None and now - gang.created >= limit:
             return (0, 0, (gang.created,), -gang.priority, 0.0, gang.name, queue.name)
         state = queue.state
         charge = self._expected_charge(queue, info)
         borrows = 0 if within_nominal(state, charge) else 1
         shares = path_shares(state, charge)
         return (1, borrows, shares, -gang.priority, gang.created, gang.name, queue.name)
+
+    def consideration_order(self, now: float) -> list[tuple[QueueRuntime, GangInfo]]:
+        """Every pending gang of a known queue, in the order a cycle at `now` would consider
+        them if each one quota allows were admitted in turn: the cycle's own loop (the queue
+        with the smallest `head_key` gives its head; its key is computed again after that
+        head, the others' keys stay as they were), each queue's gangs in `GangInfo.order_key`
+        order, blocked classes included. A gang counts as admitted (its queue is charged what
+        `_expected_charge` says) when its quota allows it then, nodes aside; one short of quota
+        is passed over, as a cycle passes over a blocked class. The state is left unchanged.
+        """
+        lines = {
+            name: sorted(
+                (info for cls in queue.classes.values() for _, _, info in cls.gangs),
+                key=GangInfo.order_key,
+                reverse=True,  # popped from the end: the first in line last
+            )
+            for name, queue in self.queues.items()
+        }
+        heap = [
+            self.head_key(q, lines[q.name][-1], now) for q in self.queues.values() if lines[q.name]
+        ]
+        heapq.heapify(heap)
+        order: list[tuple[QueueRuntime, GangInfo]] = []
+        charged: list[tuple[QueueRuntime, dict[FR, int]]] = []
+        try:
+            while heap:
+                queue = self.queues[heapq.heappop(heap)[-1]]
+                line = lines[queue.name]
+                info = line.pop()
+                order.append((queue, info))
+                charge = self._expected_charge(queue, info)
+                if (
+                    self._untried(queue, info) is None
+                    and quota_shortfall(queue.state, charge) is None
+                ):
+                    add_usage(queue.state, charge, +1)
+                    charged.append((queue, charge))
+                if line:
+                    heapq.heappush(heap, self.head_key(queue, line[-1], now))
+        finally:
+            for queue, charge in reversed(charged):
+                add_usage(queue.state, charge, -1)
+        return order
 
     def _expected_charge(self, queue: QueueRuntime, info: GangInfo) -> dict[FR, int]:
         """What the gang would charge on the option `_try` takes if quota allows one (nodes

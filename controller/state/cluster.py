@@ -31,6 +31,7 @@ from controller.state.gangs import GangIndex, GangKey, ManagedGang, key_of
 from controller.state.inventory import Inventory
 from controller.state.mirror import EngineMirror, Member, wanted
 from controller.state.objects import PodGroupSettings
+from controller.state.positions import PositionReport
 from controller.state.releases import ReleaseFailure, ReleaseFailures
 from controller.state.reporter import QueueReport, Reporter, counted, in_local_queue
 from controller.state.steps import FailedWrite, Step
@@ -74,6 +75,7 @@ class Report:
 
     evictions: list[tuple[GangKey, str, Reason]]
     queues: QueueReport
+    positions: PositionReport
 
 
 class ClusterState:
@@ -479,7 +481,8 @@ class ClusterState:
 
     def report(self, now: float) -> Report:
         evictions, self._evictions = self._evictions, []
-        return Report(evictions, self.reporter.queues(now))
+        positions = self.reporter.report_positions(now, self.index.get)
+        return Report(evictions, self.reporter.queues(now), positions)
 
     def local_queues_changed(self, queues: Iterable[tuple[str, str]]) -> None:
         """Compare these LocalQueues' status again next report (a write failed, or landed)."""

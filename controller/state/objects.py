@@ -40,6 +40,7 @@ from controller.api.queues import (
     LocalQueueFlavorUsage,
     LocalQueueResourceUsage,
     LocalQueueStatus,
+    PendingWorkload,
     ResourceUsage,
 )
 from controller.api.times import format_time
@@ -519,6 +520,8 @@ class QueueFigures:
     inadmissible: int = 0
     # Why its cohort tree admits nothing (a cycle of parents), or None.
     broken: str | None = None
+    # Its first pending gangs, in order.
+    head: Sequence[PendingWorkload] = ()
 
 
 def _active(old: Sequence[Condition], ok: bool, reason: str, message: str, now: float) -> Condition:
@@ -551,6 +554,7 @@ def queue_status(cq: ClusterQueue, figures: QueueFigures, now: float) -> Cluster
         weighted_share=_share(figures.weighted_share),
         flavors_usage=flavors_usage(cq, figures.usage or {}),
         conditions=[active],
+        pending_head=list(figures.head),
     )
 
 
@@ -581,7 +585,13 @@ def queue_status_differs(old: ClusterQueueStatus | None, new: ClusterQueueStatus
     same_conditions = [(c.type, c.status) for c in old.conditions] == [
         (c.type, c.status) for c in new.conditions
     ]
-    fields = ("pending_workloads", "admitted_workloads", "weighted_share", "flavors_usage")
+    fields = (
+        "pending_workloads",
+        "admitted_workloads",
+        "weighted_share",
+        "flavors_usage",
+        "pending_head",
+    )
     return not same_conditions or any(getattr(old, f) != getattr(new, f) for f in fields)
 
 
@@ -688,6 +698,7 @@ class LocalQueueFigures:
     admitted: int = 0
     usage: Mapping[tuple[str, str], int] | None = None
     head_reason: str | None = None
+    head: Sequence[PendingWorkload] = ()
 
 
 def local_queue_status(
@@ -713,6 +724,7 @@ def local_queue_status(
         admitted_workloads=figures.admitted,
         flavors_usage=[LocalQueueFlavorUsage(name=f, resources=r) for f, r in by_flavor.items()],
         pending_reason=figures.head_reason,
+        pending_head=list(figures.head),
     )
 
 
@@ -723,7 +735,13 @@ def local_queue_status_differs(old: LocalQueueStatus | None, new: LocalQueueStat
     same_conditions = [(c.type, c.status) for c in old.conditions] == [
         (c.type, c.status) for c in new.conditions
     ]
-    fields = ("pending_workloads", "admitted_workloads", "flavors_usage", "pending_reason")
+    fields = (
+        "pending_workloads",
+        "admitted_workloads",
+        "flavors_usage",
+        "pending_reason",
+        "pending_head",
+    )
     return not same_conditions or any(getattr(old, f) != getattr(new, f) for f in fields)
 
 
@@ -731,11 +749,14 @@ def as_patch(
     status: WorkloadStatus | ClusterQueueStatus | LocalQueueStatus | CohortStatus,
 ) -> dict[str, object]:
     """A merge patch that makes the object's status `status`: members it no longer has are
-    removed (explicit nulls), members inside are written whole."""
+    removed (explicit nulls), members inside are written whole. A Workload's position is left
+    out: it is written on its own (WriteWorkloadPosition)."""
     body: dict[str, object] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
     for name, info in type(status).model_fields.items():
         if getattr(status, name) is None:
             body[info.alias or name] = None
+    if isinstance(status, WorkloadStatus):
+        body.pop("position", None)
     return body
 
 

@@ -7,7 +7,7 @@ deferred writes: no decision waits for them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from controller.api.conditions import Reason
@@ -22,6 +22,7 @@ from controller.state.gangs import GangKey, ManagedGang, id_of
 from controller.state.inventory import Inventory
 from controller.state.mirror import EngineMirror, Member
 from controller.state.objects import CohortFigures, LocalQueueFigures, QueueFigures
+from controller.state.positions import PositionReport, PositionReporter
 from controller.state.steps import (
     Step,
     WriteCohortStatus,
@@ -110,6 +111,7 @@ class Reporter:
         self._in_local: dict[GangKey, InLocalQueue] = {}
         self._local: dict[LocalKey, dict[GangKey, InLocalQueue]] = {}
         self._dirty_local: set[LocalKey] = set()
+        self.positions = PositionReporter(settings)
 
     def reset(self) -> None:
         """Forget what was told and counted: everything is told and counted again."""
@@ -120,6 +122,7 @@ class Reporter:
         self._in_local.clear()
         self._local.clear()
         self._dirty_local.update(self._inventory.local_queue_objects)
+        self.positions.reset()
 
     # -- pending reasons ------------------------------------------------------------------------
 
@@ -208,7 +211,8 @@ class Reporter:
                 usage[fr] = usage.get(fr, 0) + amount
         head = min(pending, key=lambda g: g.order, default=None)
         reason = head.reason or None if head is not None else None
-        return LocalQueueFigures(len(pending), len(gangs) - len(pending), usage, reason)
+        first = self.positions.local_head(queue)
+        return LocalQueueFigures(len(pending), len(gangs) - len(pending), usage, reason, first)
 
     def _local_report(self, now: float) -> list[WriteLocalQueueStatus]:
         inventory = self._inventory
@@ -240,7 +244,19 @@ class Reporter:
         usage = dict(runtime.state.usage) if runtime else {}
         weighted = share(runtime.state) if runtime else 0.0
         broken = runtime.state.broken if runtime else None
-        return QueueFigures(pending, admitted, usage, weighted, inadmissible, broken)
+        head = self.positions.head(name)
+        return QueueFigures(pending, admitted, usage, weighted, inadmissible, broken, head)
+
+    def report_positions(
+        self, now: float, lookup: Callable[[GangKey], ManagedGang | None]
+    ) -> PositionReport:
+        """Every pending gang's positions: the Workload writes they need; the queues whose
+        first gangs changed are compared again in the next `queues`."""
+        local = {key: (entry.queue, entry.admitted) for key, entry in self._in_local.items()}
+        report = self.positions.report(self._mirror.engine, now, local, lookup)
+        self._dirty_queues.update(report.queues)
+        self._dirty_local.update(report.local_queues)
+        return report
 
     def queues(self, now: float) -> QueueReport:
         """The ClusterQueue statuses that changed and the Cohort statuses that changed, with

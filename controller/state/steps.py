@@ -12,7 +12,7 @@ from controller.api import kube
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
 from controller.api.queues import ClusterQueueStatus, CohortStatus, LocalQueueStatus
-from controller.api.workload import Workload, WorkloadStatus
+from controller.api.workload import QueuePosition, Workload, WorkloadStatus
 from controller.workloads.base import Delete, Patch
 
 
@@ -30,6 +30,16 @@ class WriteWorkloadStatus:
     # its status too (a standalone Workload's creator): the write must not land on a version
     # changed by them since. Empty: kohort alone writes it.
     based_on: str = ""
+
+
+@dataclass(frozen=True)
+class WriteWorkloadPosition:
+    """Write only `status.position` of a Workload (None: remove it); whole-status writes leave
+    it alone, so neither undoes the other."""
+
+    namespace: str
+    name: str
+    position: QueuePosition | None
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,7 @@ class WriteCohortStatus:
 Step = (
     CreateWorkload
     | WriteWorkloadStatus
+    | WriteWorkloadPosition
     | DeleteWorkload
     | CreatePodGroup
     | DeletePodGroup

@@ -91,6 +91,9 @@ class World:
         clock: Callable[[], float] = lambda: NOW,
         device_classes: Mapping[str, str] | None = None,
         placement: bool = False,
+        positions_head: int = Settings.positions_head,
+        position_writes: int = Settings.position_writes,
+        positions_period: float = 0.0,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -104,6 +107,9 @@ class World:
             release_timeout=release_timeout,
             core=quota.Config(placement=placement),
             device_classes=device_classes or {},
+            positions_head=positions_head,
+            position_writes=position_writes,
+            positions_period=positions_period,
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)
         self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, registry=registry)

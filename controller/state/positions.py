@@ -1,0 +1,246 @@
+"""What users are told of where their gangs stand: the first pending Workloads of each
+ClusterQueue and LocalQueue (in their status), and each pending Workload's own positions.
+
+Rule: the positions are the decision core's (`controller.quota.positions`); this module decides
+what to write. One admission moves every gang behind it, so a write per pending Workload per
+pass would grow with the backlog: the first `positions_head` gangs of each ClusterQueue or
+LocalQueue are told their exact places in them whenever these change; the other positions
+(and the head's place in the cohort, which moves with every queue of the tree) at most every
+`position_refresh` seconds each, and at most `position_writes` of them per pass, the most
+out of date first. A gang no longer pending has its position removed. Positions are computed
+at most every `positions_period` seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from controller.api.queues import PendingWorkload
+from controller.api.workload import QueuePosition
+from controller.quota.engine import Engine
+from controller.quota.positions import Position, positions
+from controller.settings import Settings
+from controller.state.gangs import GangKey, ManagedGang, id_of, key_of
+from controller.state.steps import WriteWorkloadPosition
+
+LocalKey = tuple[str, str]  # (namespace, LocalQueue)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One of a queue's first pending gangs: its Workload, its LocalQueue, its priority and
+    its positions (plain values: the pydantic status is made only for a status written)."""
+
+    key: GangKey
+    local_queue: str | None
+    priority: int
+    at: Position
+
+    def status(self) -> PendingWorkload:
+        return PendingWorkload(
+            namespace=self.key[0],
+            name=self.key[1],
+            local_queue=self.local_queue,
+            priority=self.priority,
+            position_in_cluster_queue=self.at.cluster_queue,
+            position_in_local_queue=self.at.local_queue,
+            position_in_cohort=self.at.cohort,
+        )
+
+
+Head = tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class Told:
+    """The position last written for a gang (None: none, or removed), and when."""
+
+    position: Position | None
+    at: float
+
+
+@dataclass(frozen=True)
+class PositionReport:
+    """A pass's position writes, one per gang, and the queues whose first gangs changed."""
+
+    writes: dict[GangKey, WriteWorkloadPosition]
+    queues: set[str]
+    local_queues: set[LocalKey]
+
+
+def _shown(gang: ManagedGang | None) -> Position | None:
+    wl = gang.workload if gang is not None else None
+    shown = wl.status.position if wl is not None and wl.status is not None else None
+    if shown is None:
+        return None
+    return Position(shown.cluster_queue, shown.local_queue, shown.cohort or 0)
+
+
+def _written(key: GangKey, at: Position | None) -> WriteWorkloadPosition:
+    position = None
+    if at is not None:
+        position = QueuePosition(
+            cluster_queue=at.cluster_queue, local_queue=at.local_queue, cohort=at.cohort
+        )
+    return WriteWorkloadPosition(key[0], key[1], position)
+
+
+def _drift(old: Position | None, new: Position) -> float:
+    """How far off what a Workload shows is, relative to where it stands (never shown: most)."""
+    if old is None:
+        return float("inf")
+    moved = [(old.cluster_queue, new.cluster_queue), (old.cohort, new.cohort)]
+    return max(abs(a - b) / max(a, 1) for a, b in moved)
+
+
+def _in_head(position: Position | None, limit: int) -> bool:
+    """Whether a position is among the first `limit` of its ClusterQueue or LocalQueue."""
+    if position is None:
+        return False
+    local = position.local_queue
+    return position.cluster_queue <= limit or (local is not None and local <= limit)
+
+
+def _in_queues(position: Position) -> tuple[int, int | None]:
+    """The places told exactly at the head (the cohort's moves with every queue of the tree,
+    so it is refreshed like the positions further back)."""
+    return (position.cluster_queue, position.local_queue)
+
+
+class PositionReporter:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._told: dict[GangKey, Told] = {}
+        self._heads: dict[str, Head] = {}
+        self._local_heads: dict[LocalKey, Head] = {}
+        # Whether every admitted gang's Workload is to be checked for a stale position (after
+        # a restart or a reset, what was told before is not known).
+        self._check_all = True
+        self._computed_at = -math.inf
+
+    def reset(self) -> None:
+        self._told.clear()
+        self._check_all = True
+        self._computed_at = -math.inf
+
+    def failed(self, key: GangKey) -> None:
+        """A position write was refused: what the Workload shows is not known."""
+        self._told.pop(key, None)
+
+    def head(self, queue: str) -> list[PendingWorkload]:
+        return [entry.status() for entry in self._heads.get(queue, ())]
+
+    def local_head(self, queue: LocalKey) -> list[PendingWorkload]:
+        return [entry.status() for entry in self._local_heads.get(queue, ())]
+
+    def report(
+        self,
+        engine: Engine,
+        now: float,
+        local: Mapping[GangKey, tuple[LocalKey, bool]],
+        lookup: Callable[[GangKey], ManagedGang | None],
+    ) -> PositionReport:
+        """The positions of every pending gang at `now` (`local`: each gang's LocalQueue and
+        whether it is admitted), the writes they need, and the queues whose heads changed;
+        nothing within `positions_period` of the last time they were computed."""
+        if now - self._computed_at < self._settings.positions_period:
+            return PositionReport({}, set(), set())
+        self._computed_at = now
+        pending_local = {
+            id_of(k): f"{q[0]}/{q[1]}" for k, (q, admitted) in local.items() if not admitted
+        }
+        found = positions(engine, now, pending_local)
+        limit = self._settings.positions_head
+        heads: dict[str, list[Entry]] = {}
+        local_heads: dict[LocalKey, list[Entry]] = {}
+        wanted: dict[GangKey, Position] = {}
+        for name, at in found.items():
+            key = key_of(name)
+            wanted[key] = at
+            if not _in_head(at, limit):
+                continue
+            queue, info = engine.pending[name]
+            lq = local.get(key, (None, False))[0]
+            entry = Entry(key, lq[1] if lq else None, info.gang.priority, at)
+            if at.cluster_queue <= limit and queue is not None:
+                heads.setdefault(queue.name, []).append(entry)
+            if lq is not None and at.local_queue is not None and at.local_queue <= limit:
+                local_heads.setdefault(lq, []).append(entry)
+        changed = self._new_heads(heads, local_heads)
+        writes = self._writes(wanted, now, limit, lookup, local)
+        return PositionReport(writes, *changed)
+
+    def _new_heads(
+        self, heads: dict[str, list[Entry]], local: dict[LocalKey, list[Entry]]
+    ) -> tuple[set[str], set[LocalKey]]:
+        new = {q: tuple(sorted(h, key=lambda e: e.at.cluster_queue)) for q, h in heads.items()}
+        new_local = {
+            q: tuple(sorted(h, key=lambda e: e.at.local_queue or 0)) for q, h in local.items()
+        }
+        queues = {q for q in new.keys() | self._heads.keys() if new.get(q) != self._heads.get(q)}
+        local_queues = {
+            q
+            for q in new_local.keys() | self._local_heads.keys()
+            if new_local.get(q) != self._local_heads.get(q)
+        }
+        self._heads, self._local_heads = new, new_local
+        return queues, local_queues
+
+    def _writes(
+        self,
+        wanted: Mapping[GangKey, Position],
+        now: float,
+        limit: int,
+        lookup: Callable[[GangKey], ManagedGang | None],
+        local: Mapping[GangKey, tuple[LocalKey, bool]],
+    ) -> dict[GangKey, WriteWorkloadPosition]:
+        writes: dict[GangKey, Position | None] = {}
+        behind: list[tuple[float, GangKey]] = []
+        refresh = self._settings.position_refresh
+        for key, position in wanted.items():
+            told = self._told.get(key)
+            shown = told.position if told is not None else _shown(lookup(key))
+            if shown == position:
+                if told is None:
+                    self._told[key] = Told(position, now)
+                continue
+            if (_in_head(position, limit) or _in_head(shown, limit)) and (
+                shown is None or _in_queues(shown) != _in_queues(position)
+            ):
+                writes[key] = position
+            elif told is None or now - told.at >= refresh:
+                behind.append((_drift(shown, position), key))
+        behind.sort(key=lambda d: (-d[0], d[1]))
+        for _, key in behind[: self._settings.position_writes]:
+            writes[key] = wanted[key]
+        for key in self._gone(wanted, lookup, local):
+            writes[key] = None
+        for key, at in writes.items():
+            self._told[key] = Told(at, now)
+        return {key: _written(key, at) for key, at in writes.items()}
+
+    def _gone(
+        self,
+        wanted: Mapping[GangKey, Position],
+        lookup: Callable[[GangKey], ManagedGang | None],
+        local: Mapping[GangKey, tuple[LocalKey, bool]],
+    ) -> Iterable[GangKey]:
+        """Gangs that no longer wait whose Workload still shows a position."""
+        candidates = [k for k in self._told if k not in wanted]
+        if self._check_all:
+            candidates += [
+                k for k, (_, admitted) in local.items() if admitted and k not in self._told
+            ]
+            self._check_all = False
+        for key in candidates:
+            told = self._told.get(key)
+            gang = lookup(key)
+            if gang is None or gang.workload is None:
+                self._told.pop(key, None)
+                continue
+            if (told.position if told is not None else _shown(gang)) is None:
+                self._told.pop(key, None)
+                continue
+            yield key

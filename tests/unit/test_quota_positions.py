@@ -1,0 +1,146 @@
+"""Queue positions: the order the engine will really consider pending gangs in, numbered.
+
+The property: on random clusters of several queues (priorities, ages, fair-sharing weights,
+cohorts or none) where everything fits, one cycle admits every pending gang, and it admits them
+exactly in the order of their positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.quota import (
+    DEFAULT_FLAVOR,
+    CohortSpec,
+    Config,
+    Engine,
+    FlavorQuota,
+    Gang,
+    QueueSpec,
+    Quota,
+    ResourceGroup,
+)
+from controller.quota.positions import Position, positions
+from tests.unit.test_quota_builders import GPU, G, gang, node
+
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+NOW = 100.0
+
+
+def gpus(n: int) -> dict[str, Quota]:
+    return {GPU: Quota(n * G), "cpu": Quota(n * 4 * G)}
+
+
+def lender(name: str, gpu_count: int) -> CohortSpec:
+    """A cohort whose own quota lends `gpu_count` GPUs to its queues."""
+    flavor = FlavorQuota(DEFAULT_FLAVOR, gpus(gpu_count))
+    return CohortSpec(name, None, (ResourceGroup((GPU, "cpu"), (flavor,)),))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    queues: list[QueueSpec]
+    cohorts: list[CohortSpec]
+    gangs: list[Gang]
+    config: Config
+
+    def engine(self) -> Engine:
+        nodes = [node(f"n{i}") for i in range(4 * len(self.gangs) + 1)]
+        engine = Engine(self.queues, nodes, self.config, cohorts=self.cohorts)
+        for g in sorted(self.gangs, key=lambda g: g.name):
+            engine.add_pending(g)
+        return engine
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    """Two cohorts (whose own quota lends enough for every gang) and a queue in none, queues
+    with small nominal quota so that they borrow and fair sharing orders them."""
+    queues: list[QueueSpec] = []
+    for i in range(draw(st.integers(2, 5))):
+        cohort = draw(st.sampled_from(["a", "b", None]))
+        nominal = draw(st.integers(0, 6)) if cohort else 1000
+        weight = draw(st.sampled_from([0.5, 1.0, 2.0, 3.0]))
+        queues.append(QueueSpec(f"q{i}", gpus(nominal), cohort=cohort, weight=weight))
+    gangs = [
+        gang(
+            f"g{k}",
+            f"q{draw(st.integers(0, len(queues) - 1))}",
+            pods=draw(st.integers(1, 2)),
+            gpus=draw(st.sampled_from([1, 2, 4, 8])),
+            priority=draw(st.integers(0, 2)),
+            created=float(draw(st.integers(0, 60))),
+        )
+        for k in range(draw(st.integers(1, 24)))
+    ]
+    config = Config(oldest_first_after=draw(st.sampled_from([None, 70.0])))
+    return Scenario(queues, [lender("a", 1000), lender("b", 1000)], gangs, config)
+
+
+@SETTINGS
+@given(scenarios())
+def test_a_cycle_admits_pending_gangs_in_the_order_of_their_positions(s: Scenario) -> None:
+    engine = s.engine()
+    found = positions(engine, NOW)
+    by_tree: dict[str, list[str]] = {}
+    for name in found:
+        cohort = next(q.cohort for q in s.queues if q.name == s_queue(s, name))
+        by_tree.setdefault(cohort or s_queue(s, name), []).append(name)
+    admitted = [a.gang for a in engine.cycle(NOW).admissions]
+    assert sorted(admitted) == sorted(g.name for g in s.gangs)
+    for tree, names in by_tree.items():
+        expected = [n for n in admitted if n in names]
+        assert sorted(names, key=lambda n: found[n].cohort) == expected, tree
+    for q in s.queues:
+        line = [n for n in admitted if s_queue(s, n) == q.name]
+        assert sorted(line, key=lambda n: found[n].cluster_queue) == line
+        assert sorted(found[n].cluster_queue for n in line) == list(range(1, len(line) + 1))
+
+
+def s_queue(s: Scenario, name: str) -> str:
+    return next(g.queue for g in s.gangs if g.name == name)
+
+
+@SETTINGS
+@given(scenarios())
+def test_asking_for_positions_changes_nothing_the_engine_decides(s: Scenario) -> None:
+    asked, untouched = s.engine(), s.engine()
+    first = positions(asked, NOW)
+    assert positions(asked, NOW) == first
+    assert asked.cycle(NOW) == untouched.cycle(NOW)
+
+
+def test_a_higher_priority_gang_submitted_later_is_first_in_its_queue() -> None:
+    queues = [QueueSpec("team", gpus(8))]
+    engine = Engine(queues, [node("n0")])
+    engine.add_pending(gang("old", "team", created=1.0))
+    engine.add_pending(gang("urgent", "team", created=5.0, priority=10))
+    found = positions(engine, NOW)
+    assert found["urgent"] == Position(1, None, 1)
+    assert found["old"] == Position(2, None, 2)
+
+
+def test_the_lighter_queue_of_a_cohort_goes_first_and_local_queues_count_their_own() -> None:
+    """`heavy` already borrows 8 GPUs; `light` borrows none, so its gang comes first in the
+    cohort, though it was submitted last; each LocalQueue numbers its own gangs."""
+    queues = [QueueSpec("heavy", gpus(0), cohort="a"), QueueSpec("light", gpus(0), cohort="a")]
+    engine = Engine(queues, [node(f"n{i}") for i in range(4)], cohorts=[lender("a", 64)])
+    engine.add_pending(gang("busy", "heavy", created=0.0))
+    engine.cycle(1.0)
+    engine.add_pending(gang("h1", "heavy", created=2.0))
+    engine.add_pending(gang("h2", "heavy", created=3.0))
+    engine.add_pending(gang("l1", "light", created=4.0))
+    local = {"h1": "ns1/research", "h2": "ns2/dev", "l1": "ns3/ml"}
+    found = positions(engine, NOW, local)
+    assert found["l1"] == Position(1, 1, 1)
+    assert found["h1"] == Position(1, 1, 2)
+    assert found["h2"] == Position(2, 1, 3)
+
+
+def test_a_gang_of_an_unknown_queue_has_no_position() -> None:
+    engine = Engine([QueueSpec("team", gpus(8))], [node("n0")])
+    engine.add_pending(gang("lost", "nowhere"))
+    assert positions(engine, NOW) == {}

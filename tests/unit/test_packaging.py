@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT_PACKAGES = ("certs", "controller", "kohort", "webhook")
+PRODUCT_PACKAGES = ("certs", "controller", "dashboard", "kohort", "webhook")
 # Test support that the package once shipped, now under tests/fakes and hack/objects.py.
 MOVED_OUT = (
     "controller/cluster/memory.py",

@@ -1,0 +1,108 @@
+"""The dashboard's memory: the objects it watches, the GPU history and the recent evictions.
+
+Rule: no I/O. The watch (dashboard/watch.py) feeds objects in through `changed`; the server
+asks for the page's JSON through `rendered`, computed once per change however many pages
+follow it. The history is bounded: `hours` of samples every `interval` seconds, and the last
+`EVICTIONS_KEPT` evictions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from controller.api.kinds import Kind
+from controller.api.kube import Node
+from controller.api.queues import ClusterQueue, Cohort, LocalQueue
+from controller.api.workload import Workload
+from dashboard.view import GPU, Eviction, GpuSample, View, build_view, eviction_of, gpu_sample
+
+EVICTIONS_KEPT = 200
+Key = tuple[str, str]
+_ENCODER = msgspec.json.Encoder()
+
+
+@dataclass
+class Stores:
+    """The objects of each kind, by (namespace, name): the informers' own stores."""
+
+    cluster_queues: Mapping[Key, ClusterQueue] = field(default_factory=dict)
+    cohorts: Mapping[Key, Cohort] = field(default_factory=dict)
+    local_queues: Mapping[Key, LocalQueue] = field(default_factory=dict)
+    workloads: Mapping[Key, Workload] = field(default_factory=dict)
+    nodes: Mapping[Key, Node] = field(default_factory=dict)
+
+
+class Live:
+    def __init__(
+        self,
+        stores: Stores,
+        *,
+        clock: Callable[[], float],
+        hours: float = 6.0,
+        interval: float = 15.0,
+        gpu: str = GPU,
+    ) -> None:
+        self.stores = stores
+        self.clock = clock
+        self.interval = interval
+        self.gpu = gpu
+        self.history: deque[GpuSample] = deque(maxlen=max(1, int(hours * 3600 / interval)))
+        self.evictions: deque[Eviction] = deque(maxlen=EVICTIONS_KEPT)
+        # Bumped at every change; pages wait on `wake` for the next one.
+        self.version = 0
+        self.wake = asyncio.Event()
+        self._rendered: tuple[int, bytes] | None = None
+
+    # -- fed by the watch --------------------------------------------------------------------
+
+    def changed(self, kind: Kind, old: Any, new: Any) -> None:
+        """An informer's listener: any change redraws; a Workload's may be an eviction."""
+        if kind.kind == "Workload":
+            eviction = eviction_of(old, new, self.clock())
+            if eviction is not None:
+                self.evictions.appendleft(eviction)
+        self.touch()
+
+    def touch(self) -> None:
+        self.version += 1
+        self.wake.set()
+        self.wake = asyncio.Event()
+
+    def sample(self) -> GpuSample:
+        """Record the GPUs now into the history (the server calls it every `interval`)."""
+        now = self.clock()
+        sample = gpu_sample(
+            self.stores.workloads.values(), self.stores.nodes.values(), now, self.gpu
+        )
+        self.history.append(sample)
+        self.touch()
+        return sample
+
+    # -- read by the server ------------------------------------------------------------------
+
+    def view(self) -> View:
+        now = self.clock()
+        s = self.stores
+        return build_view(
+            cluster_queues=s.cluster_queues.values(),
+            cohorts=s.cohorts.values(),
+            local_queues=s.local_queues.values(),
+            workloads=s.workloads.values(),
+            gpus=gpu_sample(s.workloads.values(), s.nodes.values(), now, self.gpu),
+            gpu_history=self.history,
+            evictions=self.evictions,
+            now=now,
+        )
+
+    def rendered(self) -> tuple[int, bytes]:
+        """The view as JSON, with the version it is of (computed once per version)."""
+        if self._rendered is None or self._rendered[0] != self.version:
+            version = self.version
+            self._rendered = (version, _ENCODER.encode(self.view()))
+        return self._rendered

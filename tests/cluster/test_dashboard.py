@@ -1,0 +1,198 @@
+"""The dashboard in a real browser (Debian's headless Chromium, driven by Selenium) against the
+local control plane: it shows a scenario's queues with their numbers, and the page follows an
+admission and a reclaim within seconds, with no reload.
+
+The scenario: a cohort of two ClusterQueues, `<ns>` with 16 GPUs (which reclaims) and `<ns>-b`
+with none; two nodes of 8 GPUs. A gang of 2 x 8 GPUs in `<ns>-b` borrows all 16; then a gang of
+1 x 8 GPUs in `<ns>` takes its quota back, and the page lists the reclaim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from certs.reload import CertificateReloader, server_context
+from controller.api import kinds
+from controller.cluster import clients
+from dashboard.live import Live, Stores
+from dashboard.main import self_signed
+from dashboard.server import DashboardServer
+from dashboard.watch import Watch
+from hack.demo import KohortStack, apply_queues
+from hack.localcluster import LocalCluster
+from hack.objects import Probe, cluster_queue, gang_job, local_queue, reserved
+from tests.conftest import TestNodes
+from tests.support import eventually, pod_isolation
+
+pytestmark = pytest.mark.volcano
+
+GPU = "nvidia.com/gpu"
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+# From the change in the API server to the page showing it: the watch, the 0.2 s debounce of
+# the event stream, the redraw.
+WITHIN = 5.0
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    # the certificate the dashboard made for itself
+    "--ignore-certificate-errors",
+    "--window-size=1280,1000",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a dev extra")
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.skip(
+            "Debian's chromium and chromium-driver are not installed: `make test` installs them"
+            " (hack/install-browser.sh, as root)"
+        )
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="kohort-chromium-")
+    options = webdriver.ChromeOptions()
+    for flag in (*FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.binary_location = CHROMIUM
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+async def dashboard(cluster: LocalCluster) -> AsyncIterator[str]:
+    """`kohort dashboard` in-process, on a loopback port: its URL."""
+    context = server_context()
+    CertificateReloader(context).load_pem(*self_signed("127.0.0.1"))
+    api = await clients.connect(str(cluster.kubeconfig))
+    live = Live(Stores(), clock=time.time, interval=1.0)
+    watch = Watch(api, live)
+    watch.start()
+    server = DashboardServer(live, context, host="127.0.0.1", port=0)
+    await server.start()
+
+    async def sample() -> None:
+        while True:
+            live.sample()
+            await asyncio.sleep(live.interval)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        yield f"https://127.0.0.1:{server.port}/"
+    finally:
+        sampler.cancel()
+        await server.stop()
+        await watch.stop()
+        await api.close()
+
+
+async def on_page(driver: object, script: str) -> object:
+    return await asyncio.to_thread(driver.execute_script, script)  # type: ignore[attr-defined]
+
+
+def cell(queue: str, column: str) -> str:
+    """A script that reads one column of a queue's GPU row on the page ('' while absent)."""
+    row = f'#queue-{queue} tr[data-resource="{GPU}"] td.{column}'
+    return f"const c = document.querySelector('{row}'); return c ? c.textContent : '';"
+
+
+def text_of(selector: str) -> str:
+    return f"const e = document.querySelector('{selector}'); return e ? e.textContent : '';"
+
+
+async def page_shows(
+    driver: object, script: str, check: Callable[[object], bool], what: str, within: float
+) -> float:
+    """Waits until the page shows it; how long that took."""
+    started = time.monotonic()
+    await eventually(lambda: on_page(driver, script), check, within, 0.1, what)
+    return time.monotonic() - started
+
+
+async def test_the_page_shows_the_queues_and_follows_an_admission_and_a_reclaim(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: clients.Client,
+    test_nodes: TestNodes,
+    drained: None,
+    browser: object,
+    dashboard: str,
+) -> None:
+    stack.enroll(namespace)
+    team = Probe(admin, namespace)
+    test_nodes("gpu", 2, gpus=8, cpu="16")
+    cohort = f"{namespace}-org"
+    lender, borrower = namespace, f"{namespace}-b"
+    apply_queues(
+        cluster.rest,
+        [
+            cluster_queue(lender, {GPU: "16", "cpu": "32"}, cohort=cohort, reclaim="Any"),
+            cluster_queue(borrower, {GPU: "0", "cpu": "0"}, cohort=cohort),
+            local_queue(namespace, "team", lender),
+            local_queue(namespace, "other", borrower),
+        ],
+    )
+    await asyncio.to_thread(browser.get, dashboard)  # type: ignore[attr-defined]
+
+    # The scenario's queues, with their quota.
+    await page_shows(browser, cell(lender, "nominal"), lambda t: t == "16", "nominal 16", 30)
+    assert await on_page(browser, cell(borrower, "nominal")) == "0"
+    assert await on_page(browser, text_of(f"#cohort-{cohort} > .name")) == f"cohort {cohort}"
+    assert await on_page(browser, text_of("#status")) == "live"
+
+    # A gang that borrows all of the lender's GPUs: admitted, and the page follows.
+    isolation = pod_isolation(namespace)
+    big = gang_job("big", queue="other", pods=2, requests={GPU: "8"}, isolation=isolation)
+    await team.create(kinds.JOBS, big)
+    await eventually(
+        lambda: team.workload("job-big"), lambda w: w is not None and reserved(w), what="admitted"
+    )
+    took = await page_shows(
+        browser, cell(borrower, "usage"), lambda t: t == "16", "the borrower using 16", WITHIN
+    )
+    assert await on_page(browser, cell(borrower, "borrowed")) == "16"
+    assert await on_page(browser, text_of(f"#queue-{borrower} .admitted")) == "1"
+    print(f"admission shown {took:.2f}s after the API server had it")
+
+    # A gang of the lender's own: it reclaims, and the page lists the reclaim.
+    small = gang_job("small", queue="team", pods=1, requests={GPU: "8"}, isolation=isolation)
+    await team.create(kinds.JOBS, small)
+    await eventually(
+        lambda: team.workload("job-big"),
+        lambda w: w is not None and not reserved(w),
+        within=60,
+        what="the borrower's gang evicted",
+    )
+    took = await page_shows(
+        browser,
+        text_of("#eviction-rows tr"),
+        lambda t: isinstance(t, str) and f"{namespace}/job-big" in t and "reclaim" in t,
+        "the reclaim listed",
+        WITHIN,
+    )
+    print(f"reclaim shown {took:.2f}s after the API server had it")
+    await page_shows(browser, cell(lender, "usage"), lambda t: t == "8", "the lender using 8", 60)
+
+    shot = cluster.work_dir / "artifacts" / "dashboard.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    assert await asyncio.to_thread(browser.save_screenshot, str(shot))  # type: ignore[attr-defined]
+    print(f"screenshot: {shot}")

@@ -13,8 +13,10 @@ import ssl
 from importlib import resources
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dashboard.live import Live
+from dashboard.metrics import DashboardMetrics
 
 log = logging.getLogger("kohort.dashboard")
 
@@ -40,8 +42,9 @@ def _static(name: str) -> bytes:
     return resources.files("dashboard").joinpath("static", name).read_bytes()
 
 
-def build_app(live: Live) -> web.Application:
+def build_app(live: Live, metrics: DashboardMetrics | None = None) -> web.Application:
     app = web.Application()
+    metrics = metrics or DashboardMetrics()
     for path, (name, content_type) in STATIC.items():
         body = _static(name)
 
@@ -65,7 +68,15 @@ def build_app(live: Live) -> web.Application:
         return await follow(live, request)
 
     app.router.add_get("/events", events)
+
+    async def exported(_: web.Request) -> web.Response:
+        metrics.report(live.history[-1] if live.history else live.sample())
+        response = web.Response(body=generate_latest(metrics.registry))
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", exported)
     return app
 
 

@@ -20,7 +20,19 @@ from controller.api.kinds import Kind
 from controller.api.kube import Node
 from controller.api.queues import ClusterQueue, Cohort, LocalQueue
 from controller.api.workload import Workload
-from dashboard.view import GPU, Eviction, GpuSample, View, build_view, eviction_of, gpu_sample
+from dashboard.view import (
+    GPU,
+    Eviction,
+    GangEntry,
+    GpuSample,
+    ResourceLine,
+    View,
+    build_view,
+    entry_of,
+    eviction_of,
+    gpu_sample,
+    queue_lines,
+)
 
 EVICTIONS_KEPT = 200
 Key = tuple[str, str]
@@ -58,6 +70,10 @@ class Live:
         self.version = 0
         self.wake = asyncio.Event()
         self._rendered: tuple[int, bytes] | None = None
+        # What each Workload object gave (a changed Workload is a new object): most of a large
+        # cluster's gangs do not change between two renders.
+        self._entries: dict[Key, tuple[Workload, GangEntry]] = {}
+        self._lines: dict[str, tuple[ClusterQueue, list[ResourceLine]]] = {}
 
     # -- fed by the watch --------------------------------------------------------------------
 
@@ -67,6 +83,10 @@ class Live:
             eviction = eviction_of(old, new, self.clock())
             if eviction is not None:
                 self.evictions.appendleft(eviction)
+            if new is None and old is not None:
+                self._entries.pop((old.metadata.namespace, old.metadata.name), None)
+        elif kind.kind == "ClusterQueue" and new is None and old is not None:
+            self._lines.pop(old.metadata.name, None)
         self.touch()
 
     def touch(self) -> None:
@@ -77,9 +97,7 @@ class Live:
     def sample(self) -> GpuSample:
         """Record the GPUs now into the history (the server calls it every `interval`)."""
         now = self.clock()
-        sample = gpu_sample(
-            self.stores.workloads.values(), self.stores.nodes.values(), now, self.gpu
-        )
+        sample = self._gpu_sample(now)
         self.history.append(sample)
         self.touch()
         return sample
@@ -94,11 +112,30 @@ class Live:
             cohorts=s.cohorts.values(),
             local_queues=s.local_queues.values(),
             workloads=s.workloads.values(),
-            gpus=gpu_sample(s.workloads.values(), s.nodes.values(), now, self.gpu),
+            gpus=self._gpu_sample(now),
             gpu_history=self.history,
             evictions=self.evictions,
             now=now,
+            entry=self._entry,
+            lines=self._queue_lines,
         )
+
+    def _gpu_sample(self, now: float) -> GpuSample:
+        s = self.stores
+        return gpu_sample(s.workloads.values(), s.nodes.values(), now, self.gpu, self._entry)
+
+    def _entry(self, workload: Workload) -> GangEntry:
+        key = (workload.metadata.namespace, workload.metadata.name)
+        held = self._entries.get(key)
+        if held is None or held[0] is not workload:
+            held = self._entries[key] = (workload, entry_of(workload, self.gpu))
+        return held[1]
+
+    def _queue_lines(self, queue: ClusterQueue) -> list[ResourceLine]:
+        held = self._lines.get(queue.metadata.name)
+        if held is None or held[0] is not queue:
+            held = self._lines[queue.metadata.name] = (queue, queue_lines(queue))
+        return held[1]
 
     def rendered(self) -> tuple[int, bytes]:
         """The view as JSON, with the version it is of (computed once per version)."""

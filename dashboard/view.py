@@ -10,7 +10,7 @@ nothing decides on them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from controller.api.conditions import Reason, WorkloadCondition, find, is_true
@@ -200,6 +200,40 @@ def pending_gang(workload: Workload) -> PendingGang:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class GangEntry:
+    """What the page needs of one Workload: computed once per version of it."""
+
+    namespace: str
+    local_queue: str
+    finished: bool
+    # The ClusterQueue it is admitted in (None: not admitted).
+    admitted_in: str | None
+    running: bool
+    gpus: float
+    # Its line in its queue while it waits.
+    pending: PendingGang | None
+
+
+def entry_of(workload: Workload, gpu: str = GPU) -> GangEntry:
+    status = workload.status
+    admission = status.admission if status is not None else None
+    finished = is_finished(workload)
+    waiting = admission is None and not finished
+    return GangEntry(
+        namespace=workload.metadata.namespace,
+        local_queue=workload.spec.queue_name,
+        finished=finished,
+        admitted_in=admission.cluster_queue if admission is not None else None,
+        running=pods_running(workload),
+        gpus=gpus_of(workload, gpu),
+        pending=pending_gang(workload) if waiting else None,
+    )
+
+
+Entry = Callable[[Workload], GangEntry]
+
+
 def queue_order(gang: PendingGang) -> tuple[int, int, float, str, str]:
     """The order a queue admits its gangs in: by the position the status carries when it does,
     else by priority (highest first), then age (oldest first)."""
@@ -256,14 +290,22 @@ def _inactive_reason(queue: ClusterQueue) -> str | None:
     return active.message or active.reason or "inactive"
 
 
+def queue_lines(queue: ClusterQueue) -> list[ResourceLine]:
+    return resource_lines(queue.spec.resource_groups, _usage(queue))
+
+
 def queue_view(
-    queue: ClusterQueue, local_queues: Iterable[str], pending: Sequence[PendingGang], admitted: int
+    queue: ClusterQueue,
+    local_queues: Iterable[str],
+    pending: Sequence[PendingGang],
+    admitted: int,
+    lines: Callable[[ClusterQueue], list[ResourceLine]] = queue_lines,
 ) -> QueueView:
     ordered = sorted(pending, key=queue_order)
     return QueueView(
         name=queue.metadata.name,
         cohort=queue.spec.cohort,
-        resources=resource_lines(queue.spec.resource_groups, _usage(queue)),
+        resources=lines(queue),
         admitted=admitted,
         pending=len(ordered),
         pending_gangs=ordered[:PENDING_SHOWN],
@@ -298,8 +340,13 @@ def build_view(
     gpu_history: Sequence[GpuSample] = (),
     evictions: Sequence[Eviction] = (),
     now: float,
+    entry: Entry = entry_of,
+    lines: Callable[[ClusterQueue], list[ResourceLine]] = queue_lines,
 ) -> View:
-    """The whole page: the cohort tree, each queue with its pending gangs in order, the GPUs."""
+    """The whole page: the cohort tree, each queue with its pending gangs in order, the GPUs.
+
+    `entry` reads what the page needs of a Workload, `lines` a ClusterQueue's usage against its
+    quota (a caller may remember them: an object that did not change gives the same)."""
     # LocalQueue (namespace, name) -> its ClusterQueue.
     target = {
         (lq.metadata.namespace, lq.metadata.name): lq.spec.cluster_queue for lq in local_queues
@@ -310,16 +357,13 @@ def build_view(
     pending: dict[str, list[PendingGang]] = {}
     admitted: dict[str, int] = {}
     for workload in workloads:
-        status = workload.status
-        if is_finished(workload):
-            continue
-        if status is not None and status.admission is not None:
-            cq = status.admission.cluster_queue
-            admitted[cq] = admitted.get(cq, 0) + 1
-            continue
-        found = target.get((workload.metadata.namespace, workload.spec.queue_name))
-        if found is not None:
-            pending.setdefault(found, []).append(pending_gang(workload))
+        gang = entry(workload)
+        if gang.admitted_in is not None and not gang.finished:
+            admitted[gang.admitted_in] = admitted.get(gang.admitted_in, 0) + 1
+        elif gang.pending is not None:
+            found = target.get((gang.namespace, gang.local_queue))
+            if found is not None:
+                pending.setdefault(found, []).append(gang.pending)
 
     queues = {
         cq.metadata.name: queue_view(
@@ -327,6 +371,7 @@ def build_view(
             locals_of.get(cq.metadata.name, ()),
             pending.get(cq.metadata.name, ()),
             admitted.get(cq.metadata.name, 0),
+            lines,
         )
         for cq in cluster_queues
     }
@@ -386,16 +431,21 @@ def node_gpus(node: Node, gpu: str = GPU) -> float:
 
 
 def gpu_sample(
-    workloads: Iterable[Workload], nodes: Iterable[Node], now: float, gpu: str = GPU
+    workloads: Iterable[Workload],
+    nodes: Iterable[Node],
+    now: float,
+    gpu: str = GPU,
+    entry: Entry | None = None,
 ) -> GpuSample:
     allocated = held = 0.0
     for workload in workloads:
-        if not is_admitted(workload) or is_finished(workload):
+        gang = entry(workload) if entry is not None else entry_of(workload, gpu)
+        if gang.admitted_in is None or gang.finished:
             continue
-        if pods_running(workload):
-            allocated += gpus_of(workload, gpu)
+        if gang.running:
+            allocated += gang.gpus
         else:
-            held += gpus_of(workload, gpu)
+            held += gang.gpus
     capacity = sum(node_gpus(node, gpu) for node in nodes)
     return GpuSample(
         at=now, allocated=allocated, held=held, idle=max(0.0, capacity - allocated - held)

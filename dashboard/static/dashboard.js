@@ -14,6 +14,10 @@ function fmt(value, resource) {
   return `${+value.toFixed(2)}`;
 }
 
+function since(seconds) {
+  return seconds ? new Date(seconds * 1000).toLocaleString() : "";
+}
+
 function ago(seconds, now) {
   if (!seconds) return "";
   const s = Math.max(0, Math.round(now - seconds));
@@ -38,7 +42,7 @@ function bar(line) {
   return html + "</span>";
 }
 
-function queueHtml(q, now) {
+function queueHtml(q) {
   const rows = q.resources
     .map(
       (l) => `<tr data-flavor="${esc(l.flavor)}" data-resource="${esc(l.resource)}">
@@ -55,7 +59,7 @@ function queueHtml(q, now) {
     .map(
       (g) => `<li data-gang="${esc(g.namespace)}/${esc(g.name)}">
         ${g.position !== null ? `<b>#${g.position}</b> ` : ""}${esc(g.namespace)}/${esc(g.name)}
-        (${g.pods} pods, ${fmt(g.gpus, "gpu")} GPUs, priority ${g.priority}, waiting ${ago(g.waiting_since, now)})
+        (${g.pods} pods, ${fmt(g.gpus, "gpu")} GPUs, priority ${g.priority}, waiting since ${since(g.waiting_since)})
         ${g.forecast ? `<span class="forecast">expected ${esc(g.forecast)}</span>` : ""}
         <span class="reason">${esc(g.reason)}</span></li>`,
     )
@@ -74,19 +78,53 @@ function queueHtml(q, now) {
     ${gangs ? `<ol class="pending">${gangs}</ol>` : ""}${more}</div>`;
 }
 
-function cohortHtml(view, name, now) {
-  const c = view.cohorts[name];
+function cohortHead(c) {
   const lent = Object.entries(c.borrowed_by_queues)
     .map(([r, v]) => `${fmt(v, r)} ${esc(r)}`).join(", ");
   const lines = c.resources
     .map((l) => `${esc(l.flavor)}/${esc(l.resource)}: ${fmt(l.usage, l.resource)} of ${fmt(l.subtree_quota, l.resource)}` +
       (l.borrowed ? `, ${fmt(l.borrowed, l.resource)} from its parent` : ""))
     .join("; ");
-  return `<div class="cohort" id="cohort-${esc(name)}"><div class="name">cohort ${esc(name)}</div>
+  return `<div class="head" id="cohort-head-${esc(c.name)}"><div class="name">cohort ${esc(c.name)}</div>
     ${lines ? `<div class="subtree">${lines}</div>` : ""}
-    ${lent ? `<div class="lent">lent between its queues: ${lent}</div>` : ""}
-    ${c.cohorts.map((child) => cohortHtml(view, child, now)).join("")}
-    ${c.queues.map((q) => queueHtml(view.queues[q], now)).join("")}</div>`;
+    ${lent ? `<div class="lent">lent between its queues: ${lent}</div>` : ""}</div>`;
+}
+
+function cohortHtml(view, name) {
+  const c = view.cohorts[name];
+  return `<div class="cohort" id="cohort-${esc(name)}">${cohortHead(c)}
+    ${c.cohorts.map((child) => cohortHtml(view, child)).join("")}
+    ${c.queues.map((q) => queueHtml(view.queues[q])).join("")}</div>`;
+}
+
+// The tree is redrawn whole only when its shape changes (a queue or cohort added, removed or
+// moved); otherwise only the queues and cohort headings whose content changed are replaced, so
+// that a change in one of 1,000 queues costs one queue's redraw.
+let shape = "";
+const drawn = new Map();
+
+function drawTree(view) {
+  const now = JSON.stringify([view.roots, view.lone_queues,
+    Object.values(view.cohorts).map((c) => [c.name, c.cohorts, c.queues])]);
+  const parts = new Map();
+  for (const c of Object.values(view.cohorts)) parts.set(`cohort-head-${c.name}`, cohortHead(c));
+  for (const q of Object.values(view.queues)) parts.set(`queue-${q.name}`, queueHtml(q));
+  if (now !== shape) {
+    document.getElementById("tree").innerHTML =
+      "<h2>Cohorts and queues</h2>" +
+      view.roots.map((name) => cohortHtml(view, name)).join("") +
+      view.lone_queues.map((q) => queueHtml(view.queues[q])).join("");
+    shape = now;
+    drawn.clear();
+    parts.forEach((html, id) => drawn.set(id, html));
+    return;
+  }
+  parts.forEach((html, id) => {
+    if (drawn.get(id) === html) return;
+    const element = document.getElementById(id);
+    if (element) element.outerHTML = html;
+    drawn.set(id, html);
+  });
 }
 
 function chart(history, now) {
@@ -123,10 +161,7 @@ function draw(view) {
       <td title="${esc(e.message)}">${esc(e.cause)}</td><td class="num">${fmt(e.gpus, "gpu")}</td>
       <td class="num">${Math.round(e.gpu_seconds)}</td></tr>`)
     .join("");
-  document.getElementById("tree").innerHTML =
-    "<h2>Cohorts and queues</h2>" +
-    view.roots.map((name) => cohortHtml(view, name, now)).join("") +
-    view.lone_queues.map((q) => queueHtml(view.queues[q], now)).join("");
+  drawTree(view);
   document.getElementById("updated").textContent =
     `as of ${new Date(now * 1000).toLocaleTimeString()}`;
   document.body.dataset.version = String((+document.body.dataset.version || 0) + 1);

@@ -25,6 +25,7 @@ from dashboard.live import Live, Stores
 from dashboard.main import self_signed
 from dashboard.server import DashboardServer
 from dashboard.watch import Watch
+from hack.browser import MISSING, installed, start_chromium
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
 from hack.objects import Probe, cluster_queue, gang_job, local_queue, reserved
@@ -34,42 +35,18 @@ from tests.support import eventually, pod_isolation
 pytestmark = pytest.mark.volcano
 
 GPU = "nvidia.com/gpu"
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 # From the change in the API server to the page showing it: the watch, the 0.2 s debounce of
 # the event stream, the redraw.
 WITHIN = 5.0
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    # the certificate the dashboard made for itself
-    "--ignore-certificate-errors",
-    "--window-size=1280,1000",
-)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a dev extra")
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip(
-            "Debian's chromium and chromium-driver are not installed: `make test` installs them"
-            " (hack/install-browser.sh, as root)"
-        )
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="kohort-chromium-")
-    options = webdriver.ChromeOptions()
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    options.binary_location = CHROMIUM
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    pytest.importorskip("selenium.webdriver", reason="selenium is a dev extra")
+    if not installed():
+        pytest.skip(MISSING)
+    profile = Path(tempfile.mkdtemp(prefix="kohort-chromium-"))
+    driver = start_chromium(profile)
     try:
         yield driver
     finally:
@@ -156,7 +133,8 @@ async def test_the_page_shows_the_queues_and_follows_an_admission_and_a_reclaim(
     # The scenario's queues, with their quota.
     await page_shows(browser, cell(lender, "nominal"), lambda t: t == "16", "nominal 16", 30)
     assert await on_page(browser, cell(borrower, "nominal")) == "0"
-    assert await on_page(browser, text_of(f"#cohort-{cohort} > .name")) == f"cohort {cohort}"
+    heading = await on_page(browser, text_of(f"#cohort-{cohort} > .head > .name"))
+    assert heading == f"cohort {cohort}"
     assert await on_page(browser, text_of("#status")) == "live"
 
     # A gang that borrows all of the lender's GPUs: admitted, and the page follows.

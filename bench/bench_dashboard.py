@@ -5,8 +5,9 @@
 Feeds the dashboard's memory directly (no API server): 1,000 ClusterQueues in 20 cohorts with
 a LocalQueue each, 10,000 pending gangs spread over them, 2,000 admitted gangs, 250 nodes of 8
 GPUs. Serves it over HTTPS on a loopback port and prints:
-- the server side: the view computed and encoded as JSON (what every change costs), and its
-  size;
+- the server side: the view computed and encoded as JSON, the first time (every object read)
+  and after a change (what every change costs: objects that did not change are not read again),
+  and its size;
 - with Debian's headless Chromium (skipped, saying so, when it is not installed): the page's
   first render, from navigation to the whole tree drawn;
 - update latency: one gang admitted in the stores, to the page showing its queue's new count
@@ -190,6 +191,9 @@ async def run(args: argparse.Namespace) -> None:
         f" {len(stores.workloads) - args.pending} admitted, {len(stores.nodes)} nodes"
     )
 
+    started = time.perf_counter()
+    live.rendered()
+    cold = time.perf_counter() - started
     times = []
     for _ in range(args.repeat):
         live.touch()
@@ -197,8 +201,9 @@ async def run(args: argparse.Namespace) -> None:
         _, body = live.rendered()
         times.append(time.perf_counter() - started)
     print(
-        f"  server: view + JSON {statistics.median(times) * 1000:.0f} ms median"
-        f" (max {max(times) * 1000:.0f} ms over {args.repeat}); {len(body) / 2**20:.2f} MiB"
+        f"  server: view + JSON {cold * 1000:.0f} ms the first time, then after a change"
+        f" {statistics.median(times) * 1000:.0f} ms median (max {max(times) * 1000:.0f} ms over"
+        f" {args.repeat}); {len(body) / 2**20:.2f} MiB"
     )
 
     if not installed():

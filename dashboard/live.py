@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,13 +25,14 @@ from dashboard.view import (
     Eviction,
     GangEntry,
     GpuSample,
-    ResourceLine,
+    PendingGang,
+    QueueView,
     View,
     build_view,
     entry_of,
     eviction_of,
     gpu_sample,
-    queue_lines,
+    queue_view,
 )
 
 EVICTIONS_KEPT = 200
@@ -73,7 +74,9 @@ class Live:
         # What each Workload object gave (a changed Workload is a new object): most of a large
         # cluster's gangs do not change between two renders.
         self._entries: dict[Key, tuple[Workload, GangEntry]] = {}
-        self._lines: dict[str, tuple[ClusterQueue, list[ResourceLine]]] = {}
+        # Each queue's part of the page, its inputs, its JSON and a version the page redraws
+        # it by (a queue whose inputs did not change is neither recomputed nor redrawn).
+        self._queues: dict[str, _QueuePart] = {}
 
     # -- fed by the watch --------------------------------------------------------------------
 
@@ -85,8 +88,6 @@ class Live:
                 self.evictions.appendleft(eviction)
             if new is None and old is not None:
                 self._entries.pop((old.metadata.namespace, old.metadata.name), None)
-        elif kind.kind == "ClusterQueue" and new is None and old is not None:
-            self._lines.pop(old.metadata.name, None)
         self.touch()
 
     def touch(self) -> None:
@@ -117,7 +118,7 @@ class Live:
             evictions=self.evictions,
             now=now,
             entry=self._entry,
-            lines=self._queue_lines,
+            queue_of=self._queue,
         )
 
     def _gpu_sample(self, now: float) -> GpuSample:
@@ -131,15 +132,51 @@ class Live:
             held = self._entries[key] = (workload, entry_of(workload, self.gpu))
         return held[1]
 
-    def _queue_lines(self, queue: ClusterQueue) -> list[ResourceLine]:
-        held = self._lines.get(queue.metadata.name)
-        if held is None or held[0] is not queue:
-            held = self._lines[queue.metadata.name] = (queue, queue_lines(queue))
-        return held[1]
+    def _queue(
+        self,
+        queue: ClusterQueue,
+        local_queues: Sequence[str],
+        pending: Sequence[PendingGang],
+        admitted: int,
+    ) -> QueueView:
+        # The same objects (kept here, so that their ids are not reused meanwhile).
+        inputs = (queue, *local_queues, admitted, *pending)
+        held = self._queues.get(queue.metadata.name)
+        if held is not None and _same(held.inputs, inputs):
+            return held.view
+        view = queue_view(queue, local_queues, pending, admitted)
+        version = held.version + 1 if held is not None else 0
+        self._queues[view.name] = _QueuePart(inputs, view, _ENCODER.encode(view), version)
+        return view
 
     def rendered(self) -> tuple[int, bytes]:
-        """The view as JSON, with the version it is of (computed once per version)."""
+        """The view as JSON, with the version it is of (computed once per version); each queue's
+        part is encoded once per change of it, and `queue_versions` tells the page which parts
+        changed."""
         if self._rendered is None or self._rendered[0] != self.version:
             version = self.version
-            self._rendered = (version, _ENCODER.encode(self.view()))
+            view = self.view()
+            for gone in self._queues.keys() - view.queues.keys():
+                del self._queues[gone]
+            parts = {name: self._queues[name] for name in view.queues}
+            page = {
+                field: getattr(view, field)
+                for field in View.__dataclass_fields__
+                if field != "queues"
+            }
+            page["queues"] = {name: msgspec.Raw(part.json) for name, part in parts.items()}
+            page["queue_versions"] = {name: part.version for name, part in parts.items()}
+            self._rendered = (version, _ENCODER.encode(page))
         return self._rendered
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class _QueuePart:
+    inputs: tuple[object, ...]
+    view: QueueView
+    json: bytes
+    version: int

@@ -232,6 +232,8 @@ def entry_of(workload: Workload, gpu: str = GPU) -> GangEntry:
 
 
 Entry = Callable[[Workload], GangEntry]
+# A queue's part of the page from its ClusterQueue, LocalQueues, pending gangs, admitted count.
+QueueOf = Callable[[ClusterQueue, Sequence[str], Sequence[PendingGang], int], "QueueView"]
 
 
 def queue_order(gang: PendingGang) -> tuple[int, int, float, str, str]:
@@ -290,22 +292,14 @@ def _inactive_reason(queue: ClusterQueue) -> str | None:
     return active.message or active.reason or "inactive"
 
 
-def queue_lines(queue: ClusterQueue) -> list[ResourceLine]:
-    return resource_lines(queue.spec.resource_groups, _usage(queue))
-
-
 def queue_view(
-    queue: ClusterQueue,
-    local_queues: Iterable[str],
-    pending: Sequence[PendingGang],
-    admitted: int,
-    lines: Callable[[ClusterQueue], list[ResourceLine]] = queue_lines,
+    queue: ClusterQueue, local_queues: Sequence[str], pending: Sequence[PendingGang], admitted: int
 ) -> QueueView:
     ordered = sorted(pending, key=queue_order)
     return QueueView(
         name=queue.metadata.name,
         cohort=queue.spec.cohort,
-        resources=lines(queue),
+        resources=resource_lines(queue.spec.resource_groups, _usage(queue)),
         admitted=admitted,
         pending=len(ordered),
         pending_gangs=ordered[:PENDING_SHOWN],
@@ -341,12 +335,12 @@ def build_view(
     evictions: Sequence[Eviction] = (),
     now: float,
     entry: Entry = entry_of,
-    lines: Callable[[ClusterQueue], list[ResourceLine]] = queue_lines,
+    queue_of: QueueOf = queue_view,
 ) -> View:
     """The whole page: the cohort tree, each queue with its pending gangs in order, the GPUs.
 
-    `entry` reads what the page needs of a Workload, `lines` a ClusterQueue's usage against its
-    quota (a caller may remember them: an object that did not change gives the same)."""
+    `entry` reads what the page needs of a Workload, `queue_of` makes a queue's part of the page
+    (a caller may remember them: the same objects in give the same out)."""
     # LocalQueue (namespace, name) -> its ClusterQueue.
     target = {
         (lq.metadata.namespace, lq.metadata.name): lq.spec.cluster_queue for lq in local_queues
@@ -366,12 +360,11 @@ def build_view(
                 pending.setdefault(found, []).append(gang.pending)
 
     queues = {
-        cq.metadata.name: queue_view(
+        cq.metadata.name: queue_of(
             cq,
             locals_of.get(cq.metadata.name, ()),
             pending.get(cq.metadata.name, ()),
             admitted.get(cq.metadata.name, 0),
-            lines,
         )
         for cq in cluster_queues
     }

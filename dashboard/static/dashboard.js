@@ -98,17 +98,17 @@ function cohortHtml(view, name) {
 }
 
 // The tree is redrawn whole only when its shape changes (a queue or cohort added, removed or
-// moved); otherwise only the queues and cohort headings whose content changed are replaced, so
-// that a change in one of 1,000 queues costs one queue's redraw.
+// moved); otherwise only the cohort headings whose text changed and the queues whose version
+// changed are replaced, so that a change in one of 1,000 queues costs one queue's redraw.
 let shape = "";
 const drawn = new Map();
+// queue name -> the version of its part last drawn (the server bumps it when the part changes).
+const drawnVersions = new Map();
 
 function drawTree(view) {
   const now = JSON.stringify([view.roots, view.lone_queues,
     Object.values(view.cohorts).map((c) => [c.name, c.cohorts, c.queues])]);
-  const parts = new Map();
-  for (const c of Object.values(view.cohorts)) parts.set(`cohort-head-${c.name}`, cohortHead(c));
-  for (const q of Object.values(view.queues)) parts.set(`queue-${q.name}`, queueHtml(q));
+  const versions = view.queue_versions || {};
   if (now !== shape) {
     document.getElementById("tree").innerHTML =
       "<h2>Cohorts and queues</h2>" +
@@ -116,15 +116,25 @@ function drawTree(view) {
       view.lone_queues.map((q) => queueHtml(view.queues[q])).join("");
     shape = now;
     drawn.clear();
-    parts.forEach((html, id) => drawn.set(id, html));
+    drawnVersions.clear();
+    for (const c of Object.values(view.cohorts)) drawn.set(`cohort-head-${c.name}`, cohortHead(c));
+    for (const [name, version] of Object.entries(versions)) drawnVersions.set(name, version);
     return;
   }
-  parts.forEach((html, id) => {
+  const replace = (id, html) => {
     if (drawn.get(id) === html) return;
     const element = document.getElementById(id);
     if (element) element.outerHTML = html;
     drawn.set(id, html);
-  });
+  };
+  for (const c of Object.values(view.cohorts)) replace(`cohort-head-${c.name}`, cohortHead(c));
+  for (const q of Object.values(view.queues)) {
+    const version = versions[q.name];
+    if (version !== undefined && drawnVersions.get(q.name) === version) continue;
+    const element = document.getElementById(`queue-${q.name}`);
+    if (element) element.outerHTML = queueHtml(q);
+    drawnVersions.set(q.name, version);
+  }
 }
 
 function chart(history, now) {

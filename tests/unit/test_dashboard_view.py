@@ -332,3 +332,29 @@ def test_the_live_view_keeps_evictions_and_a_bounded_gpu_history() -> None:
     assert page["evictions"][0]["kind"] == "reclaim"
     assert len(page["gpu_history"]) == 6
     assert page["gpus"]["allocated"] == 16
+
+
+def test_a_change_redraws_only_the_queue_it_touches() -> None:
+    workloads = {("ns", "a"): workload("a"), ("other", "b"): workload("b", namespace="other")}
+    live = Live(
+        Stores(
+            cluster_queues={
+                ("", "research"): cq("research", {GPU: "8"}),
+                ("", "infra"): cq("infra", {GPU: "8"}),
+            },
+            local_queues={
+                ("ns", "team"): lq("ns", "team", "research"),
+                ("other", "team"): lq("other", "team", "infra"),
+            },
+            workloads=workloads,
+        ),
+        clock=lambda: T0,
+    )
+    first = msgspec.json.decode(live.rendered()[1])["queue_versions"]
+    workloads["ns", "a2"] = workload("a2")
+    live.changed(kinds.WORKLOADS, None, workloads["ns", "a2"])
+    page = msgspec.json.decode(live.rendered()[1])
+    assert page["queue_versions"]["research"] == first["research"] + 1
+    assert page["queue_versions"]["infra"] == first["infra"]
+    assert page["queues"]["research"]["pending"] == 2
+    assert page["queues"]["infra"]["pending"] == 1

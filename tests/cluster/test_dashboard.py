@@ -15,12 +15,15 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from certs.reload import CertificateReloader, server_context
 from controller.api import kinds
 from controller.cluster import clients
+from controller.cluster.clients import ApiError
 from dashboard.live import Live, Stores
 from dashboard.main import self_signed
 from dashboard.server import DashboardServer
@@ -29,6 +32,7 @@ from hack.browser import MISSING, installed, start_chromium
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
 from hack.objects import Probe, cluster_queue, gang_job, local_queue, reserved
+from tests.chart_support import VALUE_SETS, render
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 
@@ -174,3 +178,74 @@ async def test_the_page_shows_the_queues_and_follows_an_admission_and_a_reclaim(
     shot.parent.mkdir(parents=True, exist_ok=True)
     assert await asyncio.to_thread(browser.save_screenshot, str(shot))  # type: ignore[attr-defined]
     print(f"screenshot: {shot}")
+
+
+# Where the chart's dashboard objects live in the API.
+PATHS = {
+    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+}
+
+
+def token_kubeconfig(cluster: LocalCluster, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig of a TokenRequest token of ServiceAccount `account`."""
+    review = cluster.rest.create(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    user = {"name": account, "user": {"token": review["status"]["token"]}}
+    server = {"server": cluster.server, "certificate-authority": str(cluster.pki_dir / "ca.crt")}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": server}],
+        "users": [user],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": account}}],
+        "current-context": "local",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def test_the_charts_read_only_role_is_all_the_dashboard_needs(
+    stack: KohortStack, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    """The dashboard, with a token of the chart's dashboard ServiceAccount, lists and watches
+    every kind it shows; that token can change nothing."""
+    release = f"dash-{namespace[-6:]}"
+    manifest = render(VALUE_SETS["dashboard-and-monitoring"], release=release, namespace=namespace)
+    objects: list[dict[str, Any]] = [
+        obj
+        for obj in manifest
+        if obj["kind"] in PATHS and obj["metadata"]["name"].endswith("-dashboard")
+    ]
+    assert sorted(obj["kind"] for obj in objects) == sorted(PATHS)
+    created = []
+    for obj in objects:
+        path = PATHS[obj["kind"]].format(namespace=namespace)
+        cluster.rest.create(path, obj)
+        created.append(f"{path}/{obj['metadata']['name']}")
+    apply_queues(cluster.rest, [cluster_queue(namespace, {GPU: "8"})])
+    config = token_kubeconfig(cluster, namespace, f"{release}-kohort-dashboard", tmp_path / "kc")
+    api = await clients.connect(str(config))
+    live = Live(Stores(), clock=time.time)
+    watch = Watch(api, live)
+    watch.start()
+    try:
+        async with asyncio.timeout(30):
+            for informer in watch.informers:
+                await informer.synced.wait()
+        assert ("", namespace) in watch.cluster_queues.store
+        with pytest.raises(ApiError) as refused:
+            await api.create(
+                kinds.LOCAL_QUEUES, local_queue(namespace, "mine", namespace), namespace
+            )
+        assert refused.value.status == 403
+        assert "cannot create resource" in refused.value.body  # RBAC's refusal, no webhook's
+    finally:
+        await watch.stop()
+        await api.close()
+        for path in reversed(created):
+            if "/namespaces/" not in path:
+                cluster.rest.request("DELETE", path)

@@ -18,7 +18,8 @@ from dashboard.live import Live, Stores
 
 
 class Watch:
-    """The informers of the kinds the page shows, feeding `live`."""
+    """The informers of the kinds the page shows, feeding `live`: their stores become
+    `live.stores`, and every change reaches `live.changed`."""
 
     def __init__(self, api: Client, live: Live) -> None:
         listener = live.changed

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Collection
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 from controller.api.quantity import QuantityError, parse_quantity
 from controller.api.queues import ClusterQueue
@@ -17,6 +20,10 @@ from controller.state.objects import LocalQueueFigures, QueueFigures
 
 WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)
 QUOTA_LABELS = ["cluster_queue", "flavor", "resource"]
+# Whose series a labelled child is: a ClusterQueue's (by name) or a LocalQueue's (namespace,
+# name); when the queue is deleted, its series go too (as Kueue's do).
+CQ, LQ = "ClusterQueue", "LocalQueue"
+M = TypeVar("M", bound=MetricWrapperBase)
 LOCAL_LABELS = ["name", "namespace"]
 
 
@@ -81,6 +88,7 @@ class ControllerMetrics:
         self.leader = Gauge(
             "kohort_leader", "1 while this replica holds the leader Lease", registry=r
         )
+        self._series: dict[tuple[str, object], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
         # Per flavor and resource of a ClusterQueue (Kueue: metrics.enableClusterQueueResources).
         self.nominal_quota = Gauge(
             "kohort_cluster_queue_nominal_quota",
@@ -150,32 +158,49 @@ class ControllerMetrics:
             registry=r,
         )
 
+    def _of(self, kind: str, owner: object, metric: M, *labels: str) -> M:
+        """`metric.labels(*labels)`, remembered as a series of queue `owner`."""
+        self._series.setdefault((kind, owner), set()).add((metric, labels))
+        return metric.labels(*labels)
+
+    def forget_gone(
+        self, cluster_queues: Collection[str], local_queues: Collection[tuple[str, str]]
+    ) -> None:
+        """Drop the series of the queues that no longer exist."""
+        for kind, owner in list(self._series):
+            present = cluster_queues if kind == CQ else local_queues
+            if owner not in present:
+                for metric, labels in self._series.pop((kind, owner)):
+                    _remove(metric, labels)
+
     def admitted(self, queue: str, waited: float, local: tuple[str, str] | None = None) -> None:
         """An admission into ClusterQueue `queue`, from LocalQueue `local` (namespace, name)."""
-        self.admissions.labels(queue).inc()
-        self.admission_wait.labels(queue).observe(max(0.0, waited))
+        self._of(CQ, queue, self.admissions, queue).inc()
+        self._of(CQ, queue, self.admission_wait, queue).observe(max(0.0, waited))
         if local is not None:
             namespace, name = local
-            self.local_admissions.labels(name, namespace).inc()
-            self.local_admission_wait.labels(name, namespace).observe(max(0.0, waited))
+            self._of(LQ, (namespace, name), self.local_admissions, name, namespace).inc()
+            self._of(LQ, (namespace, name), self.local_admission_wait, name, namespace).observe(
+                max(0.0, waited)
+            )
 
     def evicted(self, queue: str, reason: str, local: tuple[str, str] | None = None) -> None:
-        self.evictions.labels(queue, reason).inc()
+        self._of(CQ, queue, self.evictions, queue, reason).inc()
         if local is not None:
             namespace, name = local
-            self.local_evictions.labels(name, namespace, reason).inc()
+            self._of(LQ, (namespace, name), self.local_evictions, name, namespace, reason).inc()
 
     def report_queue(
         self, name: str, figures: QueueFigures, queue: ClusterQueue | None = None
     ) -> None:
-        self.pending.labels(name, "active").set(figures.pending - figures.inadmissible)
-        self.pending.labels(name, "inadmissible").set(figures.inadmissible)
-        self.admitted_active.labels(name).set(figures.admitted)
+        self._of(CQ, name, self.pending, name, "active").set(figures.pending - figures.inadmissible)
+        self._of(CQ, name, self.pending, name, "inadmissible").set(figures.inadmissible)
+        self._of(CQ, name, self.admitted_active, name).set(figures.admitted)
         share = figures.weighted_share
-        self.weighted_share.labels(name).set(share if math.isfinite(share) else -1)
+        self._of(CQ, name, self.weighted_share, name).set(share if math.isfinite(share) else -1)
         usage = figures.usage or {}
         for (flavor, resource), milli in usage.items():
-            self.resource_usage.labels(name, flavor, resource).set(milli / 1000)
+            self._of(CQ, name, self.resource_usage, name, flavor, resource).set(milli / 1000)
         if queue is None:
             return
         for group in queue.spec.resource_groups:
@@ -183,7 +208,7 @@ class ControllerMetrics:
                 for quota in flavor_quotas.resources:
                     labels = (name, flavor_quotas.name, quota.name)
                     nominal = _units(quota.nominal_quota)
-                    self.nominal_quota.labels(*labels).set(nominal)
+                    self._of(CQ, name, self.nominal_quota, *labels).set(nominal)
                     for gauge, limit in (
                         (self.borrowing_limit, quota.borrowing_limit),
                         (self.lending_limit, quota.lending_limit),
@@ -191,16 +216,22 @@ class ControllerMetrics:
                         if limit is None:
                             _remove(gauge, labels)
                         else:
-                            gauge.labels(*labels).set(_units(limit))
+                            self._of(CQ, name, gauge, *labels).set(_units(limit))
                     used = usage.get((flavor_quotas.name, quota.name), 0) / 1000
-                    self.resource_usage.labels(*labels).set(used)
-                    self.resource_borrowed.labels(*labels).set(max(0.0, used - nominal))
+                    self._of(CQ, name, self.resource_usage, *labels).set(used)
+                    self._of(CQ, name, self.resource_borrowed, *labels).set(
+                        max(0.0, used - nominal)
+                    )
 
     def report_local_queue(self, namespace: str, name: str, figures: LocalQueueFigures) -> None:
-        self.local_pending.labels(name, namespace).set(figures.pending)
-        self.local_admitted_active.labels(name, namespace).set(figures.admitted)
+        self._of(LQ, (namespace, name), self.local_pending, name, namespace).set(figures.pending)
+        self._of(LQ, (namespace, name), self.local_admitted_active, name, namespace).set(
+            figures.admitted
+        )
         for (flavor, resource), milli in (figures.usage or {}).items():
-            self.local_resource_usage.labels(name, namespace, flavor, resource).set(milli / 1000)
+            self._of(
+                LQ, (namespace, name), self.local_resource_usage, name, namespace, flavor, resource
+            ).set(milli / 1000)
 
     def report_cohort(self, name: str, share: int | None) -> None:
         """A Cohort's share as its status shows it (-1: weight 0 while borrowing)."""
@@ -214,6 +245,6 @@ def _units(quantity: str) -> float:
         return 0.0
 
 
-def _remove(gauge: Gauge, labels: tuple[str, ...]) -> None:
+def _remove(metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
     with contextlib.suppress(KeyError):
-        gauge.remove(*labels)
+        metric.remove(*labels)

@@ -328,6 +328,8 @@ class Reconciler:
             )
         for name, weighted_share in report.queues.cohort_shares.items():
             self.metrics.report_cohort(name, weighted_share)
+        inventory = self.state.inventory
+        self.metrics.forget_gone(inventory.cluster_queues, inventory.local_queue_objects)
 
     async def _perform(
         self,

@@ -53,3 +53,23 @@ async def test_a_local_queue_reports_its_pending_and_admitted_gangs_and_their_wa
     assert sample(world, "kohort_local_queue_admission_wait_time_seconds_count", local) == 1
     usage = {**local, "flavor": "default", "resource": "cpu"}
     assert sample(world, "kohort_local_queue_resource_usage", usage) == 3
+
+
+async def test_a_deleted_queues_series_go_with_it(started: list[World]) -> None:
+    world = World((kinds.JOBS, held_job("train", 3)))
+    await start(started, world)
+    await world.reconciler.reconcile_once()
+    quota = {"cluster_queue": "cq", "flavor": "default", "resource": "cpu"}
+    local = {"name": "lq", "namespace": "ns"}
+    assert sample(world, "kohort_cluster_queue_nominal_quota", quota) == 4
+    assert sample(world, "kohort_local_queue_admitted_workloads_total", local) == 1
+
+    await world.api.delete(kinds.LOCAL_QUEUES, "lq", "ns")
+    await world.api.delete(kinds.CLUSTER_QUEUES, "cq")
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+
+    assert sample(world, "kohort_cluster_queue_nominal_quota", quota) is None
+    assert sample(world, "kohort_admitted_workloads_total", {"cluster_queue": "cq"}) is None
+    assert sample(world, "kohort_local_queue_admitted_workloads_total", local) is None
+    assert sample(world, "kohort_local_queue_pending_workloads", local) is None

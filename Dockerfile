@@ -1,6 +1,6 @@
-# The image the Helm chart runs: the `kohort` command (webhook, controller, certs) and nothing
-# else. Non-root, and fine with a read-only root filesystem: bytecode is compiled at build time
-# and nothing is written at run time except to /tmp (an emptyDir in the chart).
+# The image the Helm chart runs: the `kohort` command (webhook, controller, certs, dashboard)
+# and nothing else. Non-root, and fine with a read-only root filesystem: bytecode is compiled at
+# build time and nothing is written at run time except to /tmp (an emptyDir in the chart).
 #
 #   docker build -t kohort:0.1.0 .
 ARG PYTHON_VERSION=3.11
@@ -14,6 +14,7 @@ COPY kohort/ kohort/
 COPY controller/ controller/
 COPY webhook/ webhook/
 COPY certs/ certs/
+COPY dashboard/ dashboard/
 # A wheel, not an editable install: the runtime stage gets no source tree, no tests and no dev
 # tooling (hack/: `kohort dev` answers that it runs from a source checkout).
 RUN /opt/kohort/bin/pip install --constraint constraints.txt . \
@@ -28,6 +29,6 @@ ENV PATH=/opt/kohort/bin:$PATH \
 # 65532 is the conventional "nonroot" user id; the chart's securityContext uses the same.
 USER 65532:65532
 WORKDIR /tmp
-EXPOSE 9443 8080 8081
+EXPOSE 9443 8443 8080 8081
 ENTRYPOINT ["kohort"]
 CMD ["--help"]

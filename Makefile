@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST := bash hack/pytest.sh
 
-.PHONY: demo test test-unit test-cluster lint testenv clean-testenv
+.PHONY: demo test test-unit test-cluster lint testenv browser clean-testenv
 
 # The install compiles kohort's bytecode, as the image has it: with PYTHONDONTWRITEBYTECODE set,
 # every process the tests and benches start would compile kohort's modules from source.
@@ -25,7 +25,7 @@ demo: $(STAMP) testenv
 	$(BIN)/kohort dev demo --gang-backend $(GANG_BACKEND)
 
 # The whole test suite: lint, types, layers, unit tests, then tests on the real control plane.
-test: $(STAMP) testenv lint
+test: $(STAMP) testenv browser lint
 	$(PYTEST) $(PYTEST_ARGS)
 
 # Unit tests need no server; the chart tests among them need the helm binary.
@@ -33,7 +33,7 @@ test-unit: $(STAMP)
 	bash hack/build-testenv.sh helm >/dev/null
 	$(PYTEST) -m "not cluster" $(PYTEST_ARGS)
 
-test-cluster: $(STAMP) testenv
+test-cluster: $(STAMP) testenv browser
 	$(PYTEST) -m cluster $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -44,6 +44,10 @@ lint: $(STAMP)
 
 testenv:
 	bash hack/build-testenv.sh
+
+# Debian's Chromium and chromedriver, for the dashboard's tests in a real browser.
+browser:
+	bash hack/install-browser.sh
 
 # Removes every built control-plane binary (the next `make testenv` is a cold build).
 clean-testenv:

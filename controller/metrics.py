@@ -1,14 +1,30 @@
-"""Prometheus metrics of the quota controller, on a registry of their own."""
+"""Prometheus metrics of the quota controller, on a registry of their own.
+
+Named and labelled after Kueue's where the meaning is the same (`kueue_` becomes `kohort_`;
+docs/operations.md has the table), so that a Grafana user's queries carry over.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Collection
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
-from controller.state.objects import QueueFigures
+from controller.api.quantity import QuantityError, parse_quantity
+from controller.api.queues import ClusterQueue
+from controller.state.objects import LocalQueueFigures, QueueFigures
 
 WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)
+QUOTA_LABELS = ["cluster_queue", "flavor", "resource"]
+# Whose series a labelled child is: a ClusterQueue's (by name) or a LocalQueue's (namespace,
+# name); when the queue is deleted, its series go too (as Kueue's do).
+CQ, LQ = "ClusterQueue", "LocalQueue"
+M = TypeVar("M", bound=MetricWrapperBase)
+LOCAL_LABELS = ["name", "namespace"]
 
 
 class ControllerMetrics:
@@ -72,18 +88,163 @@ class ControllerMetrics:
         self.leader = Gauge(
             "kohort_leader", "1 while this replica holds the leader Lease", registry=r
         )
+        self._series: dict[tuple[str, object], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+        # Per flavor and resource of a ClusterQueue (Kueue: metrics.enableClusterQueueResources).
+        self.nominal_quota = Gauge(
+            "kohort_cluster_queue_nominal_quota",
+            "Nominal quota of a ClusterQueue, per flavor and resource (in the resource's units)",
+            QUOTA_LABELS,
+            registry=r,
+        )
+        self.borrowing_limit = Gauge(
+            "kohort_cluster_queue_borrowing_limit",
+            "Borrowing limit of a ClusterQueue, per flavor and resource (absent: no limit)",
+            QUOTA_LABELS,
+            registry=r,
+        )
+        self.lending_limit = Gauge(
+            "kohort_cluster_queue_lending_limit",
+            "Lending limit of a ClusterQueue, per flavor and resource (absent: no limit)",
+            QUOTA_LABELS,
+            registry=r,
+        )
+        self.resource_usage = Gauge(
+            "kohort_cluster_queue_resource_usage",
+            "What the admitted gangs of a ClusterQueue hold, per flavor and resource",
+            QUOTA_LABELS,
+            registry=r,
+        )
+        self.resource_borrowed = Gauge(
+            "kohort_cluster_queue_resource_borrowed",
+            "What a ClusterQueue uses above its nominal quota, from its cohort",
+            QUOTA_LABELS,
+            registry=r,
+        )
+        self.local_pending = Gauge(
+            "kohort_local_queue_pending_workloads",
+            "Workloads waiting for admission, by LocalQueue",
+            LOCAL_LABELS,
+            registry=r,
+        )
+        self.local_admitted_active = Gauge(
+            "kohort_local_queue_admitted_active_workloads",
+            "Workloads holding quota, by LocalQueue",
+            LOCAL_LABELS,
+            registry=r,
+        )
+        self.local_resource_usage = Gauge(
+            "kohort_local_queue_resource_usage",
+            "What the admitted gangs of a LocalQueue hold, per flavor and resource",
+            [*LOCAL_LABELS, "flavor", "resource"],
+            registry=r,
+        )
+        self.local_admissions = Counter(
+            "kohort_local_queue_admitted_workloads_total",
+            "Admissions, by LocalQueue",
+            LOCAL_LABELS,
+            registry=r,
+        )
+        self.local_admission_wait = Histogram(
+            "kohort_local_queue_admission_wait_time_seconds",
+            "Time from a Workload's creation (or requeue) to its admission, by LocalQueue",
+            LOCAL_LABELS,
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.local_evictions = Counter(
+            "kohort_local_queue_evicted_workloads_total",
+            "Evictions of whole gangs, by LocalQueue and reason",
+            [*LOCAL_LABELS, "reason"],
+            registry=r,
+        )
 
-    def admitted(self, queue: str, waited: float) -> None:
-        self.admissions.labels(queue).inc()
-        self.admission_wait.labels(queue).observe(max(0.0, waited))
+    def _of(self, kind: str, owner: object, metric: M, *labels: str) -> M:
+        """`metric.labels(*labels)`, remembered as a series of queue `owner`."""
+        self._series.setdefault((kind, owner), set()).add((metric, labels))
+        return metric.labels(*labels)
 
-    def report_queue(self, name: str, figures: QueueFigures) -> None:
-        self.pending.labels(name, "active").set(figures.pending - figures.inadmissible)
-        self.pending.labels(name, "inadmissible").set(figures.inadmissible)
-        self.admitted_active.labels(name).set(figures.admitted)
+    def forget_gone(
+        self, cluster_queues: Collection[str], local_queues: Collection[tuple[str, str]]
+    ) -> None:
+        """Drop the series of the queues that no longer exist."""
+        for kind, owner in list(self._series):
+            present = cluster_queues if kind == CQ else local_queues
+            if owner not in present:
+                for metric, labels in self._series.pop((kind, owner)):
+                    _remove(metric, labels)
+
+    def admitted(self, queue: str, waited: float, local: tuple[str, str] | None = None) -> None:
+        """An admission into ClusterQueue `queue`, from LocalQueue `local` (namespace, name)."""
+        self._of(CQ, queue, self.admissions, queue).inc()
+        self._of(CQ, queue, self.admission_wait, queue).observe(max(0.0, waited))
+        if local is not None:
+            namespace, name = local
+            self._of(LQ, (namespace, name), self.local_admissions, name, namespace).inc()
+            self._of(LQ, (namespace, name), self.local_admission_wait, name, namespace).observe(
+                max(0.0, waited)
+            )
+
+    def evicted(self, queue: str, reason: str, local: tuple[str, str] | None = None) -> None:
+        self._of(CQ, queue, self.evictions, queue, reason).inc()
+        if local is not None:
+            namespace, name = local
+            self._of(LQ, (namespace, name), self.local_evictions, name, namespace, reason).inc()
+
+    def report_queue(
+        self, name: str, figures: QueueFigures, queue: ClusterQueue | None = None
+    ) -> None:
+        self._of(CQ, name, self.pending, name, "active").set(figures.pending - figures.inadmissible)
+        self._of(CQ, name, self.pending, name, "inadmissible").set(figures.inadmissible)
+        self._of(CQ, name, self.admitted_active, name).set(figures.admitted)
         share = figures.weighted_share
-        self.weighted_share.labels(name).set(share if math.isfinite(share) else -1)
+        self._of(CQ, name, self.weighted_share, name).set(share if math.isfinite(share) else -1)
+        usage = figures.usage or {}
+        for (flavor, resource), milli in usage.items():
+            self._of(CQ, name, self.resource_usage, name, flavor, resource).set(milli / 1000)
+        if queue is None:
+            return
+        for group in queue.spec.resource_groups:
+            for flavor_quotas in group.flavors:
+                for quota in flavor_quotas.resources:
+                    labels = (name, flavor_quotas.name, quota.name)
+                    nominal = _units(quota.nominal_quota)
+                    self._of(CQ, name, self.nominal_quota, *labels).set(nominal)
+                    for gauge, limit in (
+                        (self.borrowing_limit, quota.borrowing_limit),
+                        (self.lending_limit, quota.lending_limit),
+                    ):
+                        if limit is None:
+                            _remove(gauge, labels)
+                        else:
+                            self._of(CQ, name, gauge, *labels).set(_units(limit))
+                    used = usage.get((flavor_quotas.name, quota.name), 0) / 1000
+                    self._of(CQ, name, self.resource_usage, *labels).set(used)
+                    self._of(CQ, name, self.resource_borrowed, *labels).set(
+                        max(0.0, used - nominal)
+                    )
+
+    def report_local_queue(self, namespace: str, name: str, figures: LocalQueueFigures) -> None:
+        self._of(LQ, (namespace, name), self.local_pending, name, namespace).set(figures.pending)
+        self._of(LQ, (namespace, name), self.local_admitted_active, name, namespace).set(
+            figures.admitted
+        )
+        for (flavor, resource), milli in (figures.usage or {}).items():
+            self._of(
+                LQ, (namespace, name), self.local_resource_usage, name, namespace, flavor, resource
+            ).set(milli / 1000)
 
     def report_cohort(self, name: str, share: int | None) -> None:
         """A Cohort's share as its status shows it (-1: weight 0 while borrowing)."""
         self.cohort_weighted_share.labels(name).set(share or 0)
+
+
+def _units(quantity: str) -> float:
+    try:
+        return parse_quantity(quantity) / 1000
+    except QuantityError:
+        return 0.0
+
+
+def _remove(metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
+    with contextlib.suppress(KeyError):
+        metric.remove(*labels)

@@ -41,7 +41,7 @@ from controller.metrics import ControllerMetrics
 from controller.quota import Decisions
 from controller.settings import Settings
 from controller.state.cluster import ClusterState
-from controller.state.gangs import GangKey, key_of
+from controller.state.gangs import GangKey, id_of, key_of
 from controller.state.steps import FailedWrite, RecordEvent, Step
 
 log = logging.getLogger("kohort.reconciler")
@@ -247,7 +247,9 @@ class Reconciler:
         written = {key for key, steps in evictions.items() if steps and key not in failed}
         for eviction in (e for e in decisions.evictions if key_of(e.gang) in written):
             stats.evicted += 1
-            self.metrics.evictions.labels(eviction.queue, Reason.PREEMPTED).inc()
+            self.metrics.evicted(
+                eviction.queue, Reason.PREEMPTED, self._local_queue_of(eviction.gang)
+            )
         # A victim whose creator finished it (or deleted it) meanwhile has its quota back all
         # the same: only victims that may still run hold the admissions back.
         failed = {key for key in failed if not state.is_done(key)}
@@ -267,9 +269,17 @@ class Reconciler:
         for admission in (a for a in decisions.admissions if key_of(a.gang) in recorded):
             stats.admitted += 1
             log.info("admitted %s in %s", admission.gang, admission.queue)
-            self.metrics.admitted(admission.queue, plan.waited.get(key_of(admission.gang), 0.0))
+            waited = plan.waited.get(key_of(admission.gang), 0.0)
+            self.metrics.admitted(admission.queue, waited, self._local_queue_of(admission.gang))
         self._defer_reports(state.plan_reasons(decisions.pending, now))
         return failed
+
+    def _local_queue_of(self, gang_id: str) -> tuple[str, str] | None:
+        """The (namespace, LocalQueue) a gang was submitted to, for the metrics."""
+        gang = self.state.gang(gang_id)
+        if gang is None or gang.queue is None:
+            return None
+        return (gang.namespace, gang.queue)
 
     def _retry_gang(self, key: GangKey) -> Callable[[], None]:
         def failed() -> None:
@@ -287,7 +297,7 @@ class Reconciler:
         for key, queue, reason in report.evictions:
             if key not in failed:
                 stats.evicted += 1
-                self.metrics.evictions.labels(queue, reason).inc()
+                self.metrics.evicted(queue, reason, self._local_queue_of(id_of(key)))
         for step in report.queues.queue_writes:
 
             def queue_failed(name: str = step.name) -> None:
@@ -299,7 +309,9 @@ class Reconciler:
             written = functools.partial(self.state.queues_changed, [step.name])
             self.deferred.defer(("ClusterQueue", step.name), [step], queue_failed, written=written)
         for name, figures in report.queues.queue_figures.items():
-            self.metrics.report_queue(name, figures)
+            self.metrics.report_queue(name, figures, report.queues.queue_objects.get(name))
+        for (namespace, local_name), local_figures in report.queues.local_figures.items():
+            self.metrics.report_local_queue(namespace, local_name, local_figures)
         for local in report.queues.local_writes:
             where = (local.namespace, local.name)
 
@@ -323,6 +335,8 @@ class Reconciler:
                 self.state.reporter.positions.failed(key)
 
             self.deferred.defer(("WorkloadPosition", *gang), [position], position_failed)
+        inventory = self.state.inventory
+        self.metrics.forget_gone(inventory.cluster_queues, inventory.local_queue_objects)
 
     async def _perform(
         self,

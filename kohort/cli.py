@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "webhook": ("webhook.main", "serve the mutating and validating admission webhook"),
     "controller": ("controller.main", "run the quota controller"),
     "certs": ("certs.main", "generate certificates for the webhook"),
+    "dashboard": ("dashboard.main", "serve a read-only live web page of the queues and GPUs"),
     "simulate": ("controller.simulate.main", "replay a cluster trace through scheduling policies"),
     "dev": ("hack.devcli", "start and stop the local control plane (etcd, apiserver, kwok, ...)"),
 }

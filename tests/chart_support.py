@@ -35,10 +35,16 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "webhook": {"replicas": 3},
     },
     "kube-scheduler-gangs": {"gangScheduler": {"backend": "kubernetes"}},
+    "dashboard-and-monitoring": {
+        "dashboard": {"enabled": True},
+        "grafana": {"dashboard": {"enabled": True}},
+        "prometheusRule": {"enabled": True},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    },
 }
 
 # Kinds whose schemas live in CRDs of other projects (cert-manager, Prometheus Operator).
-FOREIGN_KINDS = {"Issuer", "Certificate", "ServiceMonitor"}
+FOREIGN_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "PrometheusRule"}
 
 Object = dict[str, Any]
 

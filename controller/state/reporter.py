@@ -8,9 +8,10 @@ deferred writes: no decision waits for them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.api.conditions import Reason
+from controller.api.queues import ClusterQueue
 from controller.quota import Pending, PendingCause
 from controller.quota.outcomes import PERMANENT
 from controller.quota.quota import QuotaNode, share
@@ -76,6 +77,10 @@ class QueueReport:
     cohort_writes: list[WriteCohortStatus]
     cohort_shares: dict[str, int | None]
     local_writes: list[WriteLocalQueueStatus]
+    # The ClusterQueues looked at (their quota, for the metrics) and the figures of the
+    # LocalQueues looked at.
+    queue_objects: dict[str, ClusterQueue] = field(default_factory=dict)
+    local_figures: dict[LocalKey, LocalQueueFigures] = field(default_factory=dict)
 
 
 def counted(gang: ManagedGang, member: Member | None) -> Counted | None:
@@ -214,19 +219,23 @@ class Reporter:
         first = self.positions.local_head(queue)
         return LocalQueueFigures(len(pending), len(gangs) - len(pending), usage, reason, first)
 
-    def _local_report(self, now: float) -> list[WriteLocalQueueStatus]:
+    def _local_report(
+        self, now: float
+    ) -> tuple[list[WriteLocalQueueStatus], dict[LocalKey, LocalQueueFigures]]:
         inventory = self._inventory
         writes: list[WriteLocalQueueStatus] = []
+        looked_at: dict[LocalKey, LocalQueueFigures] = {}
         for queue in sorted(self._dirty_local):
             lq = inventory.local_queue_objects.get(queue)
             if lq is None or not inventory.ours(queue[0]):
                 continue
             cq_exists = lq.spec.cluster_queue in inventory.cluster_queues
-            status = objects.local_queue_status(lq, self.local_queue_figures(queue), cq_exists, now)
+            looked_at[queue] = figures = self.local_queue_figures(queue)
+            status = objects.local_queue_status(lq, figures, cq_exists, now)
             if objects.local_queue_status_differs(lq.status, status):
                 writes.append(WriteLocalQueueStatus(queue[0], queue[1], status))
         self._dirty_local.clear()
-        return writes
+        return writes, looked_at
 
     def looked_after(self, queues: set[str], cohorts: set[str], *, changed: bool) -> None:
         """The ClusterQueues and Cohorts to report on; with `changed`, their quota changed."""
@@ -265,16 +274,21 @@ class Reporter:
         self._dirty_queues.clear()
         writes: list[WriteQueueStatus] = []
         figures: dict[str, QueueFigures] = {}
+        queue_objects: dict[str, ClusterQueue] = {}
         for name in names:
             figures[name] = self.queue_figures(name)
             cq = self._inventory.cluster_queues.get(name)
             if cq is None:
                 continue
+            queue_objects[name] = cq
             status = objects.queue_status(cq, figures[name], now)
             if objects.queue_status_differs(cq.status, status):
                 writes.append(WriteQueueStatus(name, status))
         cohort_writes, shares = self._cohorts_report(now)
-        return QueueReport(writes, figures, cohort_writes, shares, self._local_report(now))
+        local_writes, local_figures = self._local_report(now)
+        return QueueReport(
+            writes, figures, cohort_writes, shares, local_writes, queue_objects, local_figures
+        )
 
     # -- Cohorts ----------------------------------------------------------------------------------
 

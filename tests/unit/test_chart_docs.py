@@ -58,7 +58,7 @@ def documented(text: str, dotted: str) -> bool:
     return any(f"`{parent}." in row and f"`.{leaf}`" in row for row in text.splitlines() if parent)
 
 
-@pytest.mark.parametrize("command", ["webhook", "controller", "certs"])
+@pytest.mark.parametrize("command", ["webhook", "controller", "certs", "dashboard"])
 def test_every_flag_is_documented(command: str) -> None:
     text = CONFIGURATION.read_text()
     missing = sorted({f for f in long_flags(subcommand(command)) if f"`{f}" not in text})
@@ -120,7 +120,8 @@ def metric_names(text: str) -> set[str]:
 
 def test_operations_lists_exactly_the_metrics_the_components_export() -> None:
     code = "\n".join(
-        (REPO / path).read_text() for path in ("webhook/metrics.py", "controller/metrics.py")
+        (REPO / path).read_text()
+        for path in ("webhook/metrics.py", "controller/metrics.py", "dashboard/metrics.py")
     )
     page = (DOCS / "operations.md").read_text()
     exported = metric_names(code)

@@ -8,13 +8,14 @@ packages included, its default there), which packages the wheel gets: each with 
 
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT_PACKAGES = ("certs", "controller", "kohort", "webhook")
+PRODUCT_PACKAGES = ("certs", "controller", "dashboard", "kohort", "webhook")
 # Test support that the package once shipped, now under tests/fakes and hack/objects.py.
 MOVED_OUT = (
     "controller/cluster/memory.py",
@@ -62,3 +63,13 @@ def test_the_wheel_holds_no_test_support() -> None:
     assert not modules & set(MOVED_OUT)
     names = {Path(module).name for module in modules}
     assert not {n for n in names if n in ("testing.py", "conftest.py") or n.startswith("test_")}
+
+
+def test_the_wheel_carries_the_dashboards_page_script_and_style() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["dashboard"]
+    static = [
+        p.relative_to(REPO / "dashboard").as_posix() for p in (REPO / "dashboard").rglob("static/*")
+    ]
+    assert {"static/index.html", "static/dashboard.js", "static/dashboard.css"} <= set(static)
+    assert all(any(fnmatch.fnmatch(name, pattern) for pattern in patterns) for name in static)

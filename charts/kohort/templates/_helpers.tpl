@@ -196,3 +196,11 @@ imagePullSecrets:
 - --no-leader-elect
 {{- end }}
 {{- end }}
+
+{{- define "kohort.dashboard.fullname" -}}
+{{- printf "%s-dashboard" (include "kohort.fullname" .) }}
+{{- end }}
+
+{{- define "kohort.dashboard.serviceAccountName" -}}
+{{- default (include "kohort.dashboard.fullname" .) .Values.dashboard.serviceAccount.name }}
+{{- end }}

@@ -117,7 +117,14 @@ def run(args: argparse.Namespace) -> int:
         print("--gang-api needs --gang-backend kubernetes", file=sys.stderr)
         return 2
     if native and args.scheduler not in ("both", "kube-scheduler"):
-        print("--gang-backend kubernetes runs kube-scheduler alone", file=sys.stderr)
+        print(
+            "--gang-backend kubernetes runs kube-scheduler alone,"
+            f" not --scheduler {args.scheduler}. For kube-scheduler's gang scheduling,"
+            " drop --scheduler (or give"
+            " --scheduler kube-scheduler); for Volcano, use --gang-backend volcano"
+            " (the default) with --scheduler volcano or both.",
+            file=sys.stderr,
+        )
         return 2
     options = ClusterOptions(
         node_pools=pools,

@@ -17,6 +17,7 @@ from hack import dra, processes
 from hack.devcli import parse_pool
 from hack.localcluster import NodePool, Taint, packing_scheduler_config, stop_from_state
 from hack.tables import format_table
+from kohort.cli import main
 
 
 def test_a_gpu_pool_becomes_kwok_nodes_with_gpus_as_an_extended_resource() -> None:
@@ -83,6 +84,19 @@ def test_a_pool_may_publish_its_gpus_as_dra_devices_instead_of_a_node_resource()
 def test_a_malformed_pool_is_rejected_with_the_reason(text: str, complaint: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=complaint):
         parse_pool(text)
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "none"])
+def test_kube_schedulers_gangs_with_another_scheduler_are_refused_with_the_flags_that_work(
+    scheduler: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["dev", "up", "--work-dir", str(tmp_path), "--gang-backend", "kubernetes"]
+    assert main([*argv, "--scheduler", scheduler]) == 2
+    err = capsys.readouterr().err
+    assert f"runs kube-scheduler alone, not --scheduler {scheduler}" in err
+    assert "drop --scheduler (or give --scheduler kube-scheduler)" in err
+    assert "use --gang-backend volcano (the default) with --scheduler volcano or both" in err
+    assert not (tmp_path / "state.json").exists()  # nothing was started
 
 
 def test_stopping_a_process_also_stops_its_children(tmp_path: Path) -> None:

@@ -274,6 +274,9 @@ class Engine:
         self._cohorts = tuple(cohorts)
         self._strategy = preemption.STRATEGIES[self.config.victims]
         self._floor_guard = self.config.victims == "placement-aware"
+        # kohort's reclaim also waits for room coming back by itself rather than evict (see
+        # `_settles`); the baselines' victim rules evict as they always did.
+        self._settle = self.config.victims == "placement-aware"
         self.pending: dict[str, tuple[QueueRuntime | None, GangInfo]] = {}
         self.running: dict[str, tuple[QueueRuntime | None, RunningGang]] = {}
         self._nodes = {n.name: n for n in nodes}
@@ -892,10 +895,12 @@ class Engine:
     def _settles(
         self, queue: QueueRuntime, info: GangInfo, preemptable: Iterable[OptionPreemptable]
     ) -> bool:
-        """Whether `info` waits for room coming back by itself rather than evict: room one of
-        these options needs comes back in its cohort tree (see `_coming_back`), and it has not
-        waited so for SETTLE_AT_MOST seconds. A recheck is set for when that room stops
-        counting as coming back."""
+        """Whether `info` waits for room coming back by itself rather than evict (placement-aware
+        victims only): room one of these options needs comes back in its cohort tree (see
+        `_coming_back`), and it has not waited so for SETTLE_AT_MOST seconds. A recheck is set
+        for when that room stops counting as coming back."""
+        if not self._settle:
+            return False
         now = self._now
         until = self._coming_back(queue, preemptable)
         if until is None:

@@ -11,7 +11,8 @@ Strategies:
   the gangs to evict there, then their number); while quota is short, the cheapest gang that
   holds the missing resource. Then it drops every victim, most expensive first, that is not
   needed. Victim queues never fall below their nominal quota, and the set is refused if it
-  would throw away more work than the trial's budget.
+  would throw away more work than the trial's budget. Gangs admitted moments ago or evicted
+  recently (`Candidate.recent`) are taken only when no other set will do.
 - `naive` (baseline of issue 7): most recently admitted first, from borrowing queues, until the
   preemptor fits; no add-back, no placement awareness.
 - `classic` (Kueue-like): other queues before the own one, lower priority, most recently admitted;

@@ -34,6 +34,7 @@ from controller.quota.outcomes import (
     Pending,
     PendingCause,
     PodPlacement,
+    QuotaShortfall,
 )
 from controller.quota.placement import NodeIndex, Packing, PlaceFailure, PodShape
 from controller.quota.preemption import Candidate, Shortfall
@@ -69,6 +70,21 @@ QueueKey = tuple[int, int, tuple[float, ...], int, float, str, str]
 
 # Seconds before a gang whose victim search found nothing searches again.
 PREEMPTION_RETRY = 60.0
+# A gang admitted less than this many seconds ago is a victim only when no other will do (its
+# pods are still starting: evicting it throws away the admission and its writes for nothing).
+FRESH_FOR = 10.0
+# A gang evicted less than this many seconds ago, and admitted again since, is a victim only
+# when no other will do: the same gang evicted over and over is churn.
+EVICTED_RECENTLY_FOR = 600.0
+# Room that gangs ending gave back in a cohort tree is "coming back" for this many seconds: a
+# gang that needs it waits for it (and it is kept for that gang) rather than evict.
+SETTLE_FOR = 1.0
+# At most this many seconds of such waiting per gang: room that keeps coming back but never
+# reaches it (taken by queues within their nominal quota) no longer holds it back from evicting.
+SETTLE_AT_MOST = 30.0
+
+# Where room comes back: a cohort tree by its root cohort's name, or a queue of no cohort.
+RootKey = tuple[str, str]
 
 VictimRule = Literal["placement-aware", "naive", "classic"]
 
@@ -258,6 +274,9 @@ class Engine:
         self._cohorts = tuple(cohorts)
         self._strategy = preemption.STRATEGIES[self.config.victims]
         self._floor_guard = self.config.victims == "placement-aware"
+        # kohort's reclaim also waits for room coming back by itself rather than evict (see
+        # `_settles`); the baselines' victim rules evict as they always did.
+        self._settle = self.config.victims == "placement-aware"
         self.pending: dict[str, tuple[QueueRuntime | None, GangInfo]] = {}
         self.running: dict[str, tuple[QueueRuntime | None, RunningGang]] = {}
         self._nodes = {n.name: n for n in nodes}
@@ -286,6 +305,20 @@ class Engine:
         self._fresh: set[str] = set()
         # Set by the starvation guard at a full recheck, kept until the next one.
         self._hold: _QuotaHold | None = None
+        # Flavors and resources that gangs ending since the last cycle gave back, by cohort
+        # tree (`_ended`), and when each was last given back (`_ended_at`, the time of the
+        # cycle that saw it): a gang that needs them waits for that room rather than evict.
+        self._ended: dict[RootKey, set[FR]] = {}
+        self._ended_at: dict[RootKey, dict[FR, float]] = {}
+        # Quota kept, for the rest of the running cycle, for gangs waiting for that room, and
+        # when each such gang first waited for it (forgotten when it is admitted or leaves).
+        self._keeping: list[_QuotaHold] = []
+        self._settling_since: dict[str, float] = {}
+        # Admitted gangs whose work is done (all their pods finished) though their record does
+        # not say so yet: never victims, and the room they hold comes back soon.
+        self._done: set[str] = set()
+        # Gang -> when this engine last evicted it (forgotten when it ends or leaves).
+        self._evicted_at: dict[str, float] = {}
 
     # -- the cluster's shape ------------------------------------------------------------------
 
@@ -389,6 +422,8 @@ class Engine:
 
     def remove_pending(self, name: str) -> None:
         self._no_victims_at.pop(name, None)
+        self._evicted_at.pop(name, None)
+        self._settling_since.pop(name, None)
         self._fresh.discard(name)
         queue, info = self.pending.pop(name)
         if self._hold is not None and self._hold.info.name == name:
@@ -436,8 +471,36 @@ class Engine:
         self._freed = True
 
     def finish(self, name: str) -> None:
-        """An admitted gang ended (or lost its admission): give back its quota and nodes."""
+        """An admitted gang ended (or lost its admission): give back its quota and nodes. Until
+        the next cycle has run, gangs that need that room wait for it rather than evict."""
+        queue, running = self.running[name]
+        if queue is not None:
+            freed = {fr for fr, amount in running.charge.items() if amount > 0}
+            self._ended.setdefault(self._root_key(queue), set()).update(freed)
+        self._evicted_at.pop(name, None)
+        self._drop(name)
+
+    def work_done(self, name: str, done: bool = True) -> None:
+        """Admitted gang `name` has done its work (all its pods finished) though it does not
+        hold its quota any less yet (its record is not finished): it is never a victim, and
+        gangs that need its room wait for it rather than evict."""
+        if name not in self.running:
+            return
+        if done:
+            self._done.add(name)
+        else:
+            self._done.discard(name)
+
+    def _root_key(self, queue: QueueRuntime) -> RootKey:
+        state = queue.state
+        if state.parent is None:
+            return ("queue", queue.name)
+        return ("cohort", state.root().name)
+
+    def _drop(self, name: str) -> None:
+        """Give back an admitted gang's quota and nodes."""
         self._freed = True
+        self._done.discard(name)
         queue, running = self.running.pop(name)
         if queue is not None:
             del queue.running[name]
@@ -518,6 +581,12 @@ class Engine:
         log = _Log()
         self._now = now
         self._admitted_now.clear()
+        for root, frs in self._ended.items():
+            stamps = self._ended_at.setdefault(root, {})
+            for fr in frs:
+                stamps[fr] = now
+        self._ended = {}
+        self._keeping = []
         reserved_before = self._last_reservations
         if self._freed or now >= self._recheck_at:
             self.index.unreserve_all()
@@ -735,22 +804,52 @@ class Engine:
         as it is then, so what the caller did with the classes before (an eviction, say) counts.
         An `OptionFits` holds capacity on its nodes: admit on it or give them back.
         """
-        hold = self._hold
         for opt in self._options(queue, info):
-            if (
-                hold is not None
-                and hold.info is not info
-                and self._held_back(hold, queue, info, opt)
-            ):
-                yield OptionHeld(
-                    Pending(
-                        PendingCause.HELD_FOR_STARVING,
-                        behind=hold.info.name,
-                        queue=hold.queue.name,
-                    )
-                )
+            held = self._held_by(queue, info, opt)
+            if held is not None:
+                yield OptionHeld(held)
             else:
                 yield self._classify_option(queue, opt)
+
+    def _held_by(self, queue: QueueRuntime, info: GangInfo, opt: FlavorOption) -> Pending | None:
+        """Why admitting `info` on `opt` would take quota held for another gang: by the
+        starvation guard, or for a gang waiting in this cycle for ending gangs' room (told as
+        the quota it is short of with that gang counted in)."""
+        hold = self._hold
+        if hold is not None and hold.info is not info and self._held_back(hold, queue, info, opt):
+            return Pending(
+                PendingCause.HELD_FOR_STARVING, behind=hold.info.name, queue=hold.queue.name
+            )
+        for keep in self._keeping:
+            short = self._kept_from(keep, queue, info, opt)
+            if short is not None:
+                return Pending(PendingCause.QUOTA, quota=short)
+        return None
+
+    def _kept_from(
+        self, keep: _QuotaHold, queue: QueueRuntime, info: GangInfo, opt: FlavorOption
+    ) -> QuotaShortfall | None:
+        """What `info` would be short of on `opt` with the quota kept for a gang that waits for
+        ending gangs' room (as if that gang were admitted), if it is one the waiting gang could
+        evict once admitted: of its queue and of lower priority, or of a queue of its cohort
+        tree that would borrow; None if it is not held back."""
+        if keep.info is info:
+            return None
+        if queue is keep.queue:
+            if info.gang.priority >= keep.info.gang.priority:
+                return None
+        elif (
+            queue.state.parent is None
+            or keep.queue.state.parent is None
+            or queue.state.root() is not keep.queue.state.root()
+            or within_nominal(queue.state, opt.charge)
+        ):
+            return None
+        add_usage(keep.queue.state, keep.charge, +1)
+        try:
+            return quota_shortfall(queue.state, opt.charge)
+        finally:
+            add_usage(keep.queue.state, keep.charge, -1)
 
     def _classify_option(self, queue: QueueRuntime, opt: FlavorOption) -> OptionClass:
         """Within the quota `queue` may use now and placed on nodes: fits if the queue takes it
@@ -799,6 +898,7 @@ class Engine:
                 and stop_at_preempt
                 and search.borrowing is None
                 and search.may_evict()
+                and not self._settles(queue, info, [found])
                 and self._preempt(queue, info, found.option, now, log)
             ):
                 return True
@@ -825,6 +925,11 @@ class Engine:
         if not search.may_evict():
             self._drain_for(queue, info, first, now, log)
             return first.reason
+        if self._settles(queue, info, search.preemptable):
+            # Gangs ending give back what it needs: it waits for that room, kept from the
+            # gangs it could evict, instead of evicting in the same instant.
+            self._keeping.append(_QuotaHold(queue, info, first.option.charge))
+            return first.reason
         if queue.spec.fungibility.when_can_preempt != "MayStopSearch":
             for found in search.preemptable:
                 if self._preempt(queue, info, found.option, now, log):
@@ -833,6 +938,51 @@ class Engine:
         if self.config.waste_budget is not None:  # it grows with the wait
             self._recheck_by(now + PREEMPTION_RETRY)
         return first.reason
+
+    def _settles(
+        self, queue: QueueRuntime, info: GangInfo, preemptable: Iterable[OptionPreemptable]
+    ) -> bool:
+        """Whether `info` waits for room coming back by itself rather than evict (placement-aware
+        victims only): room one of these options needs comes back in its cohort tree (see
+        `_coming_back`), and it has not waited so for SETTLE_AT_MOST seconds. A recheck is set
+        for when that room stops counting as coming back."""
+        if not self._settle:
+            return False
+        now = self._now
+        until = self._coming_back(queue, preemptable)
+        if until is None:
+            return False
+        since = self._settling_since.setdefault(info.name, now)
+        if now - since >= SETTLE_AT_MOST:
+            return False
+        self._recheck_by(min(until, since + SETTLE_AT_MOST))
+        return True
+
+    def _coming_back(
+        self, queue: QueueRuntime, preemptable: Iterable[OptionPreemptable]
+    ) -> float | None:
+        """Until when room one of these options needs counts as coming back in the gang's
+        cohort tree by itself: a flavor and resource it charges that gangs there gave back at
+        their end less than SETTLE_FOR seconds ago, or hold though their work is done; None
+        if none does."""
+        root = self._root_key(queue)
+        now = self._now
+        back = {
+            fr: at + SETTLE_FOR
+            for fr, at in self._ended_at.get(root, {}).items()
+            if now - at < SETTLE_FOR
+        }
+        for name in self._done:
+            owner, running = self.running[name]
+            if owner is not None and self._root_key(owner) == root:
+                back.update((fr, now + SETTLE_FOR) for fr, n in running.charge.items() if n > 0)
+        needed = [
+            back[fr]
+            for found in preemptable
+            for fr, amount in found.option.charge.items()
+            if amount > 0 and fr in back
+        ]
+        return max(needed) if needed else None
 
     def _drain_for(
         self, queue: QueueRuntime, info: GangInfo, first: OptionPreemptable, now: float, log: _Log
@@ -898,6 +1048,7 @@ class Engine:
         del self.pending[info.name]
         self._fresh.discard(info.name)
         self._no_victims_at.pop(info.name, None)
+        self._settling_since.pop(info.name, None)
         flavors = opt.by_pod_set(info.gang)
         running = self._running(info, now, plan, dict(opt.charge), flavors)
         self._bind_ports(running, +1)
@@ -930,7 +1081,8 @@ class Engine:
         if queue is not by:
             reclaim = self._reclaimer(by, opt.charge)
             cause = EvictionCause.RECLAIMED if reclaim else EvictionCause.FAIR_SHARING
-        self.finish(victim.name)
+        self._drop(victim.name)
+        self._evicted_at[victim.name] = self._now
         log.evictions.append(Eviction(victim.name, queue.name, preemptor.name, cause, by.name))
 
     # -- preemption -----------------------------------------------------------------------------
@@ -976,7 +1128,7 @@ class Engine:
             min_runtime = pool.spec.min_runtime
             for running in pool.running.values():
                 gang_prio = running.info.gang.priority
-                if running.name in self._admitted_now:
+                if running.name in self._admitted_now or running.name in self._done:
                     continue
                 if (not other or lower_only) and gang_prio >= prio:
                     continue
@@ -984,8 +1136,21 @@ class Engine:
                     self._recheck_by(running.admitted_at + min_runtime)
                     continue
                 lost = max(0.0, now - running.admitted_at) * running.dominant
-                out.append(Candidate(running, pool.name, other, lost, running.nodes, fair))
+                out.append(
+                    Candidate(
+                        running, pool.name, other, lost, running.nodes, fair, self._recent(running)
+                    )
+                )
         return out
+
+    def _recent(self, running: RunningGang) -> bool:
+        """Whether a gang was admitted moments ago, or evicted recently (and admitted again):
+        a victim only when no other will do."""
+        now = self._now
+        evicted = self._evicted_at.get(running.name)
+        return now - running.admitted_at < FRESH_FOR or (
+            evicted is not None and now - evicted < EVICTED_RECENTLY_FOR
+        )
 
     def _choose_victims(
         self, queue: QueueRuntime, info: GangInfo, opt: FlavorOption, now: float

@@ -11,7 +11,8 @@ Strategies:
   the gangs to evict there, then their number); while quota is short, the cheapest gang that
   holds the missing resource. Then it drops every victim, most expensive first, that is not
   needed. Victim queues never fall below their nominal quota, and the set is refused if it
-  would throw away more work than the trial's budget.
+  would throw away more work than the trial's budget. Gangs admitted moments ago or evicted
+  recently (`Candidate.recent`) are taken only when no other set will do.
 - `naive` (baseline of issue 7): most recently admitted first, from borrowing queues, until the
   preemptor fits; no add-back, no placement awareness.
 - `classic` (Kueue-like): other queues before the own one, lower priority, most recently admitted;
@@ -48,6 +49,8 @@ class Candidate:
     nodes: tuple[int, ...]
     # Taken by fair-sharing preemption (the preemptor's queue borrows), not by reclaim.
     fair: bool = False
+    # Admitted moments ago, or evicted recently: a victim only when no other will do.
+    recent: bool = False
 
 
 class Trial(Protocol):
@@ -70,10 +73,11 @@ _QUOTA_LOOKAHEAD = 8
 Strategy = Callable[[Trial, GangInfo, Sequence[Candidate]], list[RunningGang] | None]
 
 
-def cost_key(c: Candidate) -> tuple[float, int, int, float, str]:
-    """Cheapest victim first: least work lost, fewest nodes, lowest priority, newest, name."""
+def cost_key(c: Candidate) -> tuple[bool, float, int, int, float, str]:
+    """Cheapest victim first: not admitted moments ago nor evicted recently, least work lost,
+    fewest nodes, lowest priority, admitted longest ago, name."""
     v = c.victim
-    return (c.lost_work, len(c.nodes), v.info.gang.priority, -v.admitted_at, v.name)
+    return (c.recent, c.lost_work, len(c.nodes), v.info.gang.priority, v.admitted_at, v.name)
 
 
 def _release(trial: Trial, chosen: Sequence[Candidate]) -> None:
@@ -144,8 +148,9 @@ def _clear_one_node(
     budget: float,
 ) -> list[Candidate] | None:
     """The cheapest set of gangs, costing at most `budget`, whose eviction lets one more pod of
-    `shape` onto a node; among the few cheapest, one that also settles the quota wins."""
-    options: list[tuple[float, int, int, list[Candidate]]] = []
+    `shape` onto a node (fewest gangs admitted moments ago or evicted recently, then least work
+    lost, then fewest gangs); among the few cheapest, one that also settles the quota wins."""
+    options: list[tuple[int, float, int, int, list[Candidate]]] = []
     request = shape.request
     for node, on_node in by_node.items():
         if not trial.may_host(shape, node):
@@ -174,9 +179,10 @@ def _clear_one_node(
             or not all(f >= q for f, q in zip(free, request, strict=True))
         ):
             continue
-        options.append((cost, len(picked), node, picked))
-    options.sort(key=lambda o: o[:3])
-    for _, _, _, picked in options[:_QUOTA_LOOKAHEAD]:
+        recent = sum(c.recent for c in picked)
+        options.append((recent, cost, len(picked), node, picked))
+    options.sort(key=lambda o: o[:4])
+    for *_, picked in options[:_QUOTA_LOOKAHEAD]:
         for c in picked:
             trial.remove(c.victim)
         settles = trial.quota_fits(info)
@@ -184,7 +190,7 @@ def _clear_one_node(
             trial.restore(c.victim)
         if settles:
             return picked
-    return options[0][3] if options else None
+    return options[0][4] if options else None
 
 
 def _greedy(trial: Trial, info: GangInfo, ordered: Sequence[Candidate]) -> list[Candidate] | None:

@@ -123,7 +123,10 @@ class ClusterState:
         return self.index.get(key_of(gang_id))
 
     def next_timer(self) -> float | None:
-        return self.timers.next()
+        """The earliest time a pass is due: a gang's timer, or the engine's (time alone may
+        change its outcome then: a gang old enough to evict, room no longer coming back)."""
+        times = [t for t in (self.timers.next(), self.engine.recheck_at) if t is not None]
+        return min(times, default=None)
 
     def is_done(self, key: GangKey) -> bool:
         """Whether the gang is gone or finished: it charges no quota."""

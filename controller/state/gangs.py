@@ -229,6 +229,20 @@ class ManagedGang:
     def live_pods(self) -> list[kube.Pod]:
         return [p for p in self.pods.values() if p.live()]
 
+    def work_done(self) -> bool:
+        """Whether the gang's pods have all succeeded, at least as many as must run at once, and
+        none is left to run (a Job whose controller has not marked it Complete yet): its work is
+        done though its owner does not say so yet."""
+        shape = self.shape
+        if shape is None or not self.pods:
+            return False
+        succeeded = 0
+        for pod in self.pods.values():
+            if pod.live():
+                return False
+            succeeded += pod.status.phase == "Succeeded"
+        return succeeded >= max(shape.min_member, 1)
+
     def running_pods(self) -> int:
         return sum(
             1

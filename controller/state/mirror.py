@@ -35,6 +35,8 @@ class Member:
     why: Pending | None = None
     # Admitted: the flavor each resource of each pod set holds (pod set -> resource -> flavor).
     flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Admitted: all its pods succeeded, though its owner does not say it finished yet.
+    done: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ def wanted(gang: ManagedGang, inventory: Inventory, now: float, *, resized: bool
             admitted_at,
             gang.placement(),
             flavors=gang.admitted_flavors(),
+            done=gang.work_done(),
         )
         return Wanted(member)
     if local is None:
@@ -190,6 +193,7 @@ class EngineMirror:
                 and (new.queue, new.gang, new.flavors) == (old.queue, old.gang, old.flavors)
             ):
                 engine.move(gang_id, new.placement)  # (its pods were bound elsewhere)
+                engine.work_done(gang_id, new.done)
                 self._set(key, new)
                 return False
             engine.finish(gang_id)
@@ -204,6 +208,7 @@ class EngineMirror:
                 engine.add_admitted(
                     quota.AdmittedGang(new.gang, new.admitted_at, new.placement, new.flavors)
                 )
+                engine.work_done(gang_id, new.done)
                 touched = True
         return touched
 

@@ -170,10 +170,10 @@ def targets(out: Path) -> None:
     if not rows:
         return
     print("\n== targets of default kohort ==")
-    print(f"{'setting':<24}{'target':<38}{'kohort':>10}  {'bound':<28}met")
+    print(f"{'setting':<24}{'target':<38}{'kohort':>10}  {'bound':<36}met")
     for setting, target, ours, bound, met in rows:
         verdict = "" if met is None else "yes" if met else "NO"
-        print(f"{setting:<24}{target:<38}{ours:>10}  {bound:<28}{verdict}")
+        print(f"{setting:<24}{target:<38}{ours:>10}  {bound:<36}{verdict}")
     judged = [met for *_, met in rows if met is not None]
     print(f"{sum(judged)} of {len(judged)} targets met")
 

@@ -116,7 +116,7 @@ def _number(value: float | None) -> float:
 
 # Models of other systems, which kohort's fair share must match at least (naive-reclaim and
 # kohort-spread are kohort's own core with other choices).
-BASELINES = ("kube-default", "gang-fifo", "gang-fifo-binpack", "gang-fifo-no-enqueue", "quota-drf")
+BASELINES = tuple(p for p in POLICIES if p not in ("naive-reclaim", "kohort", "kohort-spread"))
 
 
 def targets(out: Path) -> None:
@@ -170,10 +170,10 @@ def targets(out: Path) -> None:
     if not rows:
         return
     print("\n== targets of default kohort ==")
-    print(f"{'setting':<24}{'target':<38}{'kohort':>10}  {'bound':<28}met")
+    print(f"{'setting':<24}{'target':<38}{'kohort':>10}  {'bound':<36}met")
     for setting, target, ours, bound, met in rows:
         verdict = "" if met is None else "yes" if met else "NO"
-        print(f"{setting:<24}{target:<38}{ours:>10}  {bound:<28}{verdict}")
+        print(f"{setting:<24}{target:<38}{ours:>10}  {bound:<36}{verdict}")
     judged = [met for *_, met in rows if met is not None]
     print(f"{sum(judged)} of {len(judged)} targets met")
 
@@ -192,7 +192,7 @@ def report(out: Path) -> None:
         if mode == "flavors":
             print(f"  GPU types (flavor order): {setup.get('gpu_types')}")
         print(
-            f"{'policy':<22}{'alloc%':>7}{'p50 wait h':>11}{'p95 wait h':>11}"
+            f"{'policy':<29}{'alloc%':>7}{'p50 wait h':>11}{'p95 wait h':>11}"
             f"{'GPU p95 h':>10}{'mean wait h':>12}"
             f"{'jain':>7}"
             f"{'fair p5':>8}{'partial':>8}{'idle GPU-h':>11}{'free GPU-h*':>12}"
@@ -201,7 +201,7 @@ def report(out: Path) -> None:
         )
         for policy, r in results.items():
             print(
-                f"{policy:<22}{100 * r['gpu_allocation_mean']:>7.1f}"
+                f"{policy:<29}{100 * r['gpu_allocation_mean']:>7.1f}"
                 f"{hours(r.get('wait_p50')):>11.2f}{hours(r['wait_p95']):>11.2f}"
                 f"{hours(r.get('wait_p95_by_gpu')):>10.2f}"
                 f"{hours(r['wait_mean']):>12.2f}{r['jain_mean']:>7.3f}"
@@ -230,7 +230,7 @@ def compare_modes(out: Path) -> None:
             f"\n== {compression:g}x {nodes}: one GPU pool / GPU types as flavors (wait in hours) =="
         )
         columns = ("alloc%", "wait p50", "wait p95", "wait mean", "partial", "unfinished")
-        print(f"{'policy':<22}" + "".join(f"{c:>20}" for c in columns))
+        print(f"{'policy':<29}" + "".join(f"{c:>20}" for c in columns))
         for policy in both:
             a, b = single[policy], flavors[policy]
             cells = [
@@ -241,7 +241,7 @@ def compare_modes(out: Path) -> None:
                 f"{a['partial_jobs']} / {b['partial_jobs']}",
                 f"{a['censored']} / {b['censored']}",
             ]
-            print(f"{policy:<22}" + "".join(f"{c:>20}" for c in cells))
+            print(f"{policy:<29}" + "".join(f"{c:>20}" for c in cells))
 
 
 def by_size(results: dict[str, dict[str, Any]]) -> None:
@@ -253,7 +253,7 @@ def by_size(results: dict[str, dict[str, Any]]) -> None:
             f"{f['share_of_tail']:.0%}"
             for size, f in r.get("by_size", {}).items()
         ]
-        print(f"  {policy:<22}" + "   ".join(cells))
+        print(f"  {policy:<29}" + "   ".join(cells))
 
 
 def headline(ours: str, results: dict[str, dict[str, Any]]) -> None:
@@ -270,6 +270,7 @@ def headline(ours: str, results: dict[str, dict[str, Any]]) -> None:
         "gang-fifo",
         "gang-fifo-binpack",
         "gang-fifo-no-enqueue",
+        "gang-fifo-no-enqueue-binpack",
         "naive-reclaim",
     ):
         if other in results:

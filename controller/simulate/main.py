@@ -367,7 +367,7 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
         print(f"topology: {setup['topology_layout']}")
         print(f"topology requests: {setup['topology_requests']}")
     columns: list[tuple[str, str, Callable[[Result], object]]] = [
-        ("policy", "{:<22}", lambda r: r.policy),
+        ("policy", "{:<29}", lambda r: r.policy),
         ("alloc%", "{:>7.1f}", lambda r: 100 * r.gpu_allocation_mean),
         ("wait p50 h", "{:>11.2f}", lambda r: r.wait_p50 / 3600),
         ("wait p95 h", "{:>11.2f}", lambda r: r.wait_p95 / 3600),
@@ -425,7 +425,7 @@ def _print_topology(results: list[Result]) -> None:
         " time\nwith a rack's GPUs free in all, the share with no rack wholly free (fragmented)"
     )
     columns: list[tuple[str, str, Callable[[Result, TopologyFigures], object]]] = [
-        ("policy", "{:<22}", lambda r, t: r.policy),
+        ("policy", "{:<29}", lambda r, t: r.policy),
         ("required in", "{:>16}", lambda r, t: f"{t.required_within}/{t.required_starts}"),
         ("req in %", "{:>9.1f}", lambda r, t: 100 * t.required_within_share),
         (

@@ -17,7 +17,10 @@ which jobs started (every pod bound) and which were evicted.
 - `gang-fifo-binpack`: the same, packing nodes (Volcano with its binpack plugin, which the
   configuration of Volcano's Helm chart enables).
 - `gang-fifo-no-enqueue`: Volcano without the enqueue action: allocate takes every pending gang,
-  oldest first, and places it whole if it fits, so no gang holds anything before it is placed.
+  oldest first, and places it whole if it fits, so no gang holds anything before it is placed;
+  a gang that does not fit blocks nobody behind it. Spreading (Volcano's built-in node order).
+- `gang-fifo-no-enqueue-binpack`: the same, packing nodes (Volcano with the binpack plugin
+  weighted on GPUs, as docs/installation.md sets Volcano up for kohort).
 - `kube-default`: no gangs, no queues: pods bound one by one in arrival order, spreading; the
   pods of jobs submitted at the same instant interleave.
 - `kueue-tas` (with a topology layout, topology.py): `kohort` choosing the domains of gangs'
@@ -479,6 +482,7 @@ POLICIES = (
     "gang-fifo",
     "gang-fifo-binpack",
     "gang-fifo-no-enqueue",
+    "gang-fifo-no-enqueue-binpack",
     "quota-drf",
     "naive-reclaim",
     "kohort",
@@ -518,8 +522,8 @@ def make_policy(
         binder = GangBinder(nodes, node_order)
         return AdmitThenBindPolicy(name, queues, nodes, binder, single_queue=True)
 
-    def gang_fifo_no_enqueue() -> Policy:
-        config = Config(packing="spread", victims="classic")
+    def gang_fifo_no_enqueue(node_order: Packing) -> Policy:
+        config = Config(packing=node_order, victims="classic")
         return EnginePolicy(name, queues, nodes, config, single_queue=True)
 
     patient = [replace(q, min_runtime=min_runtime, evict_after=evict_after) for q in queues]
@@ -535,7 +539,8 @@ def make_policy(
         "kube-default": lambda: KubeDefaultPolicy(nodes),
         "gang-fifo": lambda: gang_fifo("spread"),
         "gang-fifo-binpack": lambda: gang_fifo("best-fit"),
-        "gang-fifo-no-enqueue": gang_fifo_no_enqueue,
+        "gang-fifo-no-enqueue": lambda: gang_fifo_no_enqueue("spread"),
+        "gang-fifo-no-enqueue-binpack": lambda: gang_fifo_no_enqueue("best-fit"),
         "quota-drf": lambda: AdmitThenBindPolicy(
             name, queues, nodes, PodBinder(nodes), flavors=flavors
         ),

@@ -36,8 +36,8 @@ PHILLY_TYPE_OF_8_GPU_NODES = "24GB"
 @dataclass(frozen=True, slots=True)
 class Job:
     """One trace job: a gang of `pods` pods of `gpus_per_pod` GPUs each, then the pod groups of
-    `more_groups`, (pods, GPUs per pod) each: a job whose GPUs do not split evenly into its pods
-    has a second group of pods with one GPU fewer (see `gang_shape`)."""
+    `more_groups`, (pods, GPUs per pod) each: a job whose GPUs are not a multiple of a node's
+    has a second group, one pod of the GPUs left over (see `gang_shape`)."""
 
     name: str
     queue: str
@@ -83,14 +83,17 @@ class Job:
 
 
 def gang_shape(gpus: int, pod_gpus: int = 8) -> tuple[tuple[int, int], ...]:
-    """The pod groups, (pods, GPUs per pod), of a job of n GPUs: k = ceil(n/pod_gpus) pods (one
-    pod for a GPU-less job) holding exactly n GPUs. With n = q*k + r, r pods get q+1 GPUs and
-    k-r pods q: one group when r = 0, else two, the larger pods first. Nothing is rounded up."""
-    pods = max(1, math.ceil(gpus / pod_gpus))
-    per_pod, rest = divmod(gpus, pods)
+    """The pod groups, (pods, GPUs per pod), of a job of n GPUs, as a job larger than a machine
+    runs: on whole machines, then one machine for the rest. A job of at most `pod_gpus` GPUs is
+    one pod of n (a GPU-less job one pod of none); a larger one floor(n/pod_gpus) pods of
+    `pod_gpus` GPUs and, when n is not a multiple of `pod_gpus`, one pod of the rest (12 GPUs
+    on 8-GPU nodes: a pod of 8 and a pod of 4, not two of 6). Nothing is rounded up."""
+    if gpus <= pod_gpus:
+        return ((1, gpus),)
+    whole, rest = divmod(gpus, pod_gpus)
     if rest == 0:
-        return ((pods, per_pod),)
-    return ((rest, per_pod + 1), (pods - rest, per_pod))
+        return ((whole, pod_gpus),)
+    return ((whole, pod_gpus), (1, rest))
 
 
 def gpu_node(name: str, gpus: int, gpu_type: str = "") -> Node:

@@ -26,8 +26,8 @@ from controller.simulate.traces import (
 
 @pytest.mark.parametrize(
     ("gpus", "shape"),
-    [(1, ((1, 1),)), (8, ((1, 8),)), (12, ((2, 6),)), (24, ((3, 8),)), (128, ((16, 8),))],
-    ids=["one", "node", "half-nodes", "three-nodes", "largest"],
+    [(1, ((1, 1),)), (8, ((1, 8),)), (12, ((1, 8), (1, 4))), (24, ((3, 8),)), (128, ((16, 8),))],
+    ids=["one", "node", "node-and-a-half", "three-nodes", "largest"],
 )
 def test_a_philly_job_of_n_gpus_is_a_gang_of_whole_node_pods(
     gpus: int, shape: tuple[tuple[int, int], ...]

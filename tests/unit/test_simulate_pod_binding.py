@@ -23,29 +23,38 @@ def nine_gpus(name: str = "nine", submit: float = 0.0, duration: float = 100.0) 
     return Job(name, "a", submit, duration, pods, per_pod, more_groups=tuple(more))
 
 
+def five_and_four(duration: float = 100.0) -> Job:
+    """A job of two pod groups: one pod of 5 GPUs, one of 4."""
+    return Job("nine", "a", 0.0, duration, 1, 5, more_groups=((1, 4),))
+
+
 def one_gpu_pods(name: str, pods: int, submit: float = 0.0) -> Job:
     return Job(name, "a", submit, 100.0, pods, 1)
 
 
-def test_a_9_gpu_job_is_a_gang_of_one_5_gpu_pod_and_one_4_gpu_pod_9_gpus_in_all() -> None:
+def test_a_9_gpu_job_is_a_gang_of_one_8_gpu_pod_and_one_1_gpu_pod_9_gpus_in_all() -> None:
     job = nine_gpus()
-    assert gang_shape(9) == ((1, 5), (1, 4))
+    assert gang_shape(9) == ((1, 8), (1, 1))
     assert job.gpus == 9
     sets = job.pod_sets()
     assert [(ps.name, ps.count, ps.requests[GPU] // 1000) for ps in sets] == [
-        ("main", 1, 5),
-        ("main-1", 1, 4),
+        ("main", 1, 8),
+        ("main-1", 1, 1),
     ]
 
 
+def test_a_12_gpu_job_is_a_pod_of_8_and_a_pod_of_4_not_two_of_6() -> None:
+    assert gang_shape(12) == ((1, 8), (1, 4))
+
+
 @pytest.mark.parametrize("gpus", range(1, 130))
-def test_a_job_of_n_gpus_is_ceil_n_over_8_pods_holding_exactly_n(gpus: int) -> None:
+def test_a_job_of_n_gpus_fills_whole_8_gpu_pods_and_puts_the_rest_in_one_pod(gpus: int) -> None:
     groups = gang_shape(gpus)
     sizes = [per_pod for pods, per_pod in groups for _ in range(pods)]
     assert len(sizes) == math.ceil(gpus / 8)
     assert sum(sizes) == gpus
-    assert max(sizes) - min(sizes) <= 1 and max(sizes) <= 8
-    assert sizes == sorted(sizes, reverse=True)  # the larger pods first
+    assert sizes[:-1] == [8] * (len(sizes) - 1)  # every pod but the last a whole node's
+    assert 1 <= sizes[-1] <= 8
 
 
 def test_a_gpu_less_job_is_one_pod() -> None:
@@ -59,13 +68,13 @@ def test_the_philly_loader_keeps_the_exact_gpus_of_an_uneven_job(tmp_path: Path)
     header = "timestamp,duration,num_gpus,gpu_time,cluster"
     (tmp_path / "philly" / "philly.csv").write_text("\n".join([header, *rows, ""]))
     nine, twenty = load_philly(tmp_path).jobs
-    assert (nine.gpus, nine.groups) == (9, ((1, 5), (1, 4)))
-    assert (twenty.gpus, twenty.groups) == (20, ((2, 7), (1, 6)))
+    assert (nine.gpus, nine.groups) == (9, ((1, 8), (1, 1)))
+    assert (twenty.gpus, twenty.groups) == (20, ((2, 8), (1, 4)))
 
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_9_gpu_job_runs_on_an_8_and_a_4_gpu_node_and_counts_9_gpus(policy: str) -> None:
-    # Rounded up to two pods of 5 GPUs it could never run here: the 4-GPU node takes neither.
+    # Rounded up to two pods of 8 it could never run here; its pods of 8 and 1 GPUs fit.
     nodes = [gpu_node("n8", 8), gpu_node("n4", 4)]
     queues = philly_queues({"a": 1}, 12)
     result = simulate(
@@ -84,15 +93,16 @@ def test_only_pod_by_pod_binders_hold_part_of_a_gang_that_cannot_fit(policy: str
     # One 8-GPU node: the 5-GPU pod fits, the 4-GPU pod then does not.
     nodes = [gpu_node("n8", 8)]
     bound = make_policy(policy, philly_queues({"a": 1}, 16), nodes)
-    bound.submit(nine_gpus(), 0.0)
+    bound.submit(five_and_four(), 0.0)
     assert bound.step(0.0).started == []
     assert bound.partial_gpus() == (5 if policy in POD_BY_POD else 0)
 
 
 def test_a_partly_bound_job_holds_exactly_the_gpus_of_its_bound_pods() -> None:
-    # The 9-GPU job binds its 5-GPU pod and waits for ever; a 1-GPU job runs 100-110 s beside it.
+    # The 5+4-GPU job binds its 5-GPU pod and waits for ever; a 1-GPU job runs 100-110 s beside
+    # it.
     nodes = [gpu_node("n8", 8)]
-    jobs = [nine_gpus(), Job("one", "a", 100.0, 10.0, 1, 1)]
+    jobs = [five_and_four(), Job("one", "a", 100.0, 10.0, 1, 1)]
     result = simulate(
         jobs, KubeDefaultPolicy(nodes), total_gpus=8, weights={"a": 1.0}, progress=None
     )

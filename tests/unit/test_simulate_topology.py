@@ -81,7 +81,7 @@ def test_a_multi_pod_gang_asks_for_a_rack_when_it_fits_one_else_a_block() -> Non
 
 @pytest.mark.parametrize(
     ("gpus", "shape"),
-    [(4, ((1, 4),)), (8, ((2, 4),)), (6, ((2, 3),)), (12, ((3, 4),)), (32, ((8, 4),))],
+    [(4, ((1, 4),)), (8, ((2, 4),)), (6, ((1, 4), (1, 2))), (12, ((3, 4),)), (32, ((8, 4),))],
 )
 def test_gangs_of_smaller_pods_split_a_job_into_pods_of_at_most_that_many_gpus(
     gpus: int, shape: tuple[tuple[int, int], ...]

@@ -109,12 +109,15 @@ class StartForecast:
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """How far a forward run may go: `horizon` seconds after now, `max_cycles` cycles. Ends
-    less than `resolution` seconds apart are taken together, at the last of them (so no start
-    is forecast early by this), which saves cycles when many gangs end close together."""
+    """How far a forward run may go: `horizon` seconds after now, `max_cycles` cycles,
+    `max_admissions` admissions (each costs about what it costs the live engine, so this bounds
+    a refresh's CPU; None: no bound). A gang not admitted by then has no forecast. Ends less
+    than `resolution` seconds apart are taken together, at the last of them (so no start is
+    forecast early by this), which saves cycles when many gangs end close together."""
 
     horizon: float = 7 * 86400.0
     max_cycles: int = 5000
+    max_admissions: int | None = None
     resolution: float = 60.0
 
 
@@ -157,10 +160,12 @@ def _run(
     heapq.heapify(ends)
     waiting = set(targets)
     starts: dict[str, float] = {}
-    t, cycles = now, 0
-    while waiting and cycles < bounds.max_cycles:
+    t, cycles, admitted = now, 0, 0
+    budget = math.inf if bounds.max_admissions is None else bounds.max_admissions
+    while waiting and cycles < bounds.max_cycles and admitted < budget:
         decisions = engine.cycle(t)
         cycles += 1
+        admitted += len(decisions.admissions)
         for eviction in decisions.evictions:
             engine.add_pending(gangs[eviction.gang])
         for admission in decisions.admissions:
@@ -176,8 +181,8 @@ def _run(
             break
         t = max(nxt, t)
         while ends and ends[0][0] <= nxt + bounds.resolution:
-            end, name, admitted = heapq.heappop(ends)
-            if admitted == admissions.get(name, 0) and name in engine.running:
+            end, name, times = heapq.heappop(ends)
+            if times == admissions.get(name, 0) and name in engine.running:
                 engine.finish(name)
                 t = max(t, end)
     return starts

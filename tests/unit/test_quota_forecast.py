@@ -147,3 +147,12 @@ def test_only_the_named_gangs_are_forecast() -> None:
     engine = one_node_engine(running(gang("first", "a"), "n1", at=0.0), pending=pending)
 
     assert set(forecast(engine, 0.0, lambda g: learned(1.0), gangs=["third"])) == {"third"}
+
+
+def test_a_refresh_bounded_in_admissions_leaves_the_gangs_beyond_it_without_a_forecast() -> None:
+    pending = tuple(gang(f"g{i}", "a", created=float(i)) for i in range(4))
+    engine = one_node_engine(running(gang("first", "a"), "n1", at=0.0), pending=pending)
+
+    result = forecast(engine, 0.0, lambda g: learned(1.0), bounds=Bounds(max_admissions=2))
+
+    assert [result[f"g{i}"].median for i in range(4)] == [HOUR, 2 * HOUR, None, None]

@@ -82,6 +82,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="first requeue backoff after a pods-ready timeout; doubles each time",
     )
     parser.add_argument("--resync-period", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument(
+        "--forecast-refresh",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="refresh pending Workloads' status.startForecast at most this often"
+        " (e.g. 30; default 0: no forecasts)",
+    )
     measured = quota.Config.measured()
     parser.add_argument(
         "--packing", choices=["best-fit", "spread", "first-fit"], default=measured.packing
@@ -173,6 +181,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         release_timeout=args.release_timeout or None,
         requeue_base=args.requeue_base,
         resync_period=args.resync_period,
+        forecast_refresh=args.forecast_refresh or None,
         core=quota.Config(
             placement=not args.no_placement_check,
             packing=args.packing,

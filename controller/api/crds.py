@@ -107,6 +107,12 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
             "jsonPath": f'.status.conditions[?(@.type=="{WorkloadCondition.ADMITTED}")].status',
         },
         {"name": "Reason", "type": "string", "jsonPath": ".status.pendingReason"},
+        {
+            "name": "Start (p90)",
+            "type": "string",
+            "jsonPath": ".status.startForecast.p90",
+            "priority": 1,
+        },
         _AGE,
     ],
 }

@@ -90,11 +90,24 @@ class RequeueState(Lenient):
     requeue_at: str | None = None
 
 
+class StartForecast(Lenient):
+    """When a pending gang is estimated to start (RFC 3339), if every gang ahead runs its median
+    runtime and if every one runs its 90th percentile; absent: not within the forecast's reach.
+    `basis`: where this gang's queue's runtimes came from (learned from its finished gangs, or
+    the default while none has finished)."""
+
+    median: str | None = None
+    p90: str | None = None
+    computed_at: str
+    basis: Literal["declared", "learned", "default"]
+
+
 class WorkloadStatus(Lenient):
     conditions: list[Condition] = Field(default_factory=list)
     admission: AdmissionRecord | None = None
     pending_reason: str | None = None
     requeue_state: RequeueState | None = None
+    start_forecast: StartForecast | None = None
 
 
 class Workload(Resource):

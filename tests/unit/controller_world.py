@@ -89,6 +89,7 @@ class World:
         pods_ready_timeout: float | None = None,
         release_timeout: float | None = Settings.release_timeout,
         clock: Callable[[], float] = lambda: NOW,
+        forecast_refresh: float | None = None,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -101,6 +102,7 @@ class World:
             pods_ready_timeout=pods_ready_timeout,
             release_timeout=release_timeout,
             core=quota.Config(placement=False),
+            forecast_refresh=forecast_refresh,
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)
         self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, registry=registry)

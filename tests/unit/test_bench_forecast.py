@@ -29,9 +29,10 @@ def test_the_forecast_bench_prints_its_accuracy_and_the_cpu_of_a_refresh(
         forecast, started = int(row[1]), int(row[2])
         assert forecast == 30 and 0 < started <= forecast
         assert row[4].endswith("%")
-    assert "pass, forecasts off: median" in out
-    assert "at most any number of admissions a run" in out
-    assert "at most 10 admissions a run" in out
+    assert "forecasts off: median" in out
+    assert "forecasts on, at most any number of admissions a forward run" in out
+    assert "forecasts on, at most 10 admissions a forward run" in out
+    assert "Workloads show a forecast" in out
 
 
 def test_a_gang_counts_as_within_its_p90_when_it_starts_no_later() -> None:

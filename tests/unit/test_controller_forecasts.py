@@ -87,3 +87,20 @@ async def test_forecasts_turned_off_are_never_written(started: list[World]) -> N
 
     assert world.suspended("second") is True
     assert start_forecast(world, "second") is None
+
+
+async def test_a_forecast_that_moved_less_than_a_minute_is_not_written_again(
+    started: list[World],
+) -> None:
+    clock = [NOW]
+    jobs = ((kinds.JOBS, held_job("first", 4)), (kinds.JOBS, held_job("second", 4)))
+    world = await start(started, World(*jobs, clock=lambda: clock[0], forecast_refresh=30.0))
+    await passes(world, 3)
+    clock[0] = NOW + 30
+    await passes(world, 1)
+
+    clock[0] = NOW + 60  # due again; the first's end is still an hour after its admission
+    await passes(world, 1)
+
+    shown = start_forecast(world, "second")
+    assert shown is not None and shown["computedAt"] == format_time(NOW + 30)

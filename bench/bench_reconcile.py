@@ -257,23 +257,29 @@ class Result:
     changes: list[Pass]
 
 
-async def run_size(pending: int, args: argparse.Namespace, gc_clock: GcClock) -> Result:
-    api = TimedApi(args.latency / 1000)
-    nodes = fill(api, pending)
-    starvation = args.starvation_after if args.starvation_after else None
-    settings = Settings(pods_ready_timeout=None, core=quota.Config(starvation_after=starvation))
+async def wire(api: MemoryApi, settings: Settings) -> tuple[ClusterState, Cache, Reconciler]:
+    """The controller as controller.main.start wires it, without leader election and the run
+    loop, its cache synced from `api`."""
     podgroups = PodGroupSettings()
-    # As controller.main.start wires them, without leader election and the run loop.
     state = ClusterState(settings, podgroups)
     cache = Cache(api, podgroup_kind=podgroups.kind)
     writers = Writers(api, cache.informers, identity="bench")
     reconciler = Reconciler(state, writers, settings, ControllerMetrics())
     cache.listen(reconciler.notify)
-    start = time.perf_counter()
     cache.start()
     await cache.wait_synced()
     with contextlib.suppress(ApiError):
         await writers.ensure_volcano_queue(podgroups.volcano_queue)
+    return state, cache, reconciler
+
+
+async def run_size(pending: int, args: argparse.Namespace, gc_clock: GcClock) -> Result:
+    api = TimedApi(args.latency / 1000)
+    nodes = fill(api, pending)
+    starvation = args.starvation_after if args.starvation_after else None
+    settings = Settings(pods_ready_timeout=None, core=quota.Config(starvation_after=starvation))
+    start = time.perf_counter()
+    _, cache, reconciler = await wire(api, settings)
     print(
         f"\n== {pending:,} held Jobs, {COHORTS * QUEUES_PER_COHORT} ClusterQueues in {COHORTS}"
         f" cohorts, {nodes} nodes of {NODE_CPU} cpu; cache synced in"

@@ -117,6 +117,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             flag, type=type(default), default=default, metavar=metavar, help=help_text
         )
+    parser.add_argument(
+        "--forecast-refresh",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="refresh pending Workloads' status.startForecast at most this often"
+        " (e.g. 30; default 0: no forecasts)",
+    )
     measured = quota.Config.measured()
     parser.add_argument(
         "--packing", choices=["best-fit", "spread", "first-fit"], default=measured.packing
@@ -218,6 +226,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         requeue_base=args.requeue_base,
         resync_period=args.resync_period,
         **{field: getattr(args, field) for field, _, _ in POSITION_FLAGS.values()},
+        forecast_refresh=args.forecast_refresh or None,
         core=quota.Config(
             placement=not args.no_placement_check,
             packing=args.packing,

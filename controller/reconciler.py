@@ -182,6 +182,7 @@ class Reconciler:
         self.state.retry(failed)  # tried again next pass
         self.state.writes_refused(stats.refused, now)
         self._report(now, stats, failed)
+        self._forecast(now)
         if stats.admitted or stats.evicted:
             self._wake.set()  # admissions change the picture: look again
         if wait:
@@ -280,6 +281,13 @@ class Reconciler:
         if gang is None or gang.queue is None:
             return None
         return (gang.namespace, gang.queue)
+
+    def _forecast(self, now: float) -> None:
+        """Pending gangs' start forecasts, when a refresh is due: after the pass's decisions
+        are written, deferred under keys of their own (they never replace a gang's report); a
+        refused one is written again when the next refresh finds it still moved."""
+        for key, steps in self.state.plan_forecasts(now).items():
+            self.deferred.defer(("forecast", key), steps, _ignore)
 
     def _retry_gang(self, key: GangKey) -> Callable[[], None]:
         def failed() -> None:
@@ -402,3 +410,7 @@ class Reconciler:
         except* LostLeadership:
             raise LostLeadership() from None
         return failed
+
+
+def _ignore() -> None:
+    """A write whose failure needs nothing done."""

@@ -34,6 +34,10 @@ class Settings:
     # Positions are computed at most this often (seconds): computing them costs about what
     # an admission cycle over every pending gang does.
     positions_period: float = 5.0
+    # Pending gangs' start forecasts are refreshed at most this often, after a pass's writes
+    # (None: no forecasts, the default: a refresh costs many passes' CPU at a large backlog;
+    # see controller/state/forecasts.py and docs/performance.md).
+    forecast_refresh: float | None = None
     # A pass runs at least this often (it also runs when an event or a timer is due).
     resync_period: float = 5.0
     # After a change into an idle loop, wait this long so that its burst is one pass (changes

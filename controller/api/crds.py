@@ -108,6 +108,12 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         },
         {"name": "Position", "type": "integer", "jsonPath": ".status.position.clusterQueue"},
         {"name": "Reason", "type": "string", "jsonPath": ".status.pendingReason"},
+        {
+            "name": "Start (p90)",
+            "type": "string",
+            "jsonPath": ".status.startForecast.p90",
+            "priority": 1,
+        },
         _AGE,
         {
             "name": "InLocalQueue",

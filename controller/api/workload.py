@@ -101,6 +101,18 @@ class QueuePosition(Lenient):
     cohort: int | None = None
 
 
+class StartForecast(Lenient):
+    """When a pending gang is estimated to start (RFC 3339), if every gang ahead runs its median
+    runtime and if every one runs its 90th percentile; absent: not within the forecast's reach.
+    `basis`: where this gang's queue's runtimes came from (learned from its finished gangs, or
+    the default while none has finished)."""
+
+    median: str | None = None
+    p90: str | None = None
+    computed_at: str
+    basis: Literal["declared", "learned", "default"]
+
+
 class WorkloadStatus(Lenient):
     conditions: list[Condition] = Field(default_factory=list)
     admission: AdmissionRecord | None = None
@@ -109,6 +121,7 @@ class WorkloadStatus(Lenient):
     # Written on its own (WriteWorkloadPosition), never by a whole-status write; absent once
     # the gang is admitted or done.
     position: QueuePosition | None = None
+    start_forecast: StartForecast | None = None
 
 
 class Workload(Resource):

@@ -364,6 +364,24 @@ class Engine:
         self._build_queues([queue.spec for queue in self.queues.values() if queue.spec])
         self._rebuild(pending, running)
 
+    def fork(self) -> Engine:
+        """A new engine with this one's queues, nodes and gangs, and none of its memory of past
+        cycles: for looking ahead (forecast.py) without touching this one."""
+        pending, running = self._gangs()
+        copy = Engine(
+            [queue.spec for queue in self.queues.values() if queue.state.spec],
+            self._nodes.values(),
+            self.config,
+            flavors=self._flavors.values(),
+            cohorts=self._cohorts,
+            require_flavors=self._require_flavors,
+        )
+        for admitted in running:
+            copy.add_admitted(admitted)
+        for gang in pending:
+            copy.add_pending(gang)
+        return copy
+
     def _gangs(self) -> tuple[list[Gang], list[AdmittedGang]]:
         pending = [info.gang for _, info in self.pending.values()]
         running = [

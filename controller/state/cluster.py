@@ -27,6 +27,7 @@ from controller.quota.engine import Engine
 from controller.quota.outcomes import Admission, Decisions, Eviction, EvictionCause
 from controller.settings import Settings
 from controller.state import objects, planner
+from controller.state.forecasts import Forecaster
 from controller.state.gangs import GangIndex, GangKey, ManagedGang, key_of
 from controller.state.inventory import Inventory
 from controller.state.mirror import EngineMirror, Member, wanted
@@ -100,6 +101,7 @@ class ClusterState:
         self.timers = Timers()
         self.mirror = EngineMirror(settings.core)
         self.reporter = Reporter(settings, self.timers, self.inventory, self.mirror)
+        self.forecasts = Forecaster(settings.forecast_refresh)
         # New gangs a pass put off to the next (their Workloads were not made).
         self._later: set[GangKey] = set()
         self._evictions: list[tuple[GangKey, str, Reason]] = []
@@ -235,20 +237,20 @@ class ClusterState:
         self, key: GangKey, gang: ManagedGang | None, now: float, reports: Work
     ) -> list[Step]:
         if gang is None or not self.inventory.ours(key[0]):
-            self._follow(key, None, None)
+            self._follow(key, None, None, now)
             self.reporter.forget(key)
             self._unreleased.discard(key)
             return []
         steps = self._bookkeeping(gang, now)
         if steps is not None:
-            self._follow(key, None, gang)
+            self._follow(key, None, gang, now)
             return steps
         resized = objects.resized(gang) if gang.reserved else None
         steps = self._converge(gang, now, resized)
         want = wanted(gang, self.inventory, now, resized=resized is not None)
         if want.wake_at is not None:
             self.timers.at(key, want.wake_at)
-        self._follow(key, want.member, gang)
+        self._follow(key, want.member, gang, now)
         why = want.member.why
         if why is None and want.member.state == "pending":
             why = self.mirror.reason(gang)
@@ -258,8 +260,16 @@ class ClusterState:
                 reports[key] = report
         return steps
 
-    def _follow(self, key: GangKey, member: Member | None, gang: ManagedGang | None) -> None:
-        """The engine holds `member` for the gang; its queue counts it so."""
+    def _follow(
+        self, key: GangKey, member: Member | None, gang: ManagedGang | None, now: float
+    ) -> None:
+        """The engine holds `member` for the gang; its queue counts it so. An admitted gang
+        that is done tells the forecasts how long its queue's gangs run."""
+        old = self.mirror.members.get(key)
+        left = old is not None and old.state == "admitted"
+        if left and (member is None or member.state != "admitted") and self.is_done(key):
+            assert old is not None
+            self.forecasts.ended(old.queue, old.admitted_at, now)
         if self.mirror.follow(key, member):
             self._touch_nodes(key)
         self.reporter.count(key, counted(gang, member) if gang is not None else None)
@@ -479,6 +489,12 @@ class ClusterState:
             else:
                 work[gang.key] = self.reporter.pending(gang, why, now)
         return work
+
+    def plan_forecasts(self, now: float) -> Work:
+        """The start forecasts that moved, to write, when a refresh is due (none otherwise)."""
+        if not self.forecasts.due(now):
+            return {}
+        return self.forecasts.refresh(self.engine, now, self.gang)
 
     # -- what users see of the queues -----------------------------------------------------------
 

@@ -194,6 +194,7 @@ def admitted_status(gang: ManagedGang, admission: Admission, now: float) -> Work
         admitted_at=format_time(now),
     )
     status.pending_reason = None
+    status.start_forecast = None
     return status
 
 

@@ -94,6 +94,7 @@ class World:
         positions_head: int = Settings.positions_head,
         position_writes: int = Settings.position_writes,
         positions_period: float = 0.0,
+        forecast_refresh: float | None = None,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -110,6 +111,7 @@ class World:
             positions_head=positions_head,
             position_writes=position_writes,
             positions_period=positions_period,
+            forecast_refresh=forecast_refresh,
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)
         self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, registry=registry)

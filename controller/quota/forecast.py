@@ -1,0 +1,188 @@
+"""Start-time forecasts: the admission cycle run forward from the live state, in simulated time.
+
+Rule: pure, like the rest of the core: an Engine's state and what is known of runtimes in, each
+pending gang's estimated start out. The live engine is never changed: the runs are on
+`Engine.fork()`, which keeps its queues, nodes and gangs but none of its memory of past cycles.
+
+How a forecast is made: two forward runs from `now`, one in which every gang runs its median
+runtime and one in which every gang runs its 90th percentile. Each run finishes admitted gangs
+at their estimated ends, runs the engine's own cycle at each such instant (and when one of the
+engine's timers is due: evict after, minimum runtime), and notes when each pending gang is
+first admitted. Gangs that arrive later are unknown to it, and so are gangs leaving early, so
+a forecast is what happens if nothing else comes; the p90 run's longer runtimes leave room
+for some of what does come (bench/bench_forecast.py measures how often the p90 holds).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Literal
+
+from controller.quota.engine import Engine
+from controller.quota.snapshot import Gang
+
+Basis = Literal["declared", "learned", "default"]
+
+# The runtime assumed for a gang of a queue none of whose gangs has finished yet.
+DEFAULT_RUNTIME = 3600.0
+# How many of a queue's most recent finished gangs the learned runtimes come from.
+HISTORY = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """What is known of how long a gang runs once admitted.
+
+    declared: the most it may run (a maximum runtime it declares, a Job's
+        activeDeadlineSeconds): it is stopped then, so both quantiles take it, an upper bound.
+    samples: otherwise, the runtimes of finished gangs of its queue, sorted.
+    default: with neither, the runtime assumed at both quantiles.
+    """
+
+    declared: float | None = None
+    samples: tuple[float, ...] = ()
+    default: float = DEFAULT_RUNTIME
+
+    @property
+    def basis(self) -> Basis:
+        if self.declared is not None:
+            return "declared"
+        return "learned" if self.samples else "default"
+
+    def quantile(self, q: float, ran: float = 0.0) -> float:
+        """Its whole runtime at quantile `q` (0 < q < 1), knowing it has already run `ran`
+        seconds: learned runtimes shorter than that are ruled out. A gang that has outlived
+        every learned runtime (or the default) is taken to have a heavy tail (Pareto, index
+        1): at quantile q it runs ran / (1 - q) in all, twice as long as it has at the median."""
+        if self.declared is not None:
+            return max(self.declared, ran)
+        samples = self.samples or (self.default,)
+        longer = bisect.bisect_right(samples, ran)
+        if longer == len(samples):
+            return ran / (1.0 - q) if ran > 0 else samples[-1]
+        rank = longer + math.ceil(q * (len(samples) - longer)) - 1
+        return samples[max(rank, longer)]
+
+
+@dataclass(slots=True)
+class RuntimeHistory:
+    """The runtimes of each queue's most recent finished gangs (at most `keep` a queue)."""
+
+    keep: int = HISTORY
+    default: float = DEFAULT_RUNTIME
+    _recent: dict[str, deque[float]] = field(default_factory=dict)
+    _sorted: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def add(self, queue: str, seconds: float) -> None:
+        """A gang of `queue` finished after running `seconds`."""
+        recent = self._recent.get(queue)
+        if recent is None:
+            recent = self._recent[queue] = deque(maxlen=self.keep)
+        recent.append(max(seconds, 0.0))
+        self._sorted.pop(queue, None)
+
+    def runtime(self, queue: str, declared: float | None = None) -> Runtime:
+        """What is known of the runtime of a gang of `queue` declaring at most `declared`."""
+        if declared is not None:
+            return Runtime(declared=declared, default=self.default)
+        samples = self._sorted.get(queue)
+        if samples is None:
+            samples = tuple(sorted(self._recent.get(queue, ())))
+            self._sorted[queue] = samples
+        return Runtime(samples=samples, default=self.default)
+
+
+@dataclass(frozen=True, slots=True)
+class StartForecast:
+    """When a pending gang is estimated to start (seconds, the engine's clock), if all gangs
+    run their median runtime and if all run their 90th percentile; None: not before the
+    forecast's horizon."""
+
+    median: float | None
+    p90: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """How far a forward run may go: `horizon` seconds after now, `max_cycles` cycles,
+    `max_admissions` admissions (each costs about what it costs the live engine, so this bounds
+    a refresh's CPU; None: no bound). A gang not admitted by then has no forecast. Ends less
+    than `resolution` seconds apart are taken together, at the last of them (so no start is
+    forecast early by this), which saves cycles when many gangs end close together."""
+
+    horizon: float = 7 * 86400.0
+    max_cycles: int = 5000
+    max_admissions: int | None = None
+    resolution: float = 60.0
+
+
+RuntimeOf = Callable[[Gang], Runtime]
+
+
+def forecast(
+    engine: Engine,
+    now: float,
+    runtime_of: RuntimeOf,
+    *,
+    gangs: Collection[str] | None = None,
+    bounds: Bounds = Bounds(),
+) -> dict[str, StartForecast]:
+    """The estimated start of each pending gang of `engine` (or of those named in `gangs`)."""
+    targets = set(engine.pending if gangs is None else gangs) & engine.pending.keys()
+    median = _run(engine, now, runtime_of, 0.5, targets, bounds)
+    p90 = _run(engine, now, runtime_of, 0.9, targets, bounds)
+    return {name: StartForecast(median.get(name), p90.get(name)) for name in sorted(targets)}
+
+
+def _run(
+    live: Engine,
+    now: float,
+    runtime_of: RuntimeOf,
+    q: float,
+    targets: set[str],
+    bounds: Bounds,
+) -> dict[str, float]:
+    """One forward run with every gang's runtime at quantile `q`: when each target starts."""
+    engine = live.fork()
+    gangs = {name: info.gang for name, (_, info) in engine.pending.items()}
+    ends: list[tuple[float, str, int]] = []
+    admissions: dict[str, int] = {}  # gang -> how many times admitted, to skip stale ends
+    for name, (_, running) in engine.running.items():
+        gangs[name] = running.info.gang
+        ran = max(now - running.admitted_at, 0.0)
+        end = running.admitted_at + runtime_of(running.info.gang).quantile(q, ran)
+        ends.append((max(end, now), name, 0))
+    heapq.heapify(ends)
+    waiting = set(targets)
+    starts: dict[str, float] = {}
+    t, cycles, admitted = now, 0, 0
+    budget = math.inf if bounds.max_admissions is None else bounds.max_admissions
+    while waiting and cycles < bounds.max_cycles and admitted < budget:
+        decisions = engine.cycle(t)
+        cycles += 1
+        admitted += len(decisions.admissions)
+        for eviction in decisions.evictions:
+            engine.add_pending(gangs[eviction.gang])
+        for admission in decisions.admissions:
+            name = admission.gang
+            if name in waiting:
+                waiting.discard(name)
+                starts[name] = t
+            admissions[name] = admissions.get(name, 0) + 1
+            heapq.heappush(ends, (t + runtime_of(gangs[name]).quantile(q), name, admissions[name]))
+        recheck = engine.recheck_at
+        nxt = min(ends[0][0] if ends else math.inf, math.inf if recheck is None else recheck)
+        if nxt > now + bounds.horizon:
+            break
+        t = max(nxt, t)
+        while ends and ends[0][0] <= nxt + bounds.resolution:
+            end, name, times = heapq.heappop(ends)
+            if times == admissions.get(name, 0) and name in engine.running:
+                engine.finish(name)
+                t = max(t, end)
+    return starts

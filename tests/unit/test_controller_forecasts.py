@@ -1,0 +1,106 @@
+"""A pending gang's Workload shows when it is estimated to start (status.startForecast),
+refreshed at most every `forecast_refresh` seconds from how long its queue's gangs ran."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.api import kinds
+from controller.api.times import format_time
+from tests.unit.controller_world import NOW, World, held_job, start
+
+JSON = dict[str, Any]
+HOUR = 3600.0
+
+
+def start_forecast(world: World, job: str) -> JSON | None:
+    workload = world.workload(f"job-{job}")
+    assert workload is not None
+    shown: JSON | None = (workload.get("status") or {}).get("startForecast")
+    return shown
+
+
+async def passes(world: World, count: int = 2) -> None:
+    for _ in range(count):
+        await world.reconciler.reconcile_once()
+        await world.api.settle()
+
+
+async def complete(world: World, job: str) -> None:
+    done = world.api.read_back(kinds.JOBS, job, "ns")
+    assert done is not None
+    done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    world.api.put(kinds.JOBS, done)
+    await world.api.settle()
+
+
+async def test_a_job_behind_one_that_fills_the_queue_is_told_it_starts_when_that_one_ends(
+    started: list[World],
+) -> None:
+    clock = [NOW]
+    jobs = ((kinds.JOBS, held_job("first", 4)), (kinds.JOBS, held_job("second", 4)))
+    world = await start(started, World(*jobs, clock=lambda: clock[0], forecast_refresh=30.0))
+    await passes(world, 3)
+    assert start_forecast(world, "second") is None  # not yet told why it waits at the first
+
+    clock[0] = NOW + 30  # the next refresh is due
+    await passes(world, 1)
+
+    assert world.suspended("second") is True
+    # Nothing of the queue has finished yet: every gang is taken to run the default hour.
+    assert start_forecast(world, "second") == {
+        "median": format_time(NOW + HOUR),
+        "p90": format_time(NOW + HOUR),
+        "computedAt": format_time(NOW + 30),
+        "basis": "default",
+    }
+    assert start_forecast(world, "first") is None
+
+
+async def test_forecasts_learn_how_long_the_queues_gangs_ran_and_leave_admitted_gangs(
+    started: list[World],
+) -> None:
+    clock = [NOW]
+    jobs = [(kinds.JOBS, held_job(name, 4)) for name in ("first", "second", "third")]
+    world = await start(started, World(*jobs, clock=lambda: clock[0], forecast_refresh=30.0))
+    await passes(world, 3)
+    clock[0] = NOW + 30
+    await passes(world, 1)
+    assert start_forecast(world, "second") is not None
+
+    clock[0] = NOW + 600  # the first ran ten minutes
+    await complete(world, "first")
+    await passes(world, 3)
+
+    assert world.suspended("second") is False
+    assert start_forecast(world, "second") is None
+    shown = start_forecast(world, "third")
+    assert shown is not None
+    assert (shown["median"], shown["basis"]) == (format_time(NOW + 1200), "learned")
+
+
+async def test_forecasts_turned_off_are_never_written(started: list[World]) -> None:
+    jobs = ((kinds.JOBS, held_job("first", 4)), (kinds.JOBS, held_job("second", 4)))
+    world = await start(started, World(*jobs, forecast_refresh=None))
+
+    await passes(world, 3)
+
+    assert world.suspended("second") is True
+    assert start_forecast(world, "second") is None
+
+
+async def test_a_forecast_that_moved_less_than_a_minute_is_not_written_again(
+    started: list[World],
+) -> None:
+    clock = [NOW]
+    jobs = ((kinds.JOBS, held_job("first", 4)), (kinds.JOBS, held_job("second", 4)))
+    world = await start(started, World(*jobs, clock=lambda: clock[0], forecast_refresh=30.0))
+    await passes(world, 3)
+    clock[0] = NOW + 30
+    await passes(world, 1)
+
+    clock[0] = NOW + 60  # due again; the first's end is still an hour after its admission
+    await passes(world, 1)
+
+    shown = start_forecast(world, "second")
+    assert shown is not None and shown["computedAt"] == format_time(NOW + 30)

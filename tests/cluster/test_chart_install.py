@@ -60,6 +60,7 @@ RESTRICTED = "pod-security.kubernetes.io/enforce"
 API_PATHS: dict[str, tuple[str, str, bool]] = {
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
     "Secret": ("/api/v1", "secrets", True),
+    "ConfigMap": ("/api/v1", "configmaps", True),
     "Service": ("/api/v1", "services", True),
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),

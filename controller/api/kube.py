@@ -371,6 +371,7 @@ class JobSpec(View):
     parallelism: int | None = None
     completions: int | None = None
     suspend: bool | None = None
+    active_deadline_seconds: int | None = None
     template: PodTemplate = msgspec.field(default_factory=PodTemplate)
 
 

@@ -61,6 +61,9 @@ PREFERRED_TOPOLOGY_ANNOTATION: Final = "kohort.dev/podset-preferred-topology"
 UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kohort.dev/podset-unconstrained-topology"
 SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kohort.dev/podset-slice-required-topology"
 SLICE_SIZE_ANNOTATION: Final = "kohort.dev/podset-slice-size"
+# The most a Job runs, in seconds, as its user declares it (start-time forecasts read it; a Job's
+# own spec.activeDeadlineSeconds says the same).
+MAX_RUNTIME_ANNOTATION: Final = "kohort.dev/max-runtime-seconds"
 # Kueue's keys of the same meanings, read too (kohort's win when both are set), so that a
 # manifest written for Kueue is placed alike unchanged.
 KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-required-topology"

@@ -53,7 +53,17 @@ class Forecaster:
     ) -> dict[GangKey, list[Step]]:
         """The forecast writes of the pending gangs whose forecast moved."""
         self._last = now
-        made = forecast(engine, now, lambda g: self.history.runtime(g.queue), bounds=self.bounds)
+
+        def declared(gang_id: str) -> float | None:
+            gang = gang_of(gang_id)
+            return gang.max_runtime() if gang is not None else None
+
+        made = forecast(
+            engine,
+            now,
+            lambda g: self.history.runtime(g.queue, declared(g.name)),
+            bounds=self.bounds,
+        )
         work: dict[GangKey, list[Step]] = {}
         for gang_id, estimate in made.items():
             gang = gang_of(gang_id)
@@ -68,7 +78,7 @@ class Forecaster:
             )
             if not moved(before, estimate):
                 continue
-            basis = self.history.runtime(queue).basis
+            basis = self.history.runtime(queue, gang.max_runtime()).basis
             work[gang.key] = [forecast_write(gang, reason, written(estimate, basis, now))]
         return work
 

@@ -25,6 +25,7 @@ from controller.quota import PodPlacement
 from controller.workloads.base import Finished, GangShape, WorkloadAdapter, queue_in
 from controller.workloads.capabilities import (
     RecordOwner,
+    declares_runtime,
     gang_of_members,
     owns_its_record,
     weak_owner,
@@ -207,6 +208,13 @@ class ManagedGang:
     def pending_reason(self) -> str:
         status = self.workload.status if self.workload else None
         return (status.pending_reason or "") if status else ""
+
+    def max_runtime(self) -> float | None:
+        """The most its owner declares it runs, in seconds (None: nothing declared)."""
+        owner = self.owner
+        if owner is None or not declares_runtime(owner.adapter):
+            return None
+        return owner.adapter.max_runtime(owner.obj)
 
     def waiting_since(self) -> float:
         """When the gang last entered its queue: its Workload's creation, or its requeue."""

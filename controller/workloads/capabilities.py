@@ -219,6 +219,16 @@ class OwnsItsRecord(Protocol):
         ...
 
 
+@runtime_checkable
+class DeclaresRuntime(Protocol):
+    """Capability: an object of the kind may declare the most its gang runs (start-time
+    forecasts take it instead of what its queue's finished gangs ran)."""
+
+    def max_runtime(self, owner: Any) -> float | None:
+        """Seconds, or None when the object declares nothing."""
+        ...
+
+
 class RecordOwner(WorkloadAdapter, OwnsItsRecord, Protocol):
     """The adapter that owns the Workloads their creators submit (workloads.standalone)."""
 
@@ -248,3 +258,7 @@ def gang_of_members(adapter: object) -> TypeGuard[GangOfMembers]:
 
 def owns_its_record(adapter: object) -> TypeGuard[OwnsItsRecord]:
     return _implements(type(adapter), OwnsItsRecord)
+
+
+def declares_runtime(adapter: object) -> TypeGuard[DeclaresRuntime]:
+    return _implements(type(adapter), DeclaresRuntime)

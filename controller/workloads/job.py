@@ -27,6 +27,7 @@ writes every warning and denial. A property test over generated Jobs holds the t
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -253,6 +254,15 @@ class JobAdapter(Registrable):
         if done & {"Failed", "FailureTarget"}:
             return Finished.FAILED
         return None
+
+    def max_runtime(self, obj: kube.Job) -> float | None:
+        """The least of its `activeDeadlineSeconds` and its `kohort.dev/max-runtime-seconds`
+        annotation (a positive number of seconds; anything else is ignored)."""
+        declared = [float(obj.spec.active_deadline_seconds or 0)]
+        with contextlib.suppress(KeyError, ValueError):
+            declared.append(float(obj.metadata.annotations[names.MAX_RUNTIME_ANNOTATION]))
+        positive = [seconds for seconds in declared if 0 < seconds < float("inf")]
+        return min(positive, default=None)
 
     def pod_set_of(self, pod: kube.Pod) -> str | None:
         return None

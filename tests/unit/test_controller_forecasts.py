@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.api import kinds
+from controller.api import kinds, names
 from controller.api.times import format_time
 from tests.unit.controller_world import NOW, World, held_job, start
 
@@ -55,6 +55,31 @@ async def test_a_job_behind_one_that_fills_the_queue_is_told_it_starts_when_that
         "basis": "default",
     }
     assert start_forecast(world, "first") is None
+
+
+async def test_a_job_that_declares_its_most_runtime_is_taken_at_its_word(
+    started: list[World],
+) -> None:
+    first = held_job("first", 4)
+    first["spec"]["activeDeadlineSeconds"] = 600
+    second = held_job("second", 4)
+    second["metadata"].setdefault("annotations", {})[names.MAX_RUNTIME_ANNOTATION] = "120"
+    clock = [NOW]
+    jobs = ((kinds.JOBS, first), (kinds.JOBS, second))
+    world = await start(started, World(*jobs, clock=lambda: clock[0], forecast_refresh=30.0))
+    await passes(world, 3)
+    clock[0] = NOW + 30
+    await passes(world, 1)
+
+    assert world.suspended("second") is True
+    # The first runs at most its deadline (not the default hour), and the second's own
+    # declaration is its basis.
+    assert start_forecast(world, "second") == {
+        "median": format_time(NOW + 600),
+        "p90": format_time(NOW + 600),
+        "computedAt": format_time(NOW + 30),
+        "basis": "declared",
+    }
 
 
 async def test_forecasts_learn_how_long_the_queues_gangs_ran_and_leave_admitted_gangs(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.api import kube, names
@@ -427,9 +427,11 @@ class GangIndex:
         except DeviceError as err:
             gang.devices = str(err)
             # An admitted gang keeps what it was charged (its pods have their claims; a
-            # template deleted since changes nothing for them).
-            if not (same and gang.reserved and gang.shape is not None):
-                gang.shape = shape
+            # template deleted since changes nothing for them): as this process charged it,
+            # or, new to it (a restart), as its record says.
+            if same and gang.reserved and gang.shape is not None:
+                return
+            gang.shape = as_recorded(shape, gang.workload) if gang.reserved else shape
             return
         gang.devices = None
         gang.shape = charged
@@ -519,3 +521,22 @@ class GangIndex:
         gang = self._gang((obj.metadata.namespace, obj.metadata.name))
         gang.podgroup = new
         self._drop_if_empty(gang)
+
+
+def as_recorded(shape: GangShape, record: Workload | None) -> GangShape:
+    """`shape` with each pod set's per-pod requests as the gang's Workload records them where
+    they ask for more (the devices its claims were charged at admission)."""
+    if record is None:
+        return shape
+    recorded = {ps.name: ps.request_milli() for ps in record.spec.pod_sets}
+    pod_sets = []
+    for ps in shape.pod_sets:
+        requests = dict(ps.requests)
+        devices = dict(ps.devices)
+        for resource, amount in recorded.get(ps.name, {}).items():
+            extra = amount - requests.get(resource, 0)
+            if extra > 0:
+                requests[resource] = amount
+                devices[resource] = devices.get(resource, 0) + extra
+        pod_sets.append(replace(ps, requests=requests, devices=devices))
+    return replace(shape, pod_sets=tuple(pod_sets))

@@ -125,15 +125,25 @@ def charged(
 
 
 def resized(gang: ManagedGang) -> str | None:
-    """How an admitted gang's shape differs from what its admission charged, or None."""
+    """How an admitted gang's shape differs from what its admission charged, or None. Its
+    claimed devices alone never make it resized: when they cannot be counted now (a template
+    deleted since, unknown to a restarted controller) it keeps what its record charged, and a
+    record written before they were charged (device classes configured since, an older kohort)
+    stands until the gang ends."""
     status = gang.workload.status if gang.workload else None
     if gang.shape is None or status is None or status.admission is None:
+        return None
+    if gang.devices is not None:
         return None
     was = {a.name: (a.count, a.resource_usage) for a in status.admission.pod_set_assignments}
     flavors = gang.admitted_flavors()
     now = {name: (count, usage) for name, count, usage in charged(gang.shape, flavors)}
     if not was or was == now:
         return None
+    if gang.declared is not None and gang.declared != gang.shape:
+        before_devices = charged(gang.declared, flavors)
+        if was == {name: (count, usage) for name, count, usage in before_devices}:
+            return None
     changes = []
     for name in sorted(was.keys() | now.keys()):
         before, after = was.get(name, (0, {})), now.get(name, (0, {}))

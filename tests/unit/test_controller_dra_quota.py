@@ -392,3 +392,60 @@ async def test_a_dra_gang_waits_for_nodes_with_devices_and_is_admitted_once_slic
 
     assert world.suspended("first") is False
     assert sorted(pinned_hosts(world, "first")) == ["n1", "n2"]
+
+
+def running_with_record(gpus_charged: str | None) -> tuple[JSON, JSON]:
+    """A running DRA Job of 4 pods claiming 2 GPUs each, and its Workload as a controller
+    wrote it at admission: charged `gpus_charged` GPUs in all (None: no GPU, as one that
+    counted no devices then)."""
+    running = dra_job("running", 4, "two-gpus")
+    running["spec"]["suspend"] = False
+    record = workload(running, reserved=True)
+    assignment: JSON = {"name": "main", "count": 4, "flavors": {"cpu": "default"}}
+    assignment["resourceUsage"] = {"cpu": "4"}
+    if gpus_charged is not None:
+        record["spec"]["podSets"][0]["requests"] = {"cpu": "1", GPU: "2"}
+        assignment["flavors"][GPU] = "default"
+        assignment["resourceUsage"][GPU] = gpus_charged
+    record["status"]["admission"]["podSetAssignments"] = [assignment]
+    return running, record
+
+
+async def test_a_restarted_controller_leaves_a_running_dra_gang_whose_template_was_deleted(
+    started: list[World],
+) -> None:
+    running, record = running_with_record("8")
+    world = await start(
+        started,
+        World(
+            (kinds.CLUSTER_QUEUES, gpu_queue("8")),
+            (kinds.JOBS, running),
+            (kinds.WORKLOADS, record),
+            device_classes=CLASSES,
+        ),
+    )
+    await passes(world, 3)
+
+    assert world.suspended("running") is False
+    assert condition(world.workload("job-running"), "Evicted") is None
+    assert gpus_used(world) == "8"  # what its record charged
+
+
+async def test_device_classes_configured_later_do_not_evict_gangs_admitted_before(
+    started: list[World],
+) -> None:
+    running, record = running_with_record(None)
+    world = await start(
+        started,
+        World(
+            (kinds.CLUSTER_QUEUES, gpu_queue("8")),
+            (kinds.RESOURCE_CLAIM_TEMPLATES, two_gpus()),
+            (kinds.JOBS, running),
+            (kinds.WORKLOADS, record),
+            device_classes=CLASSES,
+        ),
+    )
+    await passes(world, 3)
+
+    assert world.suspended("running") is False
+    assert condition(world.workload("job-running"), "Evicted") is None

@@ -382,6 +382,7 @@ def finished_status(gang: ManagedGang, finished: Finished, now: float) -> Worklo
                 conditions, kind, False, Reason.FINISHED, "quota released", now
             )
     status.conditions = conditions
+    status.start_forecast = None
     return status
 
 
@@ -761,13 +762,16 @@ def as_patch(
 ) -> dict[str, object]:
     """A merge patch that makes the object's status `status`: members it no longer has are
     removed (explicit nulls), members inside are written whole. A Workload's position is left
-    out: it is written on its own (WriteWorkloadPosition)."""
+    out: it is written on its own (WriteWorkloadPosition); so is its start forecast, which a
+    status write only removes (on admission), never writes back as it last saw it."""
     body: dict[str, object] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
     for name, info in type(status).model_fields.items():
         if getattr(status, name) is None:
             body[info.alias or name] = None
     if isinstance(status, WorkloadStatus):
         body.pop("position", None)
+        if status.start_forecast is not None:
+            body.pop("startForecast", None)
     return body
 
 

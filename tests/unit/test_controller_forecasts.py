@@ -7,6 +7,8 @@ from typing import Any
 
 from controller.api import kinds, names
 from controller.api.times import format_time
+from controller.api.workload import StartForecast, WorkloadStatus
+from controller.state.objects import as_patch
 from tests.unit.controller_world import NOW, World, held_job, start
 
 JSON = dict[str, Any]
@@ -129,3 +131,13 @@ async def test_a_forecast_that_moved_less_than_a_minute_is_not_written_again(
 
     shown = start_forecast(world, "second")
     assert shown is not None and shown["computedAt"] == format_time(NOW + 30)
+
+
+def test_a_status_write_never_writes_back_the_forecast_it_saw_and_admission_removes_it() -> None:
+    seen = StartForecast(
+        median="2026-11-27T12:00:00Z", computed_at="2026-11-27T11:00:00Z", basis="learned"
+    )
+    waiting = WorkloadStatus(pending_reason="Waiting for quota", start_forecast=seen)
+    assert "startForecast" not in as_patch(waiting)
+    admitted = waiting.model_copy(update={"pending_reason": None, "start_forecast": None})
+    assert as_patch(admitted)["startForecast"] is None

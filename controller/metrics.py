@@ -228,10 +228,13 @@ class ControllerMetrics:
         self._of(LQ, (namespace, name), self.local_admitted_active, name, namespace).set(
             figures.admitted
         )
-        for (flavor, resource), milli in (figures.usage or {}).items():
-            self._of(
-                LQ, (namespace, name), self.local_resource_usage, name, namespace, flavor, resource
-            ).set(milli / 1000)
+        in_use = figures.usage or {}
+        usage = {(name, namespace, *fr): milli / 1000 for fr, milli in in_use.items()}
+        for metric, labels in self._series.get((LQ, (namespace, name)), set()):
+            if metric is self.local_resource_usage and labels not in usage:
+                metric.labels(*labels).set(0)  # nothing of that flavor and resource in use now
+        for labels, amount in usage.items():
+            self._of(LQ, (namespace, name), self.local_resource_usage, *labels).set(amount)
 
     def report_cohort(self, name: str, share: int | None) -> None:
         """A Cohort's share as its status shows it (-1: weight 0 while borrowing)."""

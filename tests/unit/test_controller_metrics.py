@@ -73,3 +73,23 @@ async def test_a_deleted_queues_series_go_with_it(started: list[World]) -> None:
     assert sample(world, "kohort_admitted_workloads_total", {"cluster_queue": "cq"}) is None
     assert sample(world, "kohort_local_queue_admitted_workloads_total", local) is None
     assert sample(world, "kohort_local_queue_pending_workloads", local) is None
+
+
+async def test_a_local_queue_whose_gangs_have_all_finished_reports_no_usage(
+    started: list[World],
+) -> None:
+    world = World((kinds.JOBS, held_job("train", 3)))
+    await start(started, world)
+    await world.reconciler.reconcile_once()
+    usage = {"name": "lq", "namespace": "ns", "flavor": "default", "resource": "cpu"}
+    assert sample(world, "kohort_local_queue_resource_usage", usage) == 3
+
+    done = world.api.read_back(kinds.JOBS, "train", "ns")
+    assert done is not None
+    done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    world.api.put(kinds.JOBS, done)
+    await world.api.settle()
+    await world.reconciler.reconcile_once()
+    await world.reconciler.reconcile_once()
+
+    assert sample(world, "kohort_local_queue_resource_usage", usage) == 0

@@ -41,7 +41,7 @@ pytestmark = pytest.mark.volcano
 GPU = "nvidia.com/gpu"
 # From the change in the API server to the page showing it: the watch, the 0.2 s debounce of
 # the event stream, the redraw.
-WITHIN = 5.0
+WITHIN = 20.0
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,8 @@ class Settings:
     # A pending reason whose cause stays the same is rewritten (its numbers) at most this often.
     reason_refresh: float = 30.0
     # How many of the first pending gangs of each ClusterQueue and LocalQueue their status
-    # lists, and are told their exact positions whenever they change.
+    # lists, and are told their places in those queues whenever they change (their cohort
+    # place at the `position_refresh` rate).
     positions_head: int = 10
     # A gang further back is told its position at most this often (seconds), and at most
     # `position_writes` such gangs are told per pass (the most out of date first).

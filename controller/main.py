@@ -226,7 +226,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         requeue_base=args.requeue_base,
         resync_period=args.resync_period,
         **{field: getattr(args, field) for field, _, _ in POSITION_FLAGS.values()},
-        forecast_refresh=args.forecast_refresh or None,
+        forecast_refresh=args.forecast_refresh if args.forecast_refresh > 0 else None,
         core=quota.Config(
             placement=not args.no_placement_check,
             packing=args.packing,

@@ -8,7 +8,10 @@ packing. The full month's agreement is printed by bench/bench_sim_baseline.py.
 
 from __future__ import annotations
 
+import csv
+import random
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -33,10 +36,38 @@ def greedy() -> ModuleType:
     return load_bench("greedy_gang_fifo")
 
 
-def project_starts(policy_name: str) -> tuple[list[Job], list[float | None]]:
-    trace = load_philly(DEFAULT_TRACES, **WINDOW)  # type: ignore[arg-type]
-    nodes = [gpu_node(f"node-{i:04d}", 8) for i in range(NODES)]
-    queues = philly_queues(trace.vc_nodes, NODES * 8)
+def synthetic_philly(root: Path, jobs: int = 700, seed: int = 5) -> Path:
+    """A day of jobs in Philly's format (philly.csv, philly_vc.csv) under `root`/philly, seeded:
+    GPU counts from 1 to 32 (some larger than a node and not a multiple of it), runtimes of
+    minutes to hours, some submitted in the same second; the clean clones CI runs have no
+    shared traces, and this keeps the two simulators compared there too."""
+    rng = random.Random(seed)
+    folder = root / "philly"
+    folder.mkdir(parents=True)
+    with (folder / "philly_vc.csv").open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerows([("vc", "node num"), ("vc-a", 10), ("vc-b", 6)])
+    with (folder / "philly.csv").open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(("timestamp", "duration", "num_gpus", "gpu_time", "cluster"))
+        second = 0
+        for _ in range(jobs):
+            second += rng.choice((0, 0, 5, 30, 60, 120, 300))
+            stamp = (
+                f"2017-10-26 {second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}"
+            )
+            gpus = rng.choice((1, 1, 1, 2, 4, 8, 8, 12, 16, 24, 32))
+            duration = float(rng.choice((60, 600, 1800, 3600, 7200, 14400)))
+            out.writerow((stamp, duration, gpus, duration * gpus, rng.choice(("vc-a", "vc-b"))))
+    return root
+
+
+def project_starts(
+    policy_name: str, root: Path = DEFAULT_TRACES, nodes_count: int = NODES
+) -> tuple[list[Job], list[float | None]]:
+    trace = load_philly(root, **WINDOW)  # type: ignore[arg-type]
+    nodes = [gpu_node(f"node-{i:04d}", 8) for i in range(nodes_count)]
+    queues = philly_queues(trace.vc_nodes, nodes_count * 8)
     policy = make_policy(policy_name, queues, nodes)
     starts: dict[str, float] = {}
     step = policy.step
@@ -49,13 +80,15 @@ def project_starts(policy_name: str) -> tuple[list[Job], list[float | None]]:
 
     policy.step = recording  # type: ignore[method-assign]
     weights = {q.name: 1.0 for q in queues}
-    simulate(trace.jobs, policy, total_gpus=NODES * 8, weights=weights, progress=None)
+    simulate(trace.jobs, policy, total_gpus=nodes_count * 8, weights=weights, progress=None)
     return list(trace.jobs), [starts.get(j.name) for j in trace.jobs]
 
 
-def independent_starts(greedy: ModuleType, order: str) -> tuple[list[object], list[float | None]]:
-    jobs = greedy.read_philly(DEFAULT_TRACES / "philly", **WINDOW)
-    return jobs, greedy.simulate(jobs, nodes=NODES, order=order)
+def independent_starts(
+    greedy: ModuleType, order: str, root: Path = DEFAULT_TRACES, nodes_count: int = NODES
+) -> tuple[list[object], list[float | None]]:
+    jobs = greedy.read_philly(root / "philly", **WINDOW)
+    return jobs, greedy.simulate(jobs, nodes=nodes_count, order=order)
 
 
 def waited(jobs: Sequence[object], starts: Sequence[float | None]) -> int:
@@ -74,6 +107,22 @@ def test_a_day_of_philly_on_64_nodes_starts_every_job_when_the_independent_simul
     ours_jobs, ours = project_starts(policy)
     assert [j.gpus for j in ours_jobs] == [j.gpus for j in theirs_jobs]  # type: ignore[attr-defined]
     assert waited(theirs_jobs, theirs) > 90  # a slice where the queue matters
+    assert None not in ours
+    assert ours == theirs
+
+
+@pytest.mark.parametrize(
+    ("policy", "order"),
+    [("gang-fifo-no-enqueue", "spread"), ("gang-fifo-no-enqueue-binpack", "binpack")],
+)
+def test_a_seeded_day_in_phillys_format_starts_every_job_when_the_independent_simulator_does(
+    greedy: ModuleType, policy: str, order: str, tmp_path: Path
+) -> None:
+    root = synthetic_philly(tmp_path)
+    theirs_jobs, theirs = independent_starts(greedy, order, root, nodes_count=16)
+    ours_jobs, ours = project_starts(policy, root, nodes_count=16)
+    assert [j.gpus for j in ours_jobs] == [j.gpus for j in theirs_jobs]  # type: ignore[attr-defined]
+    assert waited(theirs_jobs, theirs) > 100  # the queue matters on those 128 GPUs
     assert None not in ours
     assert ours == theirs
 

@@ -590,13 +590,23 @@ def flavors_usage(cq: ClusterQueue, usage: Mapping[tuple[str, str], int]) -> lis
     return out
 
 
-def queue_status_differs(old: ClusterQueueStatus | None, new: ClusterQueueStatus) -> bool:
-    """Whether writing `new` changes what a user sees (conditions compare by type and status)."""
+def _status_differs(
+    old: ClusterQueueStatus | LocalQueueStatus | None,
+    new: ClusterQueueStatus | LocalQueueStatus,
+    fields: tuple[str, ...],
+) -> bool:
+    """Whether writing `new` changes what a user sees: its `fields`, and its conditions
+    compared by type and status."""
     if old is None:
         return True
     same_conditions = [(c.type, c.status) for c in old.conditions] == [
         (c.type, c.status) for c in new.conditions
     ]
+    return not same_conditions or any(getattr(old, f) != getattr(new, f) for f in fields)
+
+
+def queue_status_differs(old: ClusterQueueStatus | None, new: ClusterQueueStatus) -> bool:
+    """Whether writing `new` changes what a user sees (conditions compare by type and status)."""
     fields = (
         "pending_workloads",
         "admitted_workloads",
@@ -604,7 +614,7 @@ def queue_status_differs(old: ClusterQueueStatus | None, new: ClusterQueueStatus
         "flavors_usage",
         "pending_head",
     )
-    return not same_conditions or any(getattr(old, f) != getattr(new, f) for f in fields)
+    return _status_differs(old, new, fields)
 
 
 # -- Cohorts --------------------------------------------------------------------------------
@@ -742,11 +752,6 @@ def local_queue_status(
 
 def local_queue_status_differs(old: LocalQueueStatus | None, new: LocalQueueStatus) -> bool:
     """Whether writing `new` changes what a user sees (conditions by type and status)."""
-    if old is None:
-        return True
-    same_conditions = [(c.type, c.status) for c in old.conditions] == [
-        (c.type, c.status) for c in new.conditions
-    ]
     fields = (
         "pending_workloads",
         "admitted_workloads",
@@ -754,7 +759,7 @@ def local_queue_status_differs(old: LocalQueueStatus | None, new: LocalQueueStat
         "pending_reason",
         "pending_head",
     )
-    return not same_conditions or any(getattr(old, f) != getattr(new, f) for f in fields)
+    return _status_differs(old, new, fields)
 
 
 def as_patch(

@@ -131,7 +131,8 @@ def release(
         specs = tuple(flavors[f] for f in dict.fromkeys(chosen.values()))
         levels = next((spec.topology for spec in specs if spec.topology), ())
         hosts, domain = pins(nodes, levels, node_labels, claims_devices=pod_set in claiming)
-        by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain)
+        per_host = per_host_counts(placed, pod_set, node_labels) if hosts else {}
+        by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain, per_host)
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
 
@@ -176,6 +177,22 @@ def pins(
     if claims_devices:
         return (), {k: v for k, v in domain.items() if k != HOSTNAME}
     return hosts, domain
+
+
+def per_host_counts(
+    placement: Sequence[quota.PodPlacement], pod_set: str, node_labels: NodeLabels
+) -> dict[str, int]:
+    """How many of a pod set's pods the plan puts on each host (by the nodes' hostname label;
+    nothing when one of its nodes is unknown or has none)."""
+    counts: dict[str, int] = {}
+    for placed in placement:
+        if placed.pod_set != pod_set:
+            continue
+        host = (node_labels(placed.node) or {}).get(HOSTNAME)
+        if host is None:
+            return {}
+        counts[host] = counts.get(host, 0) + placed.count
+    return counts
 
 
 def still_held(gang: ManagedGang) -> bool:

@@ -12,6 +12,7 @@ import enum
 import hashlib
 import logging
 import reprlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -23,7 +24,7 @@ from controller.api import kube, names
 from controller.api.kinds import Kind
 from controller.quota.snapshot import FlavorSpec, PodSet
 from controller.workloads.edits import Editor, JSONDict, Path, lookup, pointer
-from controller.workloads.pinning import pin_ops
+from controller.workloads.pinning import pin_ops, pinned_host
 from controller.workloads.requests import Requests, pod_requests
 from controller.workloads.taints import pod_toleration, view_toleration
 
@@ -153,6 +154,15 @@ class PodSetFlavors:
     # The labels all its planned nodes share (its topology domain, its one node), merged into
     # its nodeSelector too: the pin of kinds whose templates take no node affinity.
     domain: Mapping[str, str] = field(default_factory=dict)
+    # How many of its pods the plan puts on each of those hostnames: a gated pod is pinned to
+    # one of them when it is ungated (its own node, not the pod set's), so that no scheduler
+    # puts more of the gang on a node than planned.
+    per_host: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def pinned_per_pod(self) -> bool:
+        """Whether its pods are pinned one by one (the plan spreads them over several nodes)."""
+        return len(self.per_host) > 1
 
     @property
     def node_selector(self) -> dict[str, str]:
@@ -498,7 +508,21 @@ def priority_classes(*templates: kube.PodTemplate | None) -> tuple[str, ...]:
 
 
 def is_gated(pod: kube.Pod) -> bool:
-    return any(g.name == names.ADMISSION_GATE for g in pod.spec.scheduling_gates)
+    return spec_gated(pod.spec)
+
+
+def spec_gated(spec: kube.PodSpec) -> bool:
+    """Whether a pod (or a template's pods) carries the admission gate."""
+    return any(g.name == names.ADMISSION_GATE for g in spec.scheduling_gates)
+
+
+def gates_value(spec: kube.PodSpec, gated: bool) -> list[JSONDict] | None:
+    """A pod spec's scheduling gates with the admission gate in (`gated`) or out, the others
+    kept, as written (None: no gates at all)."""
+    gates = [{"name": g.name} for g in spec.scheduling_gates if g.name != names.ADMISSION_GATE]
+    if gated:
+        gates.append({"name": names.ADMISSION_GATE})
+    return gates or None
 
 
 def controller_owner(obj: JSONDict) -> Mapping[str, Any] | None:
@@ -564,13 +588,14 @@ def ungate_up_to(
         (p for p in pods if p.live() and is_gated(p) and may_release(p)),
         key=lambda p: (p.metadata.creation_timestamp or "", p.metadata.name),
     )
-    return ungate(gated[: max(0, size - running)], flavors_of)
+    return ungate(gated[: max(0, size - running)], flavors_of, among=pods)
 
 
-def flavor_ops(pod: kube.Pod, flavors: PodSetFlavors) -> list[JSONDict]:
+def flavor_ops(pod: kube.Pod, flavors: PodSetFlavors, host: str | None = None) -> list[JSONDict]:
     """JSON Patch operations that put a gated pod on its flavors' nodes: their labels added to
-    its nodeSelector and their tolerations to its tolerations, and the pin to its planned nodes
-    (what Kubernetes lets change on a pod that still has scheduling gates: additions only)."""
+    its nodeSelector and their tolerations to its tolerations, and the pin to its planned nodes,
+    or to its one `host` (what Kubernetes lets change on a pod that still has scheduling gates:
+    additions only)."""
     spec = pod.spec
     ops: list[JSONDict] = []
     added = {k: v for k, v in flavors.node_selector.items() if k not in spec.node_selector}
@@ -586,17 +611,41 @@ def flavor_ops(pod: kube.Pod, flavors: PodSetFlavors) -> list[JSONDict]:
         ops.append({"op": "add", "path": "/spec/tolerations", "value": missing})
     else:
         ops += [{"op": "add", "path": "/spec/tolerations/-", "value": t} for t in missing]
-    if flavors.nodes:
+    if host is not None:
+        ops += pin_ops(spec, (host,))
+    elif flavors.nodes:
         ops += pin_ops(spec, flavors.nodes)
     return ops
 
 
-def ungate(pods: Sequence[kube.Pod], flavors_of: FlavorsOf = _no_flavor) -> list[Write]:
+def hosts_left(flavors: PodSetFlavors, pod_set: Iterable[kube.Pod]) -> Counter[str]:
+    """The planned hosts of a pod set pinned pod by pod, each with the number of its pods still
+    to be pinned there: the plan's count less the live pods of `pod_set` already ungated onto
+    it (a pod that ended frees its place for the one made again in its stead)."""
+    left = Counter(flavors.per_host)
+    for pod in pod_set:
+        if pod.live() and not is_gated(pod):
+            host = pinned_host(pod.spec) or pod.spec.node_name
+            if host is not None and host in left:
+                left[host] -= 1
+    return left
+
+
+def ungate(
+    pods: Sequence[kube.Pod],
+    flavors_of: FlavorsOf = _no_flavor,
+    *,
+    among: Sequence[kube.Pod] = (),
+) -> list[Write]:
     """Remove the admission gate from every live gated pod, first putting it on the nodes of its
     flavors (`flavors_of`), in one JSON Patch each, guarded by the pod's resourceVersion so that
-    the gate's index is still right. A pod whose own nodeSelector contradicts its flavors'
-    node labels stays gated: no node could take it."""
+    the gate's index is still right. A pod set pinned pod by pod has each pod pinned to one of
+    its planned hosts with room left (counting the pods of `among` and `pods` for which
+    `flavors_of` gives the very same PodSetFlavors: one pod set), or to all of them once the
+    plan's places are taken. A pod whose own nodeSelector contradicts its flavors' node labels
+    stays gated: no node could take it."""
     writes: list[Write] = []
+    left: dict[int, Counter[str]] = {}
     for pod in pods:
         if not pod.live():
             continue
@@ -619,9 +668,27 @@ def ungate(pods: Sequence[kube.Pod], flavors_of: FlavorsOf = _no_flavor) -> list
                     ", ".join(contradicted),
                 )
                 continue
-            ops = flavor_ops(pod, flavors) + ops
+            host = None
+            if flavors.pinned_per_pod:
+                if id(flavors) not in left:
+                    same = [p for p in (*among, *pods) if flavors_of(p) is flavors]
+                    left[id(flavors)] = hosts_left(
+                        flavors, {p.metadata.name: p for p in same}.values()
+                    )
+                host = _take_host(left[id(flavors)])
+            ops = flavor_ops(pod, flavors, host) + ops
         writes.append(guarded_patch(kube.Pod.KIND, pod.metadata, ops))
     return writes
+
+
+def _take_host(left: Counter[str]) -> str | None:
+    """The host with the most places left (the first by name among equals), one place taken."""
+    open_ = [(-n, host) for host, n in left.items() if n > 0]
+    if not open_:
+        return None
+    _, host = min(open_)
+    left[host] -= 1
+    return host
 
 
 def guarded_patch(kind: Kind, meta: kube.ObjectMeta, ops: list[JSONDict]) -> Patch:

@@ -48,15 +48,19 @@ from controller.workloads.base import (
     Write,
     controlled_by,
     gang_name,
+    gates_value,
+    made_by,
     non_negative_int,
     object_name,
     owned_by,
     pod_template_fields,
     priority_classes,
     running_pods,
+    spec_gated,
     template_gang,
     template_requests,
     toleration_json,
+    ungate,
 )
 from controller.workloads.capabilities import OwnPods, Registrable
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
@@ -271,14 +275,21 @@ class JobAdapter(Registrable):
         self, obj: kube.Job, pods: Sequence[kube.Pod], flavors: Flavors = NO_FLAVORS
     ) -> list[Write]:
         """Unsuspend the Job, its template on the nodes of its flavors in the same write (and
-        its own nodeSelector and tolerations kept in an annotation)."""
+        its own nodeSelector and tolerations kept in an annotation). A Job whose plan spreads
+        its pods over several nodes has its template gated too, and each of its pods is then
+        ungated pinned to its own planned node (see `base.ungate`)."""
+        mine = flavors.get("main")
         if obj.spec.suspend is not True:
-            return []
+            own = [p for p in pods if made_by(p, self.KIND.kind, obj.metadata.uid or None)]
+            return ungate(own, lambda pod: mine, among=own)
         before = scheduling_before_flavors(obj) or Scheduling.of(obj.spec.template.spec)
-        target = before.on(flavors.get("main"), affinity=True)
+        target = before.on(mine, affinity=True)
         body: JSONDict = {"spec": {"suspend": False}}
         writes: list[Write] = []
         template = _template_patch(obj, target)
+        per_pod = mine is not None and mine.pinned_per_pod
+        if spec_gated(obj.spec.template.spec) != per_pod:
+            template["schedulingGates"] = gates_value(obj.spec.template.spec, per_pod)
         if template:
             body["spec"]["template"] = {"spec": template}
             writes += self._clear_start_time(obj)
@@ -299,6 +310,8 @@ class JobAdapter(Registrable):
         before = scheduling_before_flavors(obj)
         body: JSONDict = {"metadata": {"annotations": {TEMPLATE_BEFORE_FLAVORS: None}}}
         template = _template_patch(obj, before) if before is not None else {}
+        if spec_gated(obj.spec.template.spec):
+            template["schedulingGates"] = gates_value(obj.spec.template.spec, False)
         if template:
             body["spec"] = {"template": {"spec": template}}
             writes += self._clear_start_time(obj)

@@ -19,11 +19,12 @@ exists, so an update keeps what its creation wrote.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from controller.api import kinds, kube, names
 from controller.api.kinds import Kind
-from controller.workloads.base import Finished, Mutation, running_pods
+from controller.workloads.base import Finished, Mutation, made_by, running_pods
 from controller.workloads.capabilities import OwnPods
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
 from controller.workloads.suspended import HeldTemplate, SuspendedAdapter, negative
@@ -128,6 +129,10 @@ class JobSetAdapter(SuspendedAdapter):
 
     def pod_set_of(self, pod: kube.Pod) -> str | None:
         return pod.metadata.labels.get(names.JOBSET_REPLICATED_JOB_LABEL)
+
+    def operator_pods(self, obj: kube.JobSet, pods: Sequence[kube.Pod]) -> list[kube.Pod]:
+        """The gang's pods its Jobs made (a release that pins them one by one gates them)."""
+        return [p for p in pods if made_by(p, kube.Job.KIND.kind)]
 
 
 def _exclusive_without_node_selector(obj: kube.JobSet, job: kube.ReplicatedJob) -> bool:

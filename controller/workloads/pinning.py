@@ -126,3 +126,20 @@ def pin_ops(spec: kube.PodSpec, hostnames: Sequence[str]) -> list[JSONDict]:
         else:
             ops.append({"op": "add", "path": pointer(where), "value": [pin]})
     return ops
+
+
+def pinned_host(spec: kube.PodSpec) -> str | None:
+    """The one host a pod is pinned to: every term of its required node affinity names the same
+    single hostname (None when a term names none, several, or the terms differ)."""
+    required = required_of(spec)
+    hosts: set[str] = set()
+    for term in required.node_selector_terms if required is not None else []:
+        named = [
+            r.values[0]
+            for r in term.match_expressions
+            if r.key == HOSTNAME and r.operator == "In" and len(r.values) == 1
+        ]
+        if not named:
+            return None
+        hosts.update(named)
+    return hosts.pop() if len(hosts) == 1 else None

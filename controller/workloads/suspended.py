@@ -45,6 +45,7 @@ from controller.workloads.base import (
     field_path,
     gang_name,
     gate_problem,
+    gates_value,
     guarded_patch,
     has_gate,
     made_by,
@@ -53,6 +54,7 @@ from controller.workloads.base import (
     priority_classes,
     same_toleration,
     shown,
+    spec_gated,
     template_gang,
     template_requests,
     toleration_json,
@@ -439,9 +441,9 @@ class SuspendedAdapter(Registrable):
         """Unsuspend the object, each template on the nodes of its pod set's flavors in the same
         write (its own nodeSelector and tolerations kept in an annotation); once it runs, ungate
         the pods its operator made, when they are gated."""
-        if not self.suspended(obj):
-            return self._ungate(obj, pods, flavors) if self.GATED else []
         held, before = self.held_templates(obj), self._before(obj)
+        if not self.suspended(obj):
+            return self._ungate(obj, pods, flavors) if any(map(self._ungated, held)) else []
 
         def wanted(template: HeldTemplate) -> Scheduling:
             return self._own(template, before).on(flavors.get(template.pod_set))
@@ -453,6 +455,10 @@ class SuspendedAdapter(Registrable):
         }
         ops = [{"op": "add", "path": pointer(self.SUSPEND), "value": False}]
         ops += _scheduled(held, wanted)
+        for t in held:
+            mine = flavors.get(t.pod_set)
+            if not self.gated(t) and not t.starts_later and mine is not None:
+                ops += _gate_ops(t, gated=mine.pinned_per_pod)
         value = encoded(kept) if kept else None
         ops += annotation_ops(obj.metadata, TEMPLATES_BEFORE_FLAVORS, value)
         return [guarded_patch(self.KIND, obj.metadata, ops)]
@@ -467,9 +473,18 @@ class SuspendedAdapter(Registrable):
         ops: list[JSONDict] = []
         if not suspended:
             ops.append({"op": "add", "path": pointer(self.SUSPEND), "value": True})
-        ops += _scheduled(self.held_templates(obj), lambda t: self._own(t, before))
+        held = self.held_templates(obj)
+        ops += _scheduled(held, lambda t: self._own(t, before))
+        ops += [op for t in held if not self.gated(t) for op in _gate_ops(t, gated=False)]
         ops += annotation_ops(obj.metadata, TEMPLATES_BEFORE_FLAVORS, None)
         return [guarded_patch(self.KIND, obj.metadata, ops)]
+
+    def _ungated(self, template: HeldTemplate) -> bool:
+        """Whether the template's pods are ungated by kohort once released: those of a kind
+        whose pods carry the gate, and those a release gated to pin them one by one."""
+        if template.starts_later:
+            return False
+        return self.gated(template) or spec_gated(template.template.spec)
 
     def _ungate(self, obj: Any, pods: Sequence[kube.Pod], flavors: Flavors) -> list[Write]:
         """Ungate the pods the object's operator made for it, at most the gang's size, each on
@@ -480,11 +495,20 @@ class SuspendedAdapter(Registrable):
         own = self.operator_pods(obj, pods)
         first = held[0].pod_set
         return ungate_up_to(
-            sum(t.count for t in held if self.gated(t)),
+            sum(t.count for t in held if self._ungated(t)),
             own,
             lambda p: True,
             lambda p: flavors.get(self.pod_set_of(p) or first),
         )
+
+
+def _gate_ops(template: HeldTemplate, *, gated: bool) -> list[JSONDict]:
+    """The operations that put the admission gate on a template's pods (`gated`) or take it
+    off them: a release gates the pods of a pod set pinned one by one."""
+    spec = template.template.spec
+    if spec_gated(spec) == gated:
+        return []
+    return [_put((*template.path, "spec", "schedulingGates"), gates_value(spec, gated))]
 
 
 def _scheduled(

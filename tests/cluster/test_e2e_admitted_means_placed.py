@@ -308,6 +308,47 @@ async def test_reclaim_for_a_gang_that_needs_one_rack_frees_one_rack(scene: Scen
     assert {rack_of[n] for n in evicted} == rack and len(evicted) == 2
 
 
+async def test_a_job_planned_over_two_nodes_has_each_pod_pinned_to_its_own_planned_node(
+    scene: Scene,
+) -> None:
+    # A pod set spread over nodes is pinned pod by pod (gated, then ungated onto one node
+    # each), so that no scheduler packs more of it onto a node than planned.
+    namespace, team = scene.namespace, scene.team
+    rack_of = scene.racks()
+    scene.queues()
+    half = gang_job(
+        "half",
+        queue="team",
+        pods=1,
+        requests={GPU: "4", "cpu": "1"},
+        isolation=pod_isolation(namespace),
+    )
+    first = sorted(rack_of)[0]
+    spec = half["spec"]["template"]["spec"]
+    spec["nodeSelector"] = {**spec["nodeSelector"], HOST: first}
+    await team.create(kinds.JOBS, half)
+    await bound_as_planned(team, "job-half", 1)
+
+    train = gang_job(
+        "train",
+        queue="team",
+        pods=3,
+        requests={GPU: "4", "cpu": "1"},
+        isolation=pod_isolation(namespace),
+    )
+    train["spec"]["template"]["metadata"] = {"annotations": {REQUIRED: RACK}}
+    await team.create(kinds.JOBS, train)
+
+    bound = await bound_as_planned(team, "job-train", 3)
+    assert len(bound) == 2
+    for pod in await team.pods("job-train"):
+        terms = pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        pins = [r["values"] for t in terms for r in t["matchExpressions"] if r["key"] == HOST]
+        assert [pod["spec"]["nodeName"]] in pins, "each pod pinned to its own node"
+
+
 async def inadmissible(team: Probe, gang: str, rule: str) -> None:
     """The gang waits, Inadmissible with `rule` named, holding no quota and no node."""
     wl = await eventually(

@@ -130,3 +130,20 @@ def unsuspended(raw: JSON, path: tuple[str, ...] = ("spec", "suspend")) -> JSON:
         node = node[part]
     node[path[-1]] = False
     return new
+
+
+def merged(raw: JSON, patch: Patch) -> JSON:
+    """`raw` with a merge patch applied (a copy)."""
+    result: JSON = copy.deepcopy(raw)
+
+    def merge(target: JSON, change: JSON) -> None:
+        for key, value in change.items():
+            if value is None:
+                target.pop(key, None)
+            elif isinstance(value, dict) and isinstance(target.get(key), dict):
+                merge(target[key], value)
+            else:
+                target[key] = value
+
+    merge(result, patch.body)
+    return result

@@ -108,30 +108,12 @@ def held_job(affinity: JSON | None = None) -> JSON:
     return raw
 
 
-def merged(raw: JSON, patch: Patch) -> JSON:
-    result: JSON = json.loads(
-        json.dumps(jsonpatch.JsonPatch([]).apply(raw))  # a copy
-    )
-
-    def merge(target: JSON, change: JSON) -> None:
-        for key, value in change.items():
-            if value is None:
-                target.pop(key, None)
-            elif isinstance(value, dict) and isinstance(target.get(key), dict):
-                merge(target[key], value)
-            else:
-                target[key] = value
-
-    merge(result, patch.body)
-    return result
-
-
 def test_a_job_is_released_pinned_and_held_again_with_its_own_affinity_back() -> None:
     adapter = REGISTRY.instance(JobAdapter)
     raw = held_job(own_affinity())
     [release] = adapter.release(msgspec.convert(raw, kube.Job), [], {"main": pinned_to("n1", "n2")})
     assert isinstance(release, Patch)
-    released = merged(raw, release)
+    released = support.merged(raw, release)
     template = released["spec"]["template"]["spec"]
     assert required(template)["nodeSelectorTerms"] == [{"matchExpressions": [ZONE, PIN]}]
     kept = json.loads(released["metadata"]["annotations"][TEMPLATE_BEFORE_FLAVORS])
@@ -147,7 +129,7 @@ def test_a_job_is_released_pinned_and_held_again_with_its_own_affinity_back() ->
     for write in writes:
         assert isinstance(write, Patch)
         if not write.subresource:
-            held = merged(held, write)
+            held = support.merged(held, write)
     assert required(held["spec"]["template"]["spec"]) == {
         "nodeSelectorTerms": [{"matchExpressions": [ZONE]}]
     }
@@ -159,7 +141,7 @@ def test_a_job_without_affinity_of_its_own_loses_the_pin_on_hold() -> None:
     raw = held_job()
     [release] = adapter.release(msgspec.convert(raw, kube.Job), [], {"main": pinned_to("n1", "n2")})
     assert isinstance(release, Patch)
-    released = merged(raw, release)
+    released = support.merged(raw, release)
     assert required(released["spec"]["template"]["spec"]) == {
         "nodeSelectorTerms": [{"matchExpressions": [PIN]}]
     }
@@ -168,7 +150,7 @@ def test_a_job_without_affinity_of_its_own_loses_the_pin_on_hold() -> None:
     for write in adapter.hold(msgspec.convert(released, kube.Job), []):
         assert isinstance(write, Patch)
         if not write.subresource:
-            held = merged(held, write)
+            held = support.merged(held, write)
     node_affinity = held["spec"]["template"]["spec"].get("affinity", {}).get("nodeAffinity", {})
     assert "requiredDuringSchedulingIgnoredDuringExecution" not in node_affinity
 
@@ -240,7 +222,7 @@ def test_a_jobs_template_restore_is_tolerated_while_refused_and_its_release_is_n
     raw = held_job()
     [release] = adapter.release(msgspec.convert(raw, kube.Job), [], {"main": pinned_to("n1")})
     assert isinstance(release, Patch) and not release.expected
-    released = merged(raw, release)
+    released = support.merged(raw, release)
     released["spec"]["suspend"] = False
     *_, restore = adapter.hold(msgspec.convert(released, kube.Job), [])
     assert isinstance(restore, Patch) and restore.expected

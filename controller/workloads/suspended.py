@@ -495,7 +495,8 @@ class SuspendedAdapter(Registrable):
         own = self.operator_pods(obj, pods)
         first = held[0].pod_set
         return ungate_up_to(
-            sum(t.count for t in held if self._ungated(t)),
+            # (its pods that were never gated count among those released)
+            sum(t.count for t in held if not t.starts_later),
             own,
             lambda p: True,
             lambda p: flavors.get(self.pod_set_of(p) or first),

@@ -207,3 +207,27 @@ def test_a_jobset_planned_over_several_nodes_gates_its_templates_until_each_pod_
     [hold] = adapter.hold(support.view(adapter, running), [])
     held_again = support.applied(running, hold)
     assert support.templates(adapter, held_again) == support.templates(adapter, held)
+
+
+def test_a_jobset_whose_leader_is_planned_on_one_node_gets_every_spread_worker_ungated() -> None:
+    # The leader's pod set is pinned whole, ungated from the start; the workers' are gated:
+    # the leader's running pod takes no worker's place.
+    adapter = REGISTRY.instance(JobSetAdapter)
+    held = support.stored(make_jobset())
+    lead, work = adapter.held_templates(support.view(adapter, held))
+    leader, workers = lead.pod_set, work.pod_set
+    assert lead.count == 1
+    flavors = {leader: plan(h1=1), workers: plan(h2=work.count - 1, h3=1)}
+    [release] = adapter.release(support.view(adapter, held), [], flavors)
+    running = support.applied(held, release)
+    gated = [support.gated(t) for t in support.templates(adapter, running)]
+    assert gated == [False, True]
+
+    raws = [pod(f"{leader}-0", gated=False, host="h1")]
+    raws += [pod(f"{workers}-{i}") for i in range(work.count)]
+    for raw in raws:
+        name = raw["metadata"]["name"].rsplit("-", 1)[0]
+        raw["metadata"]["labels"][names.JOBSET_REPLICATED_JOB_LABEL] = name
+    writes = adapter.release(support.view(adapter, running), typed(raws), flavors)
+
+    assert hosts_written(raws, writes) == Counter({"h2": work.count - 1, "h3": 1})

@@ -5,14 +5,14 @@
 Feeds the dashboard's memory directly (no API server): 1,000 ClusterQueues in 20 cohorts with
 a LocalQueue each, 10,000 pending gangs spread over them, 2,000 admitted gangs, 250 nodes of 8
 GPUs. Serves it over HTTPS on a loopback port and prints:
-- the server side: the view computed and encoded as JSON, the first time (every object read)
-  and after a change (what every change costs: objects that did not change are not read again),
-  and its size;
+- the server side: the view computed and encoded as JSON, the first time (every object read),
+  and after a change the view and the patch a page is sent (what every change costs: objects
+  that did not change are not read again); the whole view's size (a page's first message);
 - with Debian's headless Chromium (skipped, saying so, when it is not installed): the page's
   first render, from navigation to the whole tree drawn;
 - update latency: one gang admitted in the stores, to the page showing its queue's new count
-  (through the event stream, its 0.2 s debounce and a redraw of the whole page), median and
-  worst over `--updates` updates.
+  (through the event stream, its 0.2 s debounce, the patch merged and the queue redrawn),
+  median and worst over `--updates` updates, and the bytes of each update's patch.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from controller.api.kube import Node
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.times import format_time
 from controller.api.workload import Workload
-from dashboard.live import Live, Stores
+from dashboard.live import Follower, Live, Stores
 from dashboard.main import self_signed
 from dashboard.server import DashboardServer
 from hack.browser import MISSING, installed, start_chromium
@@ -192,18 +192,29 @@ async def run(args: argparse.Namespace) -> None:
     )
 
     started = time.perf_counter()
-    live.rendered()
+    _, body = live.rendered()
     cold = time.perf_counter() - started
-    times = []
+    times, sizes = [], []
+    page = Follower()
+    page.next(live.render())
+    pending_keys = [k for k, w in stores.workloads.items() if w.status and not w.status.admission]
+    rng = random.Random(args.seed + 2)
     for _ in range(args.repeat):
-        live.touch()
+        namespace, name = rng.choice(pending_keys)
+        pending_keys.remove((namespace, name))
+        old = stores.workloads[namespace, name]
+        new = admit(stores, (namespace, name), f"q{namespace[2:]}")
+        live.changed(kinds.WORKLOADS, old, new)
         started = time.perf_counter()
-        _, body = live.rendered()
+        message = page.next(live.render())
         times.append(time.perf_counter() - started)
+        sizes.append(len(message[1]) if message else 0)
     print(
-        f"  server: view + JSON {cold * 1000:.0f} ms the first time, then after a change"
-        f" {statistics.median(times) * 1000:.0f} ms median (max {max(times) * 1000:.0f} ms over"
-        f" {args.repeat}); {len(body) / 2**20:.2f} MiB"
+        f"  server: view + whole JSON {cold * 1000:.0f} ms the first time; after a gang admitted,"
+        f" view + patch {statistics.median(times) * 1000:.0f} ms median (max"
+        f" {max(times) * 1000:.0f} ms over {args.repeat}); whole view {len(body) / 2**20:.2f} MiB"
+        f" (a page's first message), patch {statistics.median(sizes) / 1024:.1f} KiB median"
+        f" (max {max(sizes) / 1024:.1f} KiB)"
     )
 
     if not installed():
@@ -227,7 +238,10 @@ async def run(args: argparse.Namespace) -> None:
             k for k, w in stores.workloads.items() if w.status and not w.status.admission
         ]
         rng = random.Random(args.seed + 1)
-        latencies = []
+        latencies: list[float] = []
+        sizes = []
+        page = Follower()
+        page.next(live.render())
         for _ in range(args.updates):
             namespace, name = rng.choice(pending_keys)
             pending_keys.remove((namespace, name))
@@ -239,12 +253,17 @@ async def run(args: argparse.Namespace) -> None:
             new = admit(stores, (namespace, name), target)
             live.changed(kinds.WORKLOADS, old, new)
             latencies.append(await until(driver, script, str(before + 1)))
+            # (rendered for the page already: the version it was sent)
+            message = page.next(live.render())
+            sizes.append(len(message[1]) if message else 0)
             await asyncio.sleep(0.3)
         print(
             f"  browser: update latency (a gang admitted to its queue's count on the page)"
             f" median {statistics.median(latencies) * 1000:.0f} ms,"
             f" p90 {pct(latencies, 0.9) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms"
-            f" over {len(latencies)} updates (includes the stream's 200 ms debounce)"
+            f" over {len(latencies)} updates (includes the stream's 200 ms debounce);"
+            f" bytes per update {statistics.median(sizes) / 1024:.1f} KiB median,"
+            f" max {max(sizes) / 1024:.1f} KiB"
         )
     finally:
         driver.quit()

@@ -8,23 +8,29 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.registry import Collector
 
 from controller.api.quantity import QuantityError, parse_quantity
 from controller.api.queues import ClusterQueue
+from controller.state.gpus import GpuCounts
 from controller.state.objects import LocalQueueFigures, QueueFigures
 
 WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)
-QUOTA_LABELS = ["cluster_queue", "flavor", "resource"]
+# Kueue's quota and usage series name the ClusterQueue's cohort too ("" when it has none).
+QUOTA_LABELS = ["cohort", "cluster_queue", "flavor", "resource"]
 # Whose series a labelled child is: a ClusterQueue's (by name) or a LocalQueue's (namespace,
 # name); when the queue is deleted, its series go too (as Kueue's do).
 CQ, LQ = "ClusterQueue", "LocalQueue"
 M = TypeVar("M", bound=MetricWrapperBase)
 LOCAL_LABELS = ["name", "namespace"]
+# A pending gang is `inadmissible` once its Workload says why it waits, `active` before.
+ACTIVE, INADMISSIBLE = "active", "inadmissible"
 
 
 class ControllerMetrics:
@@ -65,7 +71,7 @@ class ControllerMetrics:
         self.weighted_share = Gauge(
             "kohort_cluster_queue_weighted_share",
             "Weighted dominant resource share of a ClusterQueue in its cohort (x1000)",
-            ["cluster_queue"],
+            ["cluster_queue", "cohort"],
             registry=r,
         )
         self.cohort_weighted_share = Gauge(
@@ -89,6 +95,9 @@ class ControllerMetrics:
             "kohort_leader", "1 while this replica holds the leader Lease", registry=r
         )
         self._series: dict[tuple[str, object], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+        self._gpus: _Gpus | None = None
+        # The cohort each ClusterQueue's series were labelled with, last.
+        self._cohorts: dict[str, str] = {}
         # Per flavor and resource of a ClusterQueue (Kueue: metrics.enableClusterQueueResources).
         self.nominal_quota = Gauge(
             "kohort_cluster_queue_nominal_quota",
@@ -122,8 +131,8 @@ class ControllerMetrics:
         )
         self.local_pending = Gauge(
             "kohort_local_queue_pending_workloads",
-            "Workloads waiting for admission, by LocalQueue",
-            LOCAL_LABELS,
+            "Workloads waiting for admission, by LocalQueue and status",
+            [*LOCAL_LABELS, "status"],
             registry=r,
         )
         self.local_admitted_active = Gauge(
@@ -158,6 +167,13 @@ class ControllerMetrics:
             registry=r,
         )
 
+    def count_gpus(self, counts: Callable[[], GpuCounts]) -> None:
+        """Export `kohort_gpus`, counted by `counts` at each scrape (replacing an earlier one)."""
+        if self._gpus is not None:
+            self.registry.unregister(self._gpus)
+        self._gpus = _Gpus(counts)
+        self.registry.register(self._gpus)
+
     def _of(self, kind: str, owner: object, metric: M, *labels: str) -> M:
         """`metric.labels(*labels)`, remembered as a series of queue `owner`."""
         self._series.setdefault((kind, owner), set()).add((metric, labels))
@@ -172,6 +188,32 @@ class ControllerMetrics:
             if owner not in present:
                 for metric, labels in self._series.pop((kind, owner)):
                     _remove(metric, labels)
+        for name in self._cohorts.keys() - set(cluster_queues):
+            del self._cohorts[name]
+
+    def _cohort(self, name: str, queue: ClusterQueue | None) -> str:
+        """The cohort of ClusterQueue `name` (the last one known, without its object); when it
+        changed, the series labelled with the old one are dropped."""
+        before = self._cohorts.get(name)
+        cohort = (queue.spec.cohort or "") if queue is not None else before or ""
+        if before is not None and before != cohort:
+            series = self._series.get((CQ, name), set())
+            for metric, labels in [(m, ls) for m, ls in series if m in self._by_cohort]:
+                series.discard((metric, labels))
+                _remove(metric, labels)
+        self._cohorts[name] = cohort
+        return cohort
+
+    @property
+    def _by_cohort(self) -> tuple[MetricWrapperBase, ...]:
+        return (
+            self.weighted_share,
+            self.nominal_quota,
+            self.borrowing_limit,
+            self.lending_limit,
+            self.resource_usage,
+            self.resource_borrowed,
+        )
 
     def admitted(self, queue: str, waited: float, local: tuple[str, str] | None = None) -> None:
         """An admission into ClusterQueue `queue`, from LocalQueue `local` (namespace, name)."""
@@ -193,20 +235,25 @@ class ControllerMetrics:
     def report_queue(
         self, name: str, figures: QueueFigures, queue: ClusterQueue | None = None
     ) -> None:
-        self._of(CQ, name, self.pending, name, "active").set(figures.pending - figures.inadmissible)
-        self._of(CQ, name, self.pending, name, "inadmissible").set(figures.inadmissible)
+        cohort = self._cohort(name, queue)
+        active = figures.pending - figures.inadmissible
+        self._of(CQ, name, self.pending, name, ACTIVE).set(active)
+        self._of(CQ, name, self.pending, name, INADMISSIBLE).set(figures.inadmissible)
         self._of(CQ, name, self.admitted_active, name).set(figures.admitted)
         share = figures.weighted_share
-        self._of(CQ, name, self.weighted_share, name).set(share if math.isfinite(share) else -1)
+        self._of(CQ, name, self.weighted_share, name, cohort).set(
+            share if math.isfinite(share) else -1
+        )
         usage = figures.usage or {}
         for (flavor, resource), milli in usage.items():
-            self._of(CQ, name, self.resource_usage, name, flavor, resource).set(milli / 1000)
+            labels = (cohort, name, flavor, resource)
+            self._of(CQ, name, self.resource_usage, *labels).set(milli / 1000)
         if queue is None:
             return
         for group in queue.spec.resource_groups:
             for flavor_quotas in group.flavors:
                 for quota in flavor_quotas.resources:
-                    labels = (name, flavor_quotas.name, quota.name)
+                    labels = (cohort, name, flavor_quotas.name, quota.name)
                     nominal = _units(quota.nominal_quota)
                     self._of(CQ, name, self.nominal_quota, *labels).set(nominal)
                     for gauge, limit in (
@@ -224,7 +271,12 @@ class ControllerMetrics:
                     )
 
     def report_local_queue(self, namespace: str, name: str, figures: LocalQueueFigures) -> None:
-        self._of(LQ, (namespace, name), self.local_pending, name, namespace).set(figures.pending)
+        where = (namespace, name)
+        active = figures.pending - figures.inadmissible
+        self._of(LQ, where, self.local_pending, name, namespace, ACTIVE).set(active)
+        self._of(LQ, where, self.local_pending, name, namespace, INADMISSIBLE).set(
+            figures.inadmissible
+        )
         self._of(LQ, (namespace, name), self.local_admitted_active, name, namespace).set(
             figures.admitted
         )
@@ -239,6 +291,27 @@ class ControllerMetrics:
     def report_cohort(self, name: str, share: int | None) -> None:
         """A Cohort's share as its status shows it (-1: weight 0 while borrowing)."""
         self.cohort_weighted_share.labels(name).set(share or 0)
+
+
+class _Gpus(Collector):
+    """`kohort_gpus{state}`: counted when scraped (every gang's pods are looked at, so not on
+    every pass). The dashboard exports the same series, counted from the Workloads alone."""
+
+    def __init__(self, counts: Callable[[], GpuCounts]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = self._counts()
+        family = GaugeMetricFamily(
+            "kohort_gpus",
+            "GPUs by state: allocated (admitted gangs whose pods all run), held (admitted gangs"
+            " whose pods do not all run yet), idle (on Ready nodes, held by no gang)",
+            labels=["state"],
+        )
+        family.add_metric(["allocated"], counts.allocated)
+        family.add_metric(["held"], counts.held)
+        family.add_metric(["idle"], counts.idle)
+        yield family
 
 
 def _units(quantity: str) -> float:

@@ -79,6 +79,7 @@ class Reconciler:
         debounce: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.state, self.writers, self.settings, self.metrics = state, writers, settings, metrics
+        metrics.count_gpus(state.gpus)
         self._debounce = debounce
         self.deferred = DeferredWrites(writers, fenced=self._reports_fenced)
         # The fence refused a report (and every queued one was dropped): start afresh.

@@ -1,18 +1,20 @@
 """The dashboard's memory: the objects it watches, the GPU history and the recent evictions.
 
 Rule: no I/O. The watch (dashboard/watch.py) feeds objects in through `changed`; the server
-asks for the page's JSON through `rendered`, computed once per change however many pages
-follow it. The history is bounded: `hours` of samples every `interval` seconds, and the last
-`EVICTIONS_KEPT` evictions.
+asks for the page through `render`, computed once per change however many pages follow it, and
+each page's `Follower` turns renders into what that page is sent: the whole view first, then
+only what changed since the render it was last sent (a patch). The history is bounded: `hours`
+of samples every `interval` seconds, and the last `EVICTIONS_KEPT` evictions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -70,7 +72,10 @@ class Live:
         # Bumped at every change; pages wait on `wake` for the next one.
         self.version = 0
         self.wake = asyncio.Event()
-        self._rendered: tuple[int, bytes] | None = None
+        self._rendered: Rendered | None = None
+        # Samples and evictions recorded so far (a page is sent those it has not had).
+        self.sampled = 0
+        self.evicted = 0
         # What each Workload object gave (a changed Workload is a new object): most of a large
         # cluster's gangs do not change between two renders.
         self._entries: dict[Key, tuple[Workload, GangEntry]] = {}
@@ -86,6 +91,7 @@ class Live:
             eviction = eviction_of(old, new, self.clock())
             if eviction is not None:
                 self.evictions.appendleft(eviction)
+                self.evicted += 1
             if new is None and old is not None:
                 self._entries.pop((old.metadata.namespace, old.metadata.name), None)
         self.touch()
@@ -100,6 +106,7 @@ class Live:
         now = self.clock()
         sample = self._gpu_sample(now)
         self.history.append(sample)
+        self.sampled += 1
         self.touch()
         return sample
 
@@ -149,25 +156,28 @@ class Live:
         self._queues[view.name] = _QueuePart(inputs, view, _ENCODER.encode(view), version)
         return view
 
-    def rendered(self) -> tuple[int, bytes]:
-        """The view as JSON, with the version it is of (computed once per version); each queue's
-        part is encoded once per change of it, and `queue_versions` tells the page which parts
-        changed."""
-        if self._rendered is None or self._rendered[0] != self.version:
+    def render(self) -> Rendered:
+        """The view now, its parts encoded (computed once per version); each queue's part is
+        encoded once per change of it."""
+        if self._rendered is None or self._rendered.version != self.version:
             version = self.version
             view = self.view()
             for gone in self._queues.keys() - view.queues.keys():
                 del self._queues[gone]
-            parts = {name: self._queues[name] for name in view.queues}
-            page = {
-                field: getattr(view, field)
-                for field in View.__dataclass_fields__
-                if field != "queues"
-            }
-            page["queues"] = {name: msgspec.Raw(part.json) for name, part in parts.items()}
-            page["queue_versions"] = {name: part.version for name, part in parts.items()}
-            self._rendered = (version, _ENCODER.encode(page))
+            self._rendered = Rendered(
+                version=version,
+                view=view,
+                cohorts={name: _ENCODER.encode(c) for name, c in view.cohorts.items()},
+                queues={name: self._queues[name] for name in view.queues},
+                sampled=self.sampled,
+                evicted=self.evicted,
+            )
         return self._rendered
+
+    def rendered(self) -> tuple[int, bytes]:
+        """The whole view as JSON, with the version it is of."""
+        rendered = self.render()
+        return rendered.version, rendered.body
 
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
@@ -180,3 +190,83 @@ class _QueuePart:
     view: QueueView
     json: bytes
     version: int
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One version of the page: the view, and its parts as JSON."""
+
+    version: int
+    view: View
+    cohorts: dict[str, bytes]
+    queues: dict[str, _QueuePart]
+    # How many GPU samples and evictions had been recorded by then.
+    sampled: int
+    evicted: int
+
+    @functools.cached_property
+    def body(self) -> bytes:
+        """The whole view as JSON (the page's first message, and GET /api/view), with the
+        version of each queue's part in `queue_versions`."""
+        view = self.view
+        page: dict[str, object] = {
+            name: getattr(view, name) for name in View.__dataclass_fields__ if name != "queues"
+        }
+        page["version"] = self.version
+        page["cohorts"] = {name: msgspec.Raw(json) for name, json in self.cohorts.items()}
+        page["queues"] = {name: msgspec.Raw(part.json) for name, part in self.queues.items()}
+        page["queue_versions"] = {name: part.version for name, part in self.queues.items()}
+        return _ENCODER.encode(page)
+
+
+def patch(old: Rendered, new: Rendered) -> bytes:
+    """What turns the page of `old` into the page of `new`, as JSON: the figures of the moment
+    always; the tree's shape, cohorts and queues that changed (by name, with those removed);
+    the GPU samples and evictions recorded since, with how many of each the page keeps."""
+    was, now = old.view, new.view
+    body: dict[str, object] = {"base": old.version, "version": new.version, "at": now.at}
+    body["gpus"] = now.gpus
+    if was.roots != now.roots:
+        body["roots"] = now.roots
+    if was.lone_queues != now.lone_queues:
+        body["lone_queues"] = now.lone_queues
+    body["cohorts"] = {
+        name: msgspec.Raw(json)
+        for name, json in new.cohorts.items()
+        if old.cohorts.get(name) != json
+    }
+    body["cohorts_removed"] = sorted(old.cohorts.keys() - new.cohorts.keys())
+    changed = {name: part for name, part in new.queues.items() if old.queues.get(name) is not part}
+    body["queues"] = {name: msgspec.Raw(part.json) for name, part in changed.items()}
+    body["queue_versions"] = {name: part.version for name, part in changed.items()}
+    body["queues_removed"] = sorted(old.queues.keys() - new.queues.keys())
+    added = min(new.sampled - old.sampled, len(now.gpu_history))
+    body["gpu_history_added"] = now.gpu_history[len(now.gpu_history) - added :]
+    body["gpu_history_kept"] = len(now.gpu_history)
+    evicted = min(new.evicted - old.evicted, len(now.evictions))
+    body["evictions_added"] = now.evictions[:evicted]
+    body["evictions_kept"] = len(now.evictions)
+    return _ENCODER.encode(body)
+
+
+Message = tuple[Literal["snapshot", "patch"], bytes]
+
+
+class Follower:
+    """What one page has been sent: the whole view first, then patches from what it has."""
+
+    def __init__(self) -> None:
+        self.sent: Rendered | None = None
+
+    @property
+    def sent_version(self) -> int | None:
+        return self.sent.version if self.sent is not None else None
+
+    def next(self, rendered: Rendered) -> Message | None:
+        """The message that brings the page to `rendered` (None: it is there already)."""
+        sent, self.sent = self.sent, rendered
+        if sent is None:
+            return "snapshot", rendered.body
+        if sent.version == rendered.version:
+            return None
+        return "patch", patch(sent, rendered)

@@ -1,8 +1,11 @@
 """The dashboard's HTTP side: the page, its script and style, its JSON, and server-sent events.
 
-Read-only: every route is a GET. The page loads `/api/view` once, then follows `/events`, where
-each message is the whole view as JSON, sent at most every `DEBOUNCE` seconds (changes come in
-bursts: one admission changes a Workload, its ClusterQueue and its LocalQueue).
+Read-only: every route is a GET. The page follows `/events`: its first message (event
+`snapshot`) is the whole view as JSON, and each next one (event `patch`) only what changed since
+the message before, sent at most every `DEBOUNCE` seconds (changes come in bursts: one admission
+changes a Workload, its ClusterQueue and its LocalQueue). A page that finds a patch not made
+for the version it holds reconnects, and starts again from a snapshot. `/api/view` is the whole
+view, for anything else that reads it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from importlib import resources
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dashboard.live import Live
+from dashboard.live import Follower, Live
 from dashboard.metrics import DashboardMetrics
 
 log = logging.getLogger("kohort.dashboard")
@@ -81,20 +84,20 @@ def build_app(live: Live, metrics: DashboardMetrics | None = None) -> web.Applic
 
 
 async def follow(live: Live, request: web.Request) -> web.StreamResponse:
-    """Server-sent events: the view now, then again after every change."""
+    """Server-sent events: the view now, then what changed after every change."""
     response = web.StreamResponse(
         headers={**HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
     )
     await response.prepare(request)
-    sent = -1
+    follower = Follower()
     try:
         while True:
             wake = live.wake  # before rendering: a change meanwhile sets it
-            version, body = live.rendered()
-            if version != sent:
-                await response.write(b"data: " + body + b"\n\n")
-                sent = version
-            if live.version == sent:
+            message = follower.next(live.render())
+            if message is not None:
+                event, body = message
+                await response.write(b"event: " + event.encode() + b"\ndata: " + body + b"\n\n")
+            if live.version == follower.sent_version:
                 try:
                     async with asyncio.timeout(KEEPALIVE):
                         await wake.wait()

@@ -29,6 +29,7 @@ from controller.settings import Settings
 from controller.state import objects, planner
 from controller.state.forecasts import Forecaster
 from controller.state.gangs import GangIndex, GangKey, ManagedGang, key_of
+from controller.state.gpus import GpuCounts, gpu_counts
 from controller.state.inventory import Inventory
 from controller.state.mirror import EngineMirror, Member, wanted
 from controller.state.objects import PodGroupSettings
@@ -123,6 +124,10 @@ class ClusterState:
 
     def gang(self, gang_id: str) -> ManagedGang | None:
         return self.index.get(key_of(gang_id))
+
+    def gpus(self) -> GpuCounts:
+        """The GPUs allocated, held by gangs not fully running, and idle, as known now."""
+        return gpu_counts(self.index, self.inventory.nodes.values())
 
     def next_timer(self) -> float | None:
         """The earliest time a pass is due: a gang's timer, or the engine's (time alone may

@@ -721,6 +721,8 @@ class LocalQueueFigures:
     usage: Mapping[tuple[str, str], int] | None = None
     head_reason: str | None = None
     head: Sequence[PendingWorkload] = ()
+    # Pending gangs whose Workload says why they wait.
+    inadmissible: int = 0
 
 
 def local_queue_status(

@@ -217,7 +217,10 @@ class Reporter:
         head = min(pending, key=lambda g: g.order, default=None)
         reason = head.reason or None if head is not None else None
         first = self.positions.local_head(queue)
-        return LocalQueueFigures(len(pending), len(gangs) - len(pending), usage, reason, first)
+        inadmissible = sum(1 for g in pending if g.reason)
+        return LocalQueueFigures(
+            len(pending), len(gangs) - len(pending), usage, reason, first, inadmissible
+        )
 
     def _local_report(
         self, now: float

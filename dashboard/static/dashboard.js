@@ -1,5 +1,6 @@
-// The kohort dashboard: draws the view the server sends (GET /api/view, then each message of
-// the event stream /events). No framework, no build step: strings of HTML, escaped.
+// The kohort dashboard: draws the view the server sends on the event stream /events: the whole
+// view first (event "snapshot"), then what changed (event "patch"), merged into the view held
+// here. No framework, no build step: strings of HTML, escaped.
 "use strict";
 
 const esc = (text) =>
@@ -177,13 +178,51 @@ function draw(view) {
   document.body.dataset.version = String((+document.body.dataset.version || 0) + 1);
 }
 
+// Merges a patch into the view: the figures of the moment, the parts that changed (by name),
+// those removed, and the GPU samples and evictions recorded since (with how many to keep).
+function merge(view, patch) {
+  view.version = patch.version;
+  view.at = patch.at;
+  view.gpus = patch.gpus;
+  if (patch.roots) view.roots = patch.roots;
+  if (patch.lone_queues) view.lone_queues = patch.lone_queues;
+  Object.assign(view.cohorts, patch.cohorts);
+  for (const name of patch.cohorts_removed) delete view.cohorts[name];
+  Object.assign(view.queues, patch.queues);
+  Object.assign(view.queue_versions, patch.queue_versions);
+  for (const name of patch.queues_removed) {
+    delete view.queues[name];
+    delete view.queue_versions[name];
+  }
+  const history = view.gpu_history.concat(patch.gpu_history_added);
+  view.gpu_history = history.slice(Math.max(0, history.length - patch.gpu_history_kept));
+  view.evictions = patch.evictions_added.concat(view.evictions).slice(0, patch.evictions_kept);
+}
+
+let view = null;
+
 function connect() {
   const status = document.getElementById("status");
   const events = new EventSource("/events");
   events.onopen = () => { status.textContent = "live"; status.className = "status live"; };
-  events.onmessage = (message) => draw(JSON.parse(message.data));
-  // EventSource reconnects by itself; say so meanwhile.
+  events.addEventListener("snapshot", (message) => {
+    view = JSON.parse(message.data);
+    draw(view);
+  });
+  events.addEventListener("patch", (message) => {
+    const patch = JSON.parse(message.data);
+    if (view === null || patch.base !== view.version) {
+      // Not made for what this page holds: start again from a snapshot.
+      events.close();
+      view = null;
+      connect();
+      return;
+    }
+    merge(view, patch);
+    draw(view);
+  });
+  // EventSource reconnects by itself (and the server starts again with a snapshot); say so.
   events.onerror = () => { status.textContent = "reconnecting…"; status.className = "status lost"; };
 }
 
-fetch("/api/view").then((r) => r.json()).then(draw).finally(connect);
+connect();

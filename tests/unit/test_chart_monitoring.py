@@ -73,6 +73,16 @@ def test_the_alerts_query_series_kohort_exports() -> None:
     assert 'kohort_gpus{state="held"}' in alerts["KohortGpusHeldByPartialGangs"]["expr"]
 
 
+def test_the_alerts_need_only_the_controller_scraped() -> None:
+    """The chart's default scrape is the controller's: every series an alert reads is one the
+    controller exports (the GPUs held by partial gangs too, not only the dashboard)."""
+    rule = render(ON).one("PrometheusRule")
+    controller = set(re.findall(r'"(kohort_[a-z_]+)"', (REPO / EXPORTERS[0]).read_text()))
+    for group in rule["spec"]["groups"]:
+        for alert in group["rules"]:
+            assert series_in(alert["expr"]) <= controller, alert["alert"]
+
+
 def test_the_grafana_config_map_holds_the_dashboard_as_the_chart_ships_it() -> None:
     config_map = render(ON).one("ConfigMap", f"{RELEASE}-grafana-dashboard")
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"

@@ -37,11 +37,12 @@ def node(name: str, ready: bool = True) -> JSON:
     }
 
 
-def pod_of(job: JSON, node_name: str) -> JSON:
+def pod_of(job: JSON, node_name: str, index: int = 0) -> JSON:
+    """Pod `index` of `job`, running on `node_name`."""
     name = job["metadata"]["name"]
     return {
         "metadata": {
-            "name": f"{name}-0",
+            "name": f"{name}-{index}",
             "namespace": "ns",
             "labels": {"kohort.dev/pod-group": f"job-{name}"},
             "ownerReferences": [

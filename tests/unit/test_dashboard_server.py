@@ -7,6 +7,7 @@ import json
 import ssl
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -58,7 +59,17 @@ async def test_every_route_is_read_only(served: tuple[Live, str]) -> None:
                 assert answer.status == 405
 
 
-async def test_the_event_stream_sends_the_view_again_when_a_gang_arrives(
+async def next_event(stream: aiohttp.ClientResponse) -> tuple[str, dict[str, Any]]:
+    """The next server-sent event: its name and its JSON."""
+    fields = dict(
+        line.split(": ", 1)
+        for line in (await stream.content.readuntil(b"\n\n")).decode().split("\n")
+        if ": " in line
+    )
+    return fields["event"], json.loads(fields["data"])
+
+
+async def test_the_event_stream_sends_the_view_then_what_changed_when_a_gang_arrives(
     served: tuple[Live, str],
 ) -> None:
     live, url = served
@@ -66,13 +77,15 @@ async def test_the_event_stream_sends_the_view_again_when_a_gang_arrives(
     stores.local_queues = local_queues = {}
     stores.workloads = workloads = {}
     async with _client() as http, http.get(url + "/events") as stream:
-        first = json.loads((await stream.content.readuntil(b"\n\n"))[len(b"data: ") :])
+        event, first = await next_event(stream)
+        assert event == "snapshot"
         assert first["queues"]["research"]["pending"] == 0
         local_queues["ns", "team"] = lq("ns", "team", "research")
         workloads["ns", "w"] = workload("w")
         live.changed(kinds.WORKLOADS, None, workloads["ns", "w"])
         async with asyncio.timeout(30):  # pushed, not polled: no page reload asks for it
-            line = await stream.content.readuntil(b"\n\n")
-        second = json.loads(line[len(b"data: ") :])
-        assert second["queues"]["research"]["pending"] == 1
-        assert second["queues"]["research"]["pending_gangs"][0]["name"] == "w"
+            event, patch = await next_event(stream)
+        assert event == "patch"
+        assert patch["base"] == first["version"]
+        assert patch["queues"]["research"]["pending"] == 1
+        assert patch["queues"]["research"]["pending_gangs"][0]["name"] == "w"

@@ -44,6 +44,9 @@ class JobSetAdapter(SuspendedAdapter):
     KIND: ClassVar[Kind] = kube.JobSet.KIND
     model: ClassVar[type[kube.JobSet]] = kube.JobSet
     GANG_PREFIX: ClassVar[str] = "jobset"
+    # The JobSet controller merges a resumed JobSet's template fields into the Jobs it kept
+    # while suspended (their nodeSelector and scheduling gates): pins go on the pods.
+    PINS_ON_PODS: ClassVar[bool] = True
     OPTIONAL_CRD: ClassVar[bool] = True
     MAKES: ClassVar[tuple[Kind, ...]] = (kinds.JOBS,)
     OWN_PODS: ClassVar[OwnPods] = OwnPods.NONE

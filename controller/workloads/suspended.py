@@ -222,6 +222,11 @@ class SuspendedAdapter(Registrable):
     # Whether its own operator makes its pods: they are then gated until the release too, since
     # kohort lets a pod skip the gate only when the Job controller makes it (see pod.py).
     GATED: ClassVar[bool] = False
+    # Whether its pods get the pins to their planned nodes and domain only as they are
+    # ungated, never through its templates: a kind whose operator merges a template's
+    # scheduling fields into the objects it made before (a JobSet's Jobs, kept while it is
+    # suspended) would keep an earlier release's pins beside the next one's.
+    PINS_ON_PODS: ClassVar[bool] = False
 
     # -- what each kind says (the typed view) --------------------------------------------------
 
@@ -443,10 +448,15 @@ class SuspendedAdapter(Registrable):
         the pods its operator made, when they are gated."""
         held, before = self.held_templates(obj), self._before(obj)
         if not self.suspended(obj):
-            return self._ungate(obj, pods, flavors) if any(map(self._ungated, held)) else []
+            # (every gated pod: one its operator made from a template gated for an earlier
+            # release is released too)
+            return self._ungate(obj, pods, flavors)
 
         def wanted(template: HeldTemplate) -> Scheduling:
-            return self._own(template, before).on(flavors.get(template.pod_set))
+            mine = flavors.get(template.pod_set)
+            if mine is not None and self.PINS_ON_PODS:
+                mine = PodSetFlavors(mine.flavors)
+            return self._own(template, before).on(mine)
 
         kept = {
             t.pod_set: self._own(t, before)
@@ -458,7 +468,8 @@ class SuspendedAdapter(Registrable):
         for t in held:
             mine = flavors.get(t.pod_set)
             if not self.gated(t) and not t.starts_later and mine is not None:
-                ops += _gate_ops(t, gated=mine.pinned_per_pod)
+                pinned = bool(mine.nodes or mine.domain) if self.PINS_ON_PODS else False
+                ops += _gate_ops(t, gated=pinned or mine.pinned_per_pod)
         value = encoded(kept) if kept else None
         ops += annotation_ops(obj.metadata, TEMPLATES_BEFORE_FLAVORS, value)
         return [guarded_patch(self.KIND, obj.metadata, ops)]

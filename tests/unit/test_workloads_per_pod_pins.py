@@ -209,25 +209,45 @@ def test_a_jobset_planned_over_several_nodes_gates_its_templates_until_each_pod_
     assert support.templates(adapter, held_again) == support.templates(adapter, held)
 
 
-def test_a_jobset_whose_leader_is_planned_on_one_node_gets_every_spread_worker_ungated() -> None:
-    # The leader's pod set is pinned whole, ungated from the start; the workers' are gated:
-    # the leader's running pod takes no worker's place.
+def test_a_jobsets_pods_get_their_pins_as_they_are_ungated_never_through_its_templates() -> None:
+    # The JobSet controller keeps a suspended JobSet's Jobs and merges its templates into them
+    # when it resumes: a pin in a template would outlive its release. Every pod set with a
+    # plan is gated; the leader, planned on one node, is pinned to it as it is ungated, the
+    # workers each to their own node.
     adapter = REGISTRY.instance(JobSetAdapter)
     held = support.stored(make_jobset())
     lead, work = adapter.held_templates(support.view(adapter, held))
     leader, workers = lead.pod_set, work.pod_set
     assert lead.count == 1
-    flavors = {leader: plan(h1=1), workers: plan(h2=work.count - 1, h3=1)}
+    h1 = PodSetFlavors((), ("h1",), {HOSTNAME: "h1"}, {"h1": 1})
+    flavors = {leader: h1, workers: plan(h2=work.count - 1, h3=1)}
     [release] = adapter.release(support.view(adapter, held), [], flavors)
     running = support.applied(held, release)
-    gated = [support.gated(t) for t in support.templates(adapter, running)]
-    assert gated == [False, True]
+    templates = support.templates(adapter, running)
+    assert [support.gated(t) for t in templates] == [True, True]
+    assert [t["spec"].get("nodeSelector", {}).get(HOSTNAME) for t in templates] == [None, None]
 
-    raws = [pod(f"{leader}-0", gated=False, host="h1")]
+    raws = [pod(f"{leader}-0")]
     raws += [pod(f"{workers}-{i}") for i in range(work.count)]
     for raw in raws:
         name = raw["metadata"]["name"].rsplit("-", 1)[0]
         raw["metadata"]["labels"][names.JOBSET_REPLICATED_JOB_LABEL] = name
     writes = adapter.release(support.view(adapter, running), typed(raws), flavors)
 
-    assert hosts_written(raws, writes) == Counter({"h2": work.count - 1, "h3": 1})
+    assert hosts_written(raws, writes) == Counter({"h1": 1, "h2": work.count - 1, "h3": 1})
+    [leader_write] = [w for w in writes if isinstance(w, Patch) and w.name == f"{leader}-0"]
+    pinned_leader = jsonpatch.apply_patch(raws[0], leader_write.body)
+    assert pinned_leader["spec"]["nodeSelector"][HOSTNAME] == "h1"
+
+
+def test_a_pod_a_jobset_made_gated_for_an_earlier_release_is_released_all_the_same() -> None:
+    adapter = REGISTRY.instance(JobSetAdapter)
+    held = support.stored(make_jobset())
+    [release] = adapter.release(support.view(adapter, held), [], {})
+    running = support.applied(held, release)
+    assert not any(support.gated(t) for t in support.templates(adapter, running))
+    stale = pod("workers-0")  # its Job kept the gate of a release before this one
+
+    [write] = adapter.release(support.view(adapter, running), typed([stale]), {})
+
+    assert isinstance(write, Patch) and write.name == "workers-0"

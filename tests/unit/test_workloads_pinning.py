@@ -158,9 +158,9 @@ def test_a_job_without_affinity_of_its_own_loses_the_pin_on_hold() -> None:
 # -- kinds held by a suspend field --------------------------------------------------------------
 
 
-def test_a_jobsets_templates_are_pinned_by_node_selector_which_its_webhook_lets_change() -> None:
-    # JobSet lets a suspended JobSet's templates change their nodeSelector, not their affinity:
-    # each pod set is pinned to the labels its planned nodes share (here, its one node).
+def test_a_jobsets_templates_get_the_gate_not_the_pins_and_a_hold_gives_them_back() -> None:
+    # The JobSet controller merges a resumed JobSet's templates into the Jobs it kept: a pin in
+    # a template would outlive its release. Its pods are pinned as they are ungated.
     adapter = REGISTRY.instance(JobSetAdapter)
     held = support.stored(make_jobset())
     sets = [t.pod_set for t in adapter.held_templates(support.view(adapter, held))]
@@ -170,9 +170,10 @@ def test_a_jobsets_templates_are_pinned_by_node_selector_which_its_webhook_lets_
     [release] = adapter.release(support.view(adapter, held), [], plan)
     released = support.applied(held, release)
 
-    for name, template in zip(sets, support.templates(adapter, released), strict=True):
-        assert template["spec"]["nodeSelector"] == {host: f"{name}-n"}
+    for template in support.templates(adapter, released):
+        assert "nodeSelector" not in template["spec"]
         assert "affinity" not in template["spec"]
+        assert support.gated(template)
     [hold] = adapter.hold(support.view(adapter, released), [])
     held_again = support.applied(released, hold)
     assert support.templates(adapter, held_again) == support.templates(adapter, held)

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from controller.workloads.base import Backend
+from hack.localcluster import LocalCluster, Taint
 
 TEST_NODE_KEY = "kohort.dev/test"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -128,3 +129,16 @@ def load_bench(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def set_taints(
+    cluster: LocalCluster, node: str, *, add: Taint | None = None, remove: str | None = None
+) -> None:
+    """Add a taint to a node, or remove the one of key `remove`, the others kept."""
+    taints: list[dict[str, str]] = cluster.rest.get(f"/api/v1/nodes/{node}")["spec"].get(
+        "taints", []
+    )
+    taints = [t for t in taints if t["key"] != remove]
+    if add is not None:
+        taints.append(add.to_api())
+    cluster.rest.patch(f"/api/v1/nodes/{node}", {"spec": {"taints": taints}})

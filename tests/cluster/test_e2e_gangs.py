@@ -42,6 +42,7 @@ from tests.support import (
     holds_for,
     min_members,
     pod_isolation,
+    set_taints,
 )
 
 pytestmark = pytest.mark.volcano
@@ -136,7 +137,7 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
     workers = test_nodes("worker", 3, cpu="8")
     blocked = Taint("test", "blocked")
     for node in workers[1:]:
-        _set_taints(cluster, node, add=blocked)
+        set_taints(cluster, node, add=blocked)
     queue(cluster, namespace, cpu="32")
 
     await team.create(kinds.JOBS, job(namespace, "pinched", 4, cpu="4"))
@@ -156,7 +157,7 @@ async def test_a_gang_no_node_set_can_take_waits_whole_explains_why_and_starts_w
     assert any(e.startswith("Inadmissible: Inadmissible: needs 4 pods") for e in events), events
     assert "Inadmissible: needs 4 pods x 4 cpu" in await describe_job(cluster, namespace, "pinched")
 
-    _set_taints(cluster, workers[1], remove="test")
+    set_taints(cluster, workers[1], remove="test")
 
     await eventually(
         lambda: team.bound("job-pinched"),
@@ -337,18 +338,6 @@ def _pinned_pod(namespace: str, name: str, node: str, *, gpus: int) -> dict[str,
             ],
         },
     }
-
-
-def _set_taints(
-    cluster: LocalCluster, node: str, *, add: Taint | None = None, remove: str | None = None
-) -> None:
-    taints: list[dict[str, str]] = cluster.rest.get(f"/api/v1/nodes/{node}")["spec"].get(
-        "taints", []
-    )
-    taints = [t for t in taints if t["key"] != remove]
-    if add is not None:
-        taints.append(add.to_api())
-    cluster.rest.patch(f"/api/v1/nodes/{node}", {"spec": {"taints": taints}})
 
 
 async def kubectl(cluster: LocalCluster, *args: str) -> str:

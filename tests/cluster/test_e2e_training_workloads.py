@@ -17,20 +17,23 @@ from controller.api import kinds
 from controller.cluster.clients import Client
 from controller.workloads.edits import lookup
 from hack.demo import KohortStack, apply_queues
-from hack.localcluster import LocalCluster
+from hack.localcluster import LocalCluster, Taint
 from hack.objects import (
     Probe,
     borrower_and_lender,
+    cluster_queue,
     condition,
+    gang_job,
     gang_jobset,
     gang_pytorchjob,
     gang_raycluster,
     gang_rayjob,
+    local_queue,
     pending_reason,
     reserved,
 )
 from tests.conftest import TestNodes
-from tests.support import eventually, holds_for, pod_isolation
+from tests.support import eventually, holds_for, pod_isolation, set_taints
 
 pytestmark = pytest.mark.volcano
 
@@ -252,3 +255,81 @@ async def test_a_rayjobs_submitter_is_in_its_quota_and_joins_its_gang_once_the_c
     )
     # The RayCluster and the submitter Job KubeRay made are no gangs of their own.
     assert [w["metadata"]["name"] for w in await team.workloads()] == ["rayjob-submit"]
+
+
+async def test_a_jobset_evicted_and_admitted_again_on_other_nodes_binds_there(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    test_nodes: TestNodes,
+    drained: None,
+) -> None:
+    # The JobSet controller keeps a suspended JobSet's Jobs and merges its templates into them
+    # when it resumes: a pin of the first release left in them would keep the second one's
+    # pods from every node. kohort pins a JobSet's pods as it ungates them instead.
+    cluster.start_workload_controller("jobset-manager")
+    stack.enroll(namespace)
+    [first] = test_nodes("big", 1, cpu="16")
+    others = test_nodes("worker", 2, cpu="8")
+    closed = Taint("test", "closed")
+    for node in others:
+        set_taints(cluster, node, add=closed)
+    cohort = f"{namespace}-org"
+    apply_queues(
+        cluster.rest,
+        [
+            cluster_queue(f"{namespace}-a", {"cpu": "0"}, cohort=cohort),
+            cluster_queue(f"{namespace}-b", {"cpu": "16"}, cohort=cohort, reclaim="Any"),
+            local_queue(namespace, "team-a", f"{namespace}-a"),
+            local_queue(namespace, "team-b", f"{namespace}-b"),
+        ],
+    )
+    team = Probe(admin, namespace)
+    isolation = pod_isolation(namespace)
+    # A leader of 2 CPU and two workers of 5: all on the big node first, then the workers
+    # over both small ones (their first pin named one node, the second names none).
+    trainer = gang_jobset(
+        "trainer", queue="team-a", workers=2, requests={"cpu": "5"}, isolation=isolation
+    )
+    leader = trainer["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    leader["containers"][0]["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}
+    await team.create(kinds.JOBSETS, trainer)
+
+    async def nodes_of(gang: str) -> list[str]:
+        return sorted(
+            p["spec"]["nodeName"]
+            for p in await team.pods(gang)
+            if lookup(p, ["spec", "nodeName"]) and not lookup(p, ["metadata", "deletionTimestamp"])
+        )
+
+    bound = await eventually(
+        lambda: nodes_of("jobset-trainer"),
+        lambda nodes: len(nodes) == 3,
+        within=120,
+        what="the JobSet's three pods bound, on the one open node",
+    )
+    assert set(bound) == {first}
+
+    # The open node closes, the two others open; team-b takes its whole quota back.
+    set_taints(cluster, first, add=closed)
+    for node in others:
+        set_taints(cluster, node, remove="test")
+    lender = gang_job("lender", queue="team-b", pods=4, requests={"cpu": "4"}, isolation=isolation)
+    await team.create(kinds.JOBS, lender)
+    await eventually(
+        lambda: team.bound("job-lender"),
+        lambda bound: len(bound) == 4,
+        within=120,
+        what="team-b's gang bound after reclaiming the JobSet's quota",
+    )
+    assert not reserved(await team.workload("jobset-trainer"))
+
+    await admin.delete(kinds.JOBS, "lender", namespace)
+    again = await eventually(
+        lambda: nodes_of("jobset-trainer"),
+        lambda nodes: len(nodes) == 3,
+        within=120,
+        what="the JobSet admitted again and its three pods bound on the nodes now open",
+    )
+    assert set(again) == set(others)

@@ -34,7 +34,6 @@ from controller.api.workload import Workload
 from controller.workloads.base import (
     Denied,
     WorkloadAdapter,
-    has_gate,
     owned_by,
     queue_of,
     shown,
@@ -267,14 +266,14 @@ def ownership_problem(
 
 
 def job_pod_problem(obj: dict[str, Any], username: str, settings: Settings) -> str | None:
-    """Why a pod that names a Job as its controller may not skip the gate: only the Job
-    controller creates a Job's pods, and only once kohort has released the Job."""
-    if username in settings.job_controllers or has_gate(obj):
+    """Why a pod may not name a Job as its controller: only the Job controller creates a Job's
+    pods (once kohort has released the Job); kohort ungates those of a Job whose release gated
+    them, so one made by anybody else, gated or not, would run outside the queue."""
+    if username in settings.job_controllers:
         return None
     return (
         "only the Job controller creates a Job's pods (once kohort releases the Job); a pod that"
-        f" names a Job as its controller must come from it, or carry the {names.ADMISSION_GATE}"
-        " scheduling gate"
+        " names a Job as its controller must come from it"
     )
 
 

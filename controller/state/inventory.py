@@ -102,6 +102,9 @@ class Inventory:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # Each node as the core sees it, without usage (None: not Ready).
         self.nodes: dict[str, quota.Node | None] = {}
+        # Every node's labels, Ready or not (an admitted gang stays pinned to its planned nodes
+        # while one of them is NotReady).
+        self._labels_of: dict[str, Mapping[str, str]] = {}
         # node -> pod (namespace, name) -> what it holds there
         self._on_node: dict[str, dict[GangKey, _OnNode]] = {}
         # DRA: the ResourceSlices by name, the DeviceClasses whose selector the placement check
@@ -161,9 +164,9 @@ class Inventory:
         )
 
     def node_labels(self, node: str) -> Mapping[str, str] | None:
-        """The labels of a Ready node (an admitted gang's pods are pinned by them)."""
-        known = self.nodes.get(node)
-        return known.labels if known is not None else None
+        """The labels of a node, Ready or not (an admitted gang's pods are pinned by them);
+        None once it is gone."""
+        return self._labels_of.get(node)
 
     def flavor_specs(self) -> tuple[quota.FlavorSpec, ...]:
         return tuple(self.flavors[name] for name in sorted(self.flavors))
@@ -334,6 +337,9 @@ class Inventory:
         after = core_node(new, {}) if new is not None else None
         if new is not None:
             self.nodes[name] = after
+            self._labels_of[name] = new.metadata.labels
+        else:
+            self._labels_of.pop(name, None)
         if before != after:
             self.nodes_changed = True
 

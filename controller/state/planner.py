@@ -132,7 +132,10 @@ def release(
         levels = next((spec.topology for spec in specs if spec.topology), ())
         hosts, domain = pins(nodes, levels, node_labels, claims_devices=pod_set in claiming)
         per_host = per_host_counts(placed, pod_set, node_labels) if hosts else {}
-        by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain, per_host)
+        node_hosts = {
+            node: (node_labels(node) or {}).get(HOSTNAME, node) for node in nodes if per_host
+        }
+        by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain, per_host, node_hosts)
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
 

@@ -158,6 +158,8 @@ class PodSetFlavors:
     # one of them when it is ungated (its own node, not the pod set's), so that no scheduler
     # puts more of the gang on a node than planned.
     per_host: Mapping[str, int] = field(default_factory=dict)
+    # The hostname label of each planned node, by node name (a bound pod's place in the plan).
+    node_hosts: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def pinned_per_pod(self) -> bool:
@@ -625,10 +627,22 @@ def hosts_left(flavors: PodSetFlavors, pod_set: Iterable[kube.Pod]) -> Counter[s
     left = Counter(flavors.per_host)
     for pod in pod_set:
         if pod.live() and not is_gated(pod):
-            host = pinned_host(pod.spec) or pod.spec.node_name
+            host = pinned_host(pod.spec) or flavors.node_hosts.get(pod.spec.node_name or "")
             if host is not None and host in left:
                 left[host] -= 1
     return left
+
+
+def alike_placement(flavors: PodSetFlavors, pod_set: Iterable[kube.Pod]) -> bool:
+    """Whether the pods of a set ask alike where they go (their own nodeSelector, the flavors'
+    labels aside): only then may any pod take any of the plan's places (a JobSet's exclusive
+    placement gives each Job's pods a nodeSelector of their own)."""
+    theirs = flavors.node_selector
+    own = {
+        tuple(sorted((k, v) for k, v in p.spec.node_selector.items() if k not in theirs))
+        for p in pod_set
+    }
+    return len(own) <= 1
 
 
 def ungate(
@@ -642,10 +656,11 @@ def ungate(
     the gate's index is still right. A pod set pinned pod by pod has each pod pinned to one of
     its planned hosts with room left (counting the pods of `among` and `pods` for which
     `flavors_of` gives the very same PodSetFlavors: one pod set), or to all of them once the
-    plan's places are taken. A pod whose own nodeSelector contradicts its flavors' node labels
-    stays gated: no node could take it."""
+    plan's places are taken, or when the set's pods ask for different nodes themselves. A pod
+    whose own nodeSelector contradicts its flavors' node labels stays gated: no node could take
+    it."""
     writes: list[Write] = []
-    left: dict[int, Counter[str]] = {}
+    left: dict[int, Counter[str] | None] = {}
     for pod in pods:
         if not pod.live():
             continue
@@ -671,11 +686,11 @@ def ungate(
             host = None
             if flavors.pinned_per_pod:
                 if id(flavors) not in left:
-                    same = [p for p in (*among, *pods) if flavors_of(p) is flavors]
-                    left[id(flavors)] = hosts_left(
-                        flavors, {p.metadata.name: p for p in same}.values()
-                    )
-                host = _take_host(left[id(flavors)])
+                    same = {p.metadata.name: p for p in (*among, *pods) if flavors_of(p) is flavors}
+                    alike = alike_placement(flavors, same.values())
+                    left[id(flavors)] = hosts_left(flavors, same.values()) if alike else None
+                places = left[id(flavors)]
+                host = _take_host(places) if places is not None else None
             ops = flavor_ops(pod, flavors, host) + ops
         writes.append(guarded_patch(kube.Pod.KIND, pod.metadata, ops))
     return writes

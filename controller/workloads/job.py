@@ -60,7 +60,7 @@ from controller.workloads.base import (
     template_gang,
     template_requests,
     toleration_json,
-    ungate,
+    ungate_up_to,
 )
 from controller.workloads.capabilities import OwnPods, Registrable
 from controller.workloads.edits import Editor, JSONDict, Path, lookup
@@ -280,8 +280,12 @@ class JobAdapter(Registrable):
         ungated pinned to its own planned node (see `base.ungate`)."""
         mine = flavors.get("main")
         if obj.spec.suspend is not True:
+            # Only a template the release gated makes gated pods; at most as many run as the
+            # Job runs at once.
+            if not spec_gated(obj.spec.template.spec):
+                return []
             own = [p for p in pods if made_by(p, self.KIND.kind, obj.metadata.uid or None)]
-            return ungate(own, lambda pod: mine, among=own)
+            return ungate_up_to(running_pods(obj.spec), own, lambda pod: True, lambda pod: mine)
         before = scheduling_before_flavors(obj) or Scheduling.of(obj.spec.template.spec)
         target = before.on(mine, affinity=True)
         body: JSONDict = {"spec": {"suspend": False}}

@@ -36,6 +36,10 @@ EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
 
 
+# The label the JobSet controller puts on its Jobs' pods, naming their JobSet.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
 def _replicated_job(index: int) -> Path:
     return ("spec", "replicatedJobs", index)
 
@@ -135,7 +139,12 @@ class JobSetAdapter(SuspendedAdapter):
 
     def operator_pods(self, obj: kube.JobSet, pods: Sequence[kube.Pod]) -> list[kube.Pod]:
         """The gang's pods its Jobs made (a release that pins them one by one gates them)."""
-        return [p for p in pods if made_by(p, kube.Job.KIND.kind)]
+        name = obj.metadata.name
+        return [
+            p
+            for p in pods
+            if made_by(p, kube.Job.KIND.kind) and p.metadata.labels.get(JOBSET_NAME_LABEL) == name
+        ]
 
 
 def _exclusive_without_node_selector(obj: kube.JobSet, job: kube.ReplicatedJob) -> bool:

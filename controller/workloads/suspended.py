@@ -490,13 +490,6 @@ class SuspendedAdapter(Registrable):
         ops += annotation_ops(obj.metadata, TEMPLATES_BEFORE_FLAVORS, None)
         return [guarded_patch(self.KIND, obj.metadata, ops)]
 
-    def _ungated(self, template: HeldTemplate) -> bool:
-        """Whether the template's pods are ungated by kohort once released: those of a kind
-        whose pods carry the gate, and those a release gated to pin them one by one."""
-        if template.starts_later:
-            return False
-        return self.gated(template) or spec_gated(template.template.spec)
-
     def _ungate(self, obj: Any, pods: Sequence[kube.Pod], flavors: Flavors) -> list[Write]:
         """Ungate the pods the object's operator made for it, at most the gang's size, each on
         the nodes of its pod set's flavors."""

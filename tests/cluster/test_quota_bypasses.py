@@ -351,6 +351,11 @@ async def test_a_pod_that_claims_a_job_owner_without_coming_from_the_job_control
     await team.refused(
         team.create(kinds.PODS, fake), "only the Job controller creates a Job's pods"
     )
+    # Gated too: kohort ungates the pods of a Job whose release gated its template.
+    fake["spec"]["schedulingGates"] = [{"name": names.ADMISSION_GATE}]
+    await team.refused(
+        team.create(kinds.PODS, fake), "only the Job controller creates a Job's pods"
+    )
 
 
 # -- 6: choosing the scheduler or the node ------------------------------------------------------

@@ -16,7 +16,7 @@ from controller.api import kube, names
 from controller.state.planner import per_host_counts
 from controller.workloads.base import Patch, PodSetFlavors, Write, ungate
 from controller.workloads.job import JobAdapter
-from controller.workloads.jobset import JobSetAdapter
+from controller.workloads.jobset import JOBSET_NAME_LABEL, JobSetAdapter
 from controller.workloads.pinning import pinned_host
 from controller.workloads.registry import REGISTRY
 from tests.fakes.workloads import make_job, make_jobset, make_pod
@@ -201,6 +201,7 @@ def test_a_jobset_planned_over_several_nodes_gates_its_templates_until_each_pod_
     raws = [pod(f"{first}-{i}") for i in range(2)]
     for raw in raws:
         raw["metadata"]["labels"][names.JOBSET_REPLICATED_JOB_LABEL] = first
+        raw["metadata"]["labels"][JOBSET_NAME_LABEL] = held["metadata"]["name"]
     writes = adapter.release(support.view(adapter, running), typed(raws), flavors)
     assert hosts_written(raws, writes) == Counter({f"{first}-a": 1, f"{first}-b": 1})
 
@@ -232,6 +233,7 @@ def test_a_jobsets_pods_get_their_pins_as_they_are_ungated_never_through_its_tem
     for raw in raws:
         name = raw["metadata"]["name"].rsplit("-", 1)[0]
         raw["metadata"]["labels"][names.JOBSET_REPLICATED_JOB_LABEL] = name
+        raw["metadata"]["labels"][JOBSET_NAME_LABEL] = held["metadata"]["name"]
     writes = adapter.release(support.view(adapter, running), typed(raws), flavors)
 
     assert hosts_written(raws, writes) == Counter({"h1": 1, "h2": work.count - 1, "h3": 1})
@@ -247,7 +249,61 @@ def test_a_pod_a_jobset_made_gated_for_an_earlier_release_is_released_all_the_sa
     running = support.applied(held, release)
     assert not any(support.gated(t) for t in support.templates(adapter, running))
     stale = pod("workers-0")  # its Job kept the gate of a release before this one
+    stale["metadata"]["labels"][JOBSET_NAME_LABEL] = held["metadata"]["name"]
 
     [write] = adapter.release(support.view(adapter, running), typed([stale]), {})
 
     assert isinstance(write, Patch) and write.name == "workers-0"
+
+    other = pod("workers-1")  # a pod of another JobSet's Job
+    other["metadata"]["labels"][JOBSET_NAME_LABEL] = "another"
+    assert adapter.release(support.view(adapter, running), typed([other]), {}) == []
+
+
+def test_a_running_job_ungates_no_more_pods_than_it_runs_at_once() -> None:
+    job = released(held_job(), plan(h1=2, h2=1))
+    raws = [pod(f"train-{i}") for i in range(5)]
+
+    writes = REGISTRY.instance(JobAdapter).release(
+        msgspec.convert(job, kube.Job), typed(raws), {"main": plan(h1=2, h2=1)}
+    )
+
+    assert hosts_written(raws, writes) == Counter({"h1": 2, "h2": 1})
+
+
+def test_a_running_job_whose_template_was_not_gated_ungates_nothing() -> None:
+    job = released(held_job(), plan(h1=3))
+
+    writes = REGISTRY.instance(JobAdapter).release(
+        msgspec.convert(job, kube.Job), typed([pod("train-0")]), {"main": plan(h1=3)}
+    )
+
+    assert writes == []
+
+
+def test_pods_of_a_set_that_ask_for_different_nodes_themselves_are_pinned_to_the_sets_nodes() -> (
+    None
+):
+    # A JobSet's exclusive placement gives each Job's pods a nodeSelector of their own: any pod
+    # taking any of the plan's places could be sent where its own selector forbids.
+    raws = [pod("w-0"), pod("w-1")]
+    raws[0]["spec"]["nodeSelector"] = {"team.example/job": "a"}
+    raws[1]["spec"]["nodeSelector"] = {"team.example/job": "b"}
+    pods = typed(raws)
+    mine = plan(h1=1, h2=1)
+
+    writes = ungate(pods, lambda p: mine, among=pods)
+
+    assert hosts_written(raws, writes) == Counter({None: 2})
+
+
+def test_a_pod_bound_by_node_name_holds_its_place_under_its_nodes_hostname() -> None:
+    bound = pod("w-0", gated=False)
+    bound["spec"]["nodeName"] = "node-1"
+    raws = [bound, pod("w-1")]
+    pods = typed(raws)
+    mine = PodSetFlavors((), ("h1", "h2"), {}, {"h1": 1, "h2": 1}, {"node-1": "h1", "node-2": "h2"})
+
+    writes = ungate(pods, lambda p: mine, among=pods)
+
+    assert hosts_written(raws, writes) == Counter({"h2": 1})

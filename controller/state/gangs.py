@@ -11,7 +11,7 @@ it touches dirty; nothing here walks all gangs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,10 +31,12 @@ from controller.workloads.capabilities import (
     weak_owner,
 )
 from controller.workloads.devices import (
+    ClassDevices,
     DeviceClasses,
     DeviceError,
     claims_templates,
     pod_devices,
+    takes_all,
     with_devices,
 )
 
@@ -304,6 +306,9 @@ class GangIndex:
         self._device_classes: DeviceClasses = device_classes or {}
         # namespace -> name -> the ResourceClaimTemplates of that namespace.
         self._templates: dict[str, dict[str, kube.ResourceClaimTemplate]] = {}
+        # DeviceClass -> node -> its devices: what a claim for all of a node's devices is
+        # charged (devices.every_node_has).
+        self._class_devices: ClassDevices = {}
         self.gangs: dict[GangKey, ManagedGang] = {}
         # (owner kind, namespace, name) -> the gangs it runs as.
         self._owned: dict[tuple[Kind, str, str], list[GangKey]] = {}
@@ -421,9 +426,8 @@ class GangIndex:
         same = gang.declared == shape
         gang.declared = shape
         try:
-            charged = with_devices(
-                shape, self._templates.get(gang.namespace, {}), self._device_classes
-            )
+            templates = self._templates.get(gang.namespace, {})
+            charged = with_devices(shape, templates, self._device_classes, self._class_devices)
         except DeviceError as err:
             gang.devices = str(err)
             # An admitted gang keeps what it was charged (its pods have their claims; a
@@ -436,10 +440,28 @@ class GangIndex:
         gang.devices = None
         gang.shape = charged
 
-    def pod_devices(self, pod: kube.Pod) -> dict[str, int]:
-        """What the pod's claims made from templates take of its node's devices."""
+    def pod_devices(self, pod: kube.Pod, node_has: Mapping[str, int]) -> dict[str, int]:
+        """What the pod's claims made from templates take of its node's devices (`node_has`:
+        what that node has, by node device resource)."""
         templates = self._templates.get(pod.metadata.namespace, {})
-        return pod_devices(pod.spec.resource_claims, templates)
+        return pod_devices(pod.spec.resource_claims, templates, node_has)
+
+    def class_devices_changed(self, devices: ClassDevices) -> None:
+        """The devices of each class per node are now `devices`: the waiting gangs whose claims
+        ask for all of a node's devices are charged again (an admitted one keeps its charge:
+        its claims were allocated as its admission counted them)."""
+        if devices == self._class_devices:
+            return
+        self._class_devices = devices
+        for key, gang in self.gangs.items():
+            declared = gang.declared
+            if gang.owner is None or declared is None or gang.reserved:
+                continue
+            templates = self._templates.get(gang.namespace, {})
+            names = claims_templates(declared)
+            if any(n in templates and takes_all(templates[n]) for n in names):
+                self._take_shape(gang, declared)
+                self.dirty.add(key)
 
     def template_changed(
         self, old: kube.ResourceClaimTemplate | None, new: kube.ResourceClaimTemplate | None

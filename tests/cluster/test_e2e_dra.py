@@ -1,8 +1,8 @@
 """GPUs as DRA devices, end to end: kwok nodes publish their GPUs in ResourceSlices (DeviceClass
 gpu.kohort.dev, hack/dra.py), the controller charges DeviceClass gpu.kohort.dev as
-nvidia.com/gpu, kube-controller-manager makes each pod's claims from its template, and
-kube-scheduler allocates them as it binds the pods (the kubernetes gang backend; claims under
-Volcano are not tested here).
+nvidia.com/gpu, kube-controller-manager makes each pod's claims from its template, and the gang
+backend's scheduler allocates them as it binds the pods: every test runs on the kubernetes
+backend (kube-scheduler) and on Volcano (its predicates plugin with DRA on, hack/localcluster.py).
 
 The test nodes: 2 nodes of 4 DRA GPUs each (8 in all); for the shared-quota test, 1 more node
 of 4 extended-resource GPUs.
@@ -45,9 +45,14 @@ ALL_GPUS = "all-gpus"
 RESOURCES = "/apis/resource.k8s.io/v1"
 
 
-@pytest.fixture(scope="module")
-def gang_setup() -> GangSetup:
-    return GangSetup(Backend.KUBERNETES, "v1alpha1")
+@pytest.fixture(
+    scope="module",
+    params=(GangSetup(Backend.KUBERNETES, "v1alpha1"), GangSetup(Backend.VOLCANO)),
+    ids=str,
+)
+def gang_setup(request: pytest.FixtureRequest) -> GangSetup:
+    setup: GangSetup = request.param
+    return setup
 
 
 @pytest.fixture(scope="module")

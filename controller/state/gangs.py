@@ -18,7 +18,7 @@ from typing import Any
 from controller.api import kube, names
 from controller.api.conditions import WorkloadCondition, find, is_true
 from controller.api.kinds import Kind
-from controller.api.quantity import QuantityError
+from controller.api.quantity import QuantityError, parse_quantity
 from controller.api.times import parse_time
 from controller.api.workload import RequeueState, Workload
 from controller.quota import PodPlacement
@@ -438,7 +438,21 @@ class GangIndex:
             gang.shape = as_recorded(shape, gang.workload) if gang.reserved else shape
             return
         gang.devices = None
+        if self._charged_by_record(gang, shape):
+            # Its claims were allocated as its admission counted them, whatever nodes have now.
+            charged = devices_as_recorded(charged, gang.workload)
         gang.shape = charged
+
+    def _charged_by_record(self, gang: ManagedGang, declared: GangShape) -> bool:
+        """Whether an admitted gang's claimed devices are charged as its admission counted
+        them: those of its claims for all of a node's devices."""
+        admitted = gang.owner is not None and gang.reserved
+        return admitted and self._takes_all(gang.namespace, declared)
+
+    def _takes_all(self, namespace: str, shape: GangShape) -> bool:
+        """Whether a claim of the gang's pods asks for all of a node's devices of a class."""
+        templates = self._templates.get(namespace, {})
+        return any(n in templates and takes_all(templates[n]) for n in claims_templates(shape))
 
     def pod_devices(self, pod: kube.Pod, node_has: Mapping[str, int]) -> dict[str, int]:
         """What the pod's claims made from templates take of its node's devices (`node_has`:
@@ -457,9 +471,7 @@ class GangIndex:
             declared = gang.declared
             if gang.owner is None or declared is None or gang.reserved:
                 continue
-            templates = self._templates.get(gang.namespace, {})
-            names = claims_templates(declared)
-            if any(n in templates and takes_all(templates[n]) for n in names):
+            if self._takes_all(gang.namespace, declared):
                 self._take_shape(gang, declared)
                 self.dirty.add(key)
 
@@ -517,6 +529,8 @@ class GangIndex:
         owned = gang.owner is not None and gang.owner.adapter is self._records
         if owned or (new is not None and new.submitted()):
             self._record_changed(gang, new)
+        elif (declared := gang.declared) is not None and self._charged_by_record(gang, declared):
+            self._take_shape(gang, declared)
         self._drop_if_empty(gang)
 
     def _record_changed(self, gang: ManagedGang, record: Workload | None) -> None:
@@ -543,6 +557,32 @@ class GangIndex:
         gang = self._gang((obj.metadata.namespace, obj.metadata.name))
         gang.podgroup = new
         self._drop_if_empty(gang)
+
+
+def devices_as_recorded(shape: GangShape, record: Workload | None) -> GangShape:
+    """`shape` with each pod set's claimed devices charged per pod as the gang's admission
+    charged them (what its claims were counted then), its other requests as they are."""
+    admission = record.status.admission if record is not None and record.status else None
+    if admission is None:
+        return shape
+    recorded = {
+        a.name: {r: parse_quantity(q) // max(a.count, 1) for r, q in a.resource_usage.items()}
+        for a in admission.pod_set_assignments
+    }
+    pod_sets = []
+    for ps in shape.pod_sets:
+        was = recorded.get(ps.name)
+        if was is None or not ps.devices:
+            pod_sets.append(ps)
+            continue
+        requests = dict(ps.requests)
+        devices = dict(ps.devices)
+        for resource, amount in ps.devices.items():
+            other = requests.get(resource, 0) - amount
+            devices[resource] = max(0, was.get(resource, 0) - other)
+            requests[resource] = other + devices[resource]
+        pod_sets.append(replace(ps, requests=requests, devices=devices))
+    return replace(shape, pod_sets=tuple(pod_sets))
 
 
 def as_recorded(shape: GangShape, record: Workload | None) -> GangShape:

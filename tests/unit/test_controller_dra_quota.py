@@ -204,6 +204,24 @@ def all_gpus() -> JSON:
     return in_ns(claim_template("all-gpus", "gpu.example.com", allocation_mode="All"))
 
 
+def admitted_running(pods: int, template: str, gpus: int) -> tuple[JSON, JSON]:
+    """A running Job `running` of `pods` pods claiming from `template`, and its Workload as a
+    controller wrote it at admission: each pod charged `gpus` GPUs."""
+    running = dra_job("running", pods, template)
+    running["spec"]["suspend"] = False
+    record = workload(running, reserved=True)
+    record["spec"]["podSets"][0]["requests"] = {"cpu": "1", GPU: str(gpus)}
+    record["status"]["admission"]["podSetAssignments"] = [
+        {
+            "name": "main",
+            "count": pods,
+            "flavors": {"cpu": "default", GPU: "default"},
+            "resourceUsage": {"cpu": str(pods), GPU: str(pods * gpus)},
+        }
+    ]
+    return running, record
+
+
 async def test_a_claim_for_all_of_a_nodes_devices_waits_while_no_node_is_known_to_have_any(
     started: list[World],
 ) -> None:
@@ -215,18 +233,7 @@ async def test_a_claim_for_all_of_a_nodes_devices_waits_while_no_node_is_known_t
 async def test_an_admitted_dra_gang_keeps_its_charge_when_its_template_is_deleted(
     started: list[World],
 ) -> None:
-    running = dra_job("running", 4, "two-gpus")
-    running["spec"]["suspend"] = False
-    record = workload(running, reserved=True)
-    record["spec"]["podSets"][0]["requests"] = {"cpu": "1", GPU: "2"}
-    record["status"]["admission"]["podSetAssignments"] = [
-        {
-            "name": "main",
-            "count": 4,
-            "flavors": {"cpu": "default", GPU: "default"},
-            "resourceUsage": {"cpu": "4", GPU: "8"},
-        }
-    ]
+    running, record = admitted_running(4, "two-gpus", 2)
     world = await start(
         started,
         World(
@@ -549,3 +556,21 @@ async def test_a_running_gang_claiming_all_gpus_keeps_its_charge_when_every_node
     assert world.suspended("whole") is False
     assert usage(world, "job-whole")[GPU] == "8"
     assert gpus_used(world) == "8"
+
+
+async def test_a_restarted_controller_leaves_a_running_all_gpus_gang_whose_nodes_got_more(
+    started: list[World],
+) -> None:
+    running, record = admitted_running(2, "all-gpus", 4)
+    world = await all_gpus_world(
+        started,
+        *((kinds.NODES, ready_node(n)) for n in ("n1", "n2")),
+        *((kinds.RESOURCE_SLICES, gpu_slice(n, 8)) for n in ("n1", "n2")),
+        (kinds.JOBS, running),
+        (kinds.WORKLOADS, record),
+    )
+    await passes(world, 3)
+
+    assert world.suspended("running") is False
+    assert condition(world.workload("job-running"), "Evicted") is None
+    assert gpus_used(world) == "8"  # what its record charged

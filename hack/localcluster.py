@@ -41,6 +41,8 @@ from hack.rest import ApiError, RestClient
 
 Scheduler = Literal["volcano", "kube-scheduler", "both", "none"]
 
+# Volcano allocates pods' ResourceClaims (DRA) only with its predicates plugin's DRA filter on
+# (off by default in v1.14): kube-scheduler's DynamicResources plugin, run inside Volcano.
 # Volcano packs pods onto the fullest node that fits, GPUs first, as kohort's placement check
 # plans (its built-in default spreads, so a gang admitted onto a node kohort saw free could find
 # that node taken by pods Volcano spread there). Volcano's own Helm chart also enables binpack.
@@ -54,6 +56,8 @@ tiers:
 - plugins:
   - name: drf
   - name: predicates
+    arguments:
+      predicate.DynamicResourceAllocationEnable: true
   - name: proportion
   - name: nodeorder
     arguments:

@@ -11,14 +11,14 @@ it touches dirty; nothing here walks all gangs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.api import kube, names
 from controller.api.conditions import WorkloadCondition, find, is_true
 from controller.api.kinds import Kind
-from controller.api.quantity import QuantityError
+from controller.api.quantity import QuantityError, parse_quantity
 from controller.api.times import parse_time
 from controller.api.workload import RequeueState, Workload
 from controller.quota import PodPlacement
@@ -31,10 +31,12 @@ from controller.workloads.capabilities import (
     weak_owner,
 )
 from controller.workloads.devices import (
+    ClassDevices,
     DeviceClasses,
     DeviceError,
     claims_templates,
     pod_devices,
+    takes_all,
     with_devices,
 )
 
@@ -304,6 +306,9 @@ class GangIndex:
         self._device_classes: DeviceClasses = device_classes or {}
         # namespace -> name -> the ResourceClaimTemplates of that namespace.
         self._templates: dict[str, dict[str, kube.ResourceClaimTemplate]] = {}
+        # DeviceClass -> node -> its devices: what a claim for all of a node's devices is
+        # charged (devices.every_node_has).
+        self._class_devices: ClassDevices = {}
         self.gangs: dict[GangKey, ManagedGang] = {}
         # (owner kind, namespace, name) -> the gangs it runs as.
         self._owned: dict[tuple[Kind, str, str], list[GangKey]] = {}
@@ -421,9 +426,8 @@ class GangIndex:
         same = gang.declared == shape
         gang.declared = shape
         try:
-            charged = with_devices(
-                shape, self._templates.get(gang.namespace, {}), self._device_classes
-            )
+            templates = self._templates.get(gang.namespace, {})
+            charged = with_devices(shape, templates, self._device_classes, self._class_devices)
         except DeviceError as err:
             gang.devices = str(err)
             # An admitted gang keeps what it was charged (its pods have their claims; a
@@ -434,12 +438,42 @@ class GangIndex:
             gang.shape = as_recorded(shape, gang.workload) if gang.reserved else shape
             return
         gang.devices = None
+        if self._charged_by_record(gang, shape):
+            # Its claims were allocated as its admission counted them, whatever nodes have now.
+            charged = devices_as_recorded(charged, gang.workload)
         gang.shape = charged
 
-    def pod_devices(self, pod: kube.Pod) -> dict[str, int]:
-        """What the pod's claims made from templates take of its node's devices."""
+    def _charged_by_record(self, gang: ManagedGang, declared: GangShape) -> bool:
+        """Whether an admitted gang's claimed devices are charged as its admission counted
+        them: those of its claims for all of a node's devices."""
+        admitted = gang.owner is not None and gang.reserved
+        return admitted and self._takes_all(gang.namespace, declared)
+
+    def _takes_all(self, namespace: str, shape: GangShape) -> bool:
+        """Whether a claim of the gang's pods asks for all of a node's devices of a class."""
+        templates = self._templates.get(namespace, {})
+        return any(n in templates and takes_all(templates[n]) for n in claims_templates(shape))
+
+    def pod_devices(self, pod: kube.Pod, node_has: Mapping[str, int]) -> dict[str, int]:
+        """What the pod's claims made from templates take of its node's devices (`node_has`:
+        what that node has, by node device resource)."""
         templates = self._templates.get(pod.metadata.namespace, {})
-        return pod_devices(pod.spec.resource_claims, templates)
+        return pod_devices(pod.spec.resource_claims, templates, node_has)
+
+    def class_devices_changed(self, devices: ClassDevices) -> None:
+        """The devices of each class per node are now `devices`: the waiting gangs whose claims
+        ask for all of a node's devices are charged again (an admitted one keeps its charge:
+        its claims were allocated as its admission counted them)."""
+        if devices == self._class_devices:
+            return
+        self._class_devices = devices
+        for key, gang in self.gangs.items():
+            declared = gang.declared
+            if gang.owner is None or declared is None or gang.reserved:
+                continue
+            if self._takes_all(gang.namespace, declared):
+                self._take_shape(gang, declared)
+                self.dirty.add(key)
 
     def template_changed(
         self, old: kube.ResourceClaimTemplate | None, new: kube.ResourceClaimTemplate | None
@@ -495,6 +529,8 @@ class GangIndex:
         owned = gang.owner is not None and gang.owner.adapter is self._records
         if owned or (new is not None and new.submitted()):
             self._record_changed(gang, new)
+        elif (declared := gang.declared) is not None and self._charged_by_record(gang, declared):
+            self._take_shape(gang, declared)
         self._drop_if_empty(gang)
 
     def _record_changed(self, gang: ManagedGang, record: Workload | None) -> None:
@@ -521,6 +557,32 @@ class GangIndex:
         gang = self._gang((obj.metadata.namespace, obj.metadata.name))
         gang.podgroup = new
         self._drop_if_empty(gang)
+
+
+def devices_as_recorded(shape: GangShape, record: Workload | None) -> GangShape:
+    """`shape` with each pod set's claimed devices charged per pod as the gang's admission
+    charged them (what its claims were counted then), its other requests as they are."""
+    admission = record.status.admission if record is not None and record.status else None
+    if admission is None:
+        return shape
+    recorded = {
+        a.name: {r: parse_quantity(q) // max(a.count, 1) for r, q in a.resource_usage.items()}
+        for a in admission.pod_set_assignments
+    }
+    pod_sets = []
+    for ps in shape.pod_sets:
+        was = recorded.get(ps.name)
+        if was is None or not ps.devices:
+            pod_sets.append(ps)
+            continue
+        requests = dict(ps.requests)
+        devices = dict(ps.devices)
+        for resource, amount in ps.devices.items():
+            other = requests.get(resource, 0) - amount
+            devices[resource] = max(0, was.get(resource, 0) - other)
+            requests[resource] = other + devices[resource]
+        pod_sets.append(replace(ps, requests=requests, devices=devices))
+    return replace(shape, pod_sets=tuple(pod_sets))
 
 
 def as_recorded(shape: GangShape, record: Workload | None) -> GangShape:

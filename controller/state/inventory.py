@@ -20,7 +20,13 @@ from controller.quota.snapshot import HostPort
 from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
 from controller.state.gangs import GangIndex, GangKey
 from controller.workloads.base import GangShape
-from controller.workloads.devices import Selects, class_selects, device_resource, node_devices
+from controller.workloads.devices import (
+    Selects,
+    class_devices,
+    class_selects,
+    device_resource,
+    node_devices,
+)
 from controller.workloads.pod_rules import NODE_NAME_KEY, host_ports
 from controller.workloads.requests import pod_requests
 from controller.workloads.taints import repelling_taints
@@ -262,14 +268,27 @@ class Inventory:
         published = [s for n in names for s in self._slices.get(n, {}).values()]
         found = node_devices(published, self._device_classes)
         changed = set(self._device_classes) != self._classes_taken
+        moved = set()
         for name in names:
             after = found.get(name, {})
             if self._node_devices.get(name, {}) != after:
                 changed = True
+                moved.add(name)
                 self._node_devices[name] = after
         if changed:
             self._classes_taken = set(self._device_classes)
             self.nodes_changed = True
+            self._index.class_devices_changed(class_devices(self._node_devices))
+            for name in moved:
+                self._count_claims_again(name, lambda pod: True)
+
+    def _count_claims_again(self, node: str, names: Callable[[kube.Pod], bool]) -> None:
+        """What the pods of `node` with claims (those `names` picks) hold of its devices, again."""
+        pods = self._on_node.get(node, {})
+        for ref, held in pods.items():
+            if held.pod.spec.resource_claims and names(held.pod):
+                pods[ref] = replace(held, usage=self._usage(held.pod))
+                self.dirty_nodes.add(node)
 
     def _cluster_queue_changed(self, old: Any, new: Any) -> None:
         _keep(self.cluster_queues, old, new, new)
@@ -362,17 +381,18 @@ class Inventory:
 
     def _usage(self, pod: kube.Pod) -> dict[str, int]:
         usage = _pod_usage(pod)
-        usage.update(self._index.pod_devices(pod))
+        node_has = self._node_devices.get(pod.spec.node_name or "", {})
+        usage.update(self._index.pod_devices(pod, node_has))
         return usage
 
     def template_changed(self, namespace: str, name: str) -> None:
         """ResourceClaimTemplate `name` of `namespace` changed: the devices the pods that name
         it hold on their nodes are counted again (a template may arrive after its pods)."""
-        for node, pods in self._on_node.items():
-            for ref, held in pods.items():
-                claims = held.pod.spec.resource_claims
-                if ref[0] == namespace and any(
-                    c.resource_claim_template_name == name for c in claims
-                ):
-                    pods[ref] = replace(held, usage=self._usage(held.pod))
-                    self.dirty_nodes.add(node)
+
+        def names_it(pod: kube.Pod) -> bool:
+            return pod.metadata.namespace == namespace and any(
+                c.resource_claim_template_name == name for c in pod.spec.resource_claims
+            )
+
+        for node in self._on_node:
+            self._count_claims_again(node, names_it)

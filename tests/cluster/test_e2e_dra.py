@@ -1,8 +1,8 @@
 """GPUs as DRA devices, end to end: kwok nodes publish their GPUs in ResourceSlices (DeviceClass
 gpu.kohort.dev, hack/dra.py), the controller charges DeviceClass gpu.kohort.dev as
-nvidia.com/gpu, kube-controller-manager makes each pod's claims from its template, and
-kube-scheduler allocates them as it binds the pods (the kubernetes gang backend; claims under
-Volcano are not tested here).
+nvidia.com/gpu, kube-controller-manager makes each pod's claims from its template, and the gang
+backend's scheduler allocates them as it binds the pods: every test runs on the kubernetes
+backend (kube-scheduler) and on Volcano (its predicates plugin with DRA on, hack/localcluster.py).
 
 The test nodes: 2 nodes of 4 DRA GPUs each (8 in all); for the shared-quota test, 1 more node
 of 4 extended-resource GPUs.
@@ -41,12 +41,18 @@ from tests.support import GangSetup, eventually, holds_for, pod_isolation
 
 CLASSES = {dra.DEVICE_CLASS: GPU}
 TWO_GPUS = "two-gpus"
+ALL_GPUS = "all-gpus"
 RESOURCES = "/apis/resource.k8s.io/v1"
 
 
-@pytest.fixture(scope="module")
-def gang_setup() -> GangSetup:
-    return GangSetup(Backend.KUBERNETES, "v1alpha1")
+@pytest.fixture(
+    scope="module",
+    params=(GangSetup(Backend.KUBERNETES, "v1alpha1"), GangSetup(Backend.VOLCANO)),
+    ids=str,
+)
+def gang_setup(request: pytest.FixtureRequest) -> GangSetup:
+    setup: GangSetup = request.param
+    return setup
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +86,12 @@ class Scene:
             ]
         apply_queues(self.cluster.rest, objects)
 
-    def template(self, name: str, gpus: int) -> None:
+    def template(self, name: str, gpus: int | None) -> None:
+        """A ResourceClaimTemplate whose claims ask for `gpus` GPUs (None: all of a node's)."""
         path = f"{RESOURCES}/namespaces/{self.namespace}/resourceclaimtemplates"
-        self.cluster.rest.create(path, claim_template(name, dra.DEVICE_CLASS, gpus))
+        mode = "All" if gpus is None else None
+        obj = claim_template(name, dra.DEVICE_CLASS, gpus or 1, allocation_mode=mode)
+        self.cluster.rest.create(path, obj)
 
     def dra_job(self, name: str, team: str, pods: int, template: str = TWO_GPUS) -> Any:
         isolation = {**pod_isolation(self.namespace), **claims_from(template)}
@@ -247,3 +256,37 @@ async def test_a_gang_the_quota_allows_waits_for_free_devices_and_binds_once_the
         scene.claims, lambda c: len(c) == 2, within=30, what="the second gang's 2 claims"
     )
     assert len({d for held in claims.values() for d in held}) == 4
+
+
+async def test_a_gang_claiming_all_gpus_of_its_nodes_is_charged_their_count_and_gets_every_one(
+    scene: Scene,
+) -> None:
+    nodes = scene.add_nodes("dra", 2, cpu="16", dra_gpus=4)
+    scene.teams(a=8)
+    scene.template(ALL_GPUS, None)
+    team = scene.probe()
+
+    await team.create(kinds.JOBS, scene.dra_job("whole", "a", 2, ALL_GPUS))
+    await all_bound(team, "job-whole", 2)
+
+    wl = await team.workload("job-whole")
+    [assigned] = (wl or {})["status"]["admission"]["podSetAssignments"]
+    assert assigned["resourceUsage"][GPU] == "8"
+    claims = await eventually(
+        scene.claims, lambda c: len(c) == 2, within=30, what="2 claims allocated"
+    )
+    # Each pod's claim holds every GPU of one node, and the two pods are on different nodes.
+    pools = [{d.split("/")[0] for d in held} for held in claims.values()]
+    assert all(len(held) == 4 for held in claims.values())
+    assert all(len(pool) == 1 for pool in pools)
+    assert set().union(*pools) == set(nodes)
+    queue = await team.cluster_queue(f"{scene.namespace}-a")
+    assert usage(queue, GPU) == "8"
+
+    await team.create(kinds.JOBS, scene.dra_job("more", "a", 1, ALL_GPUS))
+    await eventually(
+        lambda: team.workload("job-more"),
+        lambda w: f"needs 4 {GPU}, queue can take 0 more" in pending_reason(w),
+        what="one more pod claiming a whole node's GPUs waiting for quota",
+    )
+    assert await team.bound("job-more") == []

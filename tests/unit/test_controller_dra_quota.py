@@ -86,6 +86,14 @@ async def gpu_world(started: list[World], gpus: str, *objects: tuple[kinds.Kind,
     return world
 
 
+async def put(world: World, kind: kinds.Kind, *objects: JSON) -> None:
+    """`objects` written to the API server, and the controller's passes after."""
+    for obj in objects:
+        world.api.put(kind, obj)
+    await world.api.settle()
+    await passes(world)
+
+
 def usage(world: World, name: str) -> dict[str, str]:
     admitted = world.workload(name)
     assigned = admitted["status"]["admission"]["podSetAssignments"][0] if admitted else {}
@@ -178,9 +186,7 @@ async def test_a_gang_whose_claim_template_is_missing_waits_until_it_appears(
     assert "ResourceClaimTemplate two-gpus (pod set main) not found" in reason
     assert gpus_used(world) in (None, "0")
 
-    world.api.put(kinds.RESOURCE_CLAIM_TEMPLATES, two_gpus())
-    await world.api.settle()
-    await passes(world)
+    await put(world, kinds.RESOURCE_CLAIM_TEMPLATES, two_gpus())
 
     assert world.suspended("early") is False
     assert usage(world, "job-early")[GPU] == "8"
@@ -194,29 +200,40 @@ async def test_a_device_class_without_a_quota_resource_keeps_its_gang_waiting_na
     assert "--device-class nic.example.com=RESOURCE" in reason
 
 
-async def test_a_claim_for_all_of_a_nodes_devices_is_not_charged_so_its_gang_waits(
+def all_gpus() -> JSON:
+    return in_ns(claim_template("all-gpus", "gpu.example.com", allocation_mode="All"))
+
+
+def admitted_running(pods: int, template: str, gpus: int) -> tuple[JSON, JSON]:
+    """A running Job `running` of `pods` pods claiming from `template`, and its Workload as a
+    controller wrote it at admission: each pod charged `gpus` GPUs."""
+    running = dra_job("running", pods, template)
+    running["spec"]["suspend"] = False
+    record = workload(running, reserved=True)
+    record["spec"]["podSets"][0]["requests"] = {"cpu": "1", GPU: str(gpus)}
+    record["status"]["admission"]["podSetAssignments"] = [
+        {
+            "name": "main",
+            "count": pods,
+            "flavors": {"cpu": "default", GPU: "default"},
+            "resourceUsage": {"cpu": str(pods), GPU: str(pods * gpus)},
+        }
+    ]
+    return running, record
+
+
+async def test_a_claim_for_all_of_a_nodes_devices_waits_while_no_node_is_known_to_have_any(
     started: list[World],
 ) -> None:
-    every = claim_template("all-gpus", "gpu.example.com", allocation_mode="All")
-    reason = await waits_alone(started, every)
-    assert "uses allocationMode All, whose device count kohort cannot know" in reason
+    reason = await waits_alone(started, all_gpus())
+    assert "asks for all devices of DeviceClass gpu.example.com" in reason
+    assert "no node has any that kohort can count" in reason
 
 
 async def test_an_admitted_dra_gang_keeps_its_charge_when_its_template_is_deleted(
     started: list[World],
 ) -> None:
-    running = dra_job("running", 4, "two-gpus")
-    running["spec"]["suspend"] = False
-    record = workload(running, reserved=True)
-    record["spec"]["podSets"][0]["requests"] = {"cpu": "1", GPU: "2"}
-    record["status"]["admission"]["podSetAssignments"] = [
-        {
-            "name": "main",
-            "count": 4,
-            "flavors": {"cpu": "default", GPU: "default"},
-            "resourceUsage": {"cpu": "4", GPU: "8"},
-        }
-    ]
+    running, record = admitted_running(4, "two-gpus", 2)
     world = await start(
         started,
         World(
@@ -385,10 +402,7 @@ async def test_a_dra_gang_waits_for_nodes_with_devices_and_is_admitted_once_slic
     assert world.suspended("first") is True
     assert "devices.kohort.dev/gpu.example.com" in pending_reason(world.workload("job-first"))
 
-    for name in ("n1", "n2"):
-        world.api.put(kinds.RESOURCE_SLICES, gpu_slice(name, 4))
-    await world.api.settle()
-    await passes(world)
+    await put(world, kinds.RESOURCE_SLICES, gpu_slice("n1", 4), gpu_slice("n2", 4))
 
     assert world.suspended("first") is False
     assert sorted(pinned_hosts(world, "first")) == ["n1", "n2"]
@@ -449,3 +463,114 @@ async def test_device_classes_configured_later_do_not_evict_gangs_admitted_befor
 
     assert world.suspended("running") is False
     assert condition(world.workload("job-running"), "Evicted") is None
+
+
+# -- claims for all of a node's devices (allocationMode All) ---------------------------------
+
+
+async def all_gpus_world(started: list[World], *objects: tuple[kinds.Kind, JSON]) -> World:
+    """The template `all-gpus` (every GPU of a node), GPUs selected by driver, `objects`."""
+    return await placed_world(
+        started,
+        (kinds.RESOURCE_CLAIM_TEMPLATES, all_gpus()),
+        (kinds.DEVICE_CLASSES, gpu_class()),
+        *objects,
+    )
+
+
+async def test_a_gang_of_2_pods_claiming_all_gpus_of_their_nodes_is_charged_8_one_pod_per_node(
+    started: list[World],
+) -> None:
+    world = await all_gpus_world(
+        started,
+        *nodes_of_4_gpus("n1", "n2"),
+        (kinds.JOBS, dra_job("first", 2, "all-gpus")),
+        (kinds.JOBS, dra_job("second", 1, "all-gpus")),
+    )
+
+    assert world.suspended("first") is False
+    assert usage(world, "job-first")[GPU] == "8"
+    assert gpus_used(world) == "8"
+    assert sorted(pinned_hosts(world, "first")) == ["n1", "n2"]
+    # The queue has 16 GPUs, but no node has its 4 free any more.
+    assert world.suspended("second") is True
+    reason = pending_reason(world.workload("job-second"))
+    assert reason.startswith("Quota ok but no node fits")
+
+
+async def test_a_pod_claiming_all_gpus_goes_to_the_node_where_none_is_taken(
+    started: list[World],
+) -> None:
+    one_taken = {
+        "metadata": {"namespace": "ns", "name": "outside"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c"}], **claims_from("one-gpu")},
+        "status": {"phase": "Running"},
+    }
+    world = await placed_world(
+        started,
+        (kinds.RESOURCE_CLAIM_TEMPLATES, all_gpus()),
+        (kinds.RESOURCE_CLAIM_TEMPLATES, in_ns(claim_template("one-gpu", "gpu.example.com"))),
+        (kinds.DEVICE_CLASSES, gpu_class()),
+        *nodes_of_4_gpus("n1", "n2"),
+        (kinds.PODS, one_taken),
+        (kinds.JOBS, dra_job("whole", 1, "all-gpus")),
+    )
+
+    assert world.suspended("whole") is False
+    assert usage(world, "job-whole")[GPU] == "4"
+    assert pinned_hosts(world, "whole") == ["n2"]
+
+
+async def test_a_claim_for_all_gpus_waits_while_nodes_have_different_numbers_of_them(
+    started: list[World],
+) -> None:
+    world = await all_gpus_world(
+        started,
+        *nodes_of_4_gpus("n1"),
+        (kinds.NODES, ready_node("n2")),
+        (kinds.RESOURCE_SLICES, gpu_slice("n2", 8)),
+        (kinds.JOBS, dra_job("whole", 1, "all-gpus")),
+    )
+    assert world.suspended("whole") is True
+    reason = pending_reason(world.workload("job-whole"))
+    assert "different numbers of them (4 on n1, 8 on n2)" in reason
+
+    await put(world, kinds.RESOURCE_SLICES, gpu_slice("n2", 4))
+
+    assert world.suspended("whole") is False
+    assert usage(world, "job-whole")[GPU] == "4"
+
+
+async def test_a_running_gang_claiming_all_gpus_keeps_its_charge_when_every_node_gets_more(
+    started: list[World],
+) -> None:
+    world = await all_gpus_world(
+        started,
+        *nodes_of_4_gpus("n1", "n2"),
+        (kinds.JOBS, dra_job("whole", 2, "all-gpus")),
+    )
+    assert world.suspended("whole") is False
+
+    await put(world, kinds.RESOURCE_SLICES, gpu_slice("n1", 8), gpu_slice("n2", 8))
+
+    assert world.suspended("whole") is False
+    assert usage(world, "job-whole")[GPU] == "8"
+    assert gpus_used(world) == "8"
+
+
+async def test_a_restarted_controller_leaves_a_running_all_gpus_gang_whose_nodes_got_more(
+    started: list[World],
+) -> None:
+    running, record = admitted_running(2, "all-gpus", 4)
+    world = await all_gpus_world(
+        started,
+        *((kinds.NODES, ready_node(n)) for n in ("n1", "n2")),
+        *((kinds.RESOURCE_SLICES, gpu_slice(n, 8)) for n in ("n1", "n2")),
+        (kinds.JOBS, running),
+        (kinds.WORKLOADS, record),
+    )
+    await passes(world, 3)
+
+    assert world.suspended("running") is False
+    assert condition(world.workload("job-running"), "Evicted") is None
+    assert gpus_used(world) == "8"  # what its record charged

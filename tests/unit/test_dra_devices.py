@@ -15,6 +15,7 @@ from controller.workloads.base import GangShape
 from controller.workloads.devices import (
     DeviceError,
     claim_requests,
+    class_devices,
     class_selects,
     device_resource,
     node_devices,
@@ -72,7 +73,10 @@ def test_selectors_narrow_which_devices_but_not_how_many_are_charged() -> None:
 @pytest.mark.parametrize(
     ("request_", "says"),
     [
-        ({"allocationMode": "All"}, "uses allocationMode All"),
+        (
+            {"allocationMode": "All", "selectors": [{"cel": {"expression": "true"}}]},
+            "uses allocationMode All with selectors",
+        ),
         ({"count": 1, "adminAccess": True}, "asks for adminAccess"),
         (None, r"uses firstAvailable \(a prioritized list\)"),
     ],
@@ -90,6 +94,54 @@ def test_claims_whose_device_count_is_not_certain_are_refused(
         claim = with_request(**request_)
     with pytest.raises(DeviceError, match=says):
         claim_requests(claim, CLASSES)
+
+
+# -- claims for all of a node's devices (allocationMode All) ---------------------------------
+
+ALL_GPUS = template(claim_template("all-gpus", "gpu.example.com", allocation_mode="All"))
+
+
+def test_a_pod_claiming_all_gpus_of_its_node_is_charged_the_nodes_8_and_needs_all_8_free() -> None:
+    nodes = {"gpu.example.com": {"n1": 8, "n2": 8}}
+    pods = PodSet(count=2, requests={"cpu": 1000}, claim_templates=("all-gpus",))
+    charged = with_devices(shape(pods), {"all-gpus": ALL_GPUS}, CLASSES, nodes).pod_sets[0]
+    assert charged.requests == {"cpu": 1000, GPU: 8000}
+    assert charged.devices == {GPU: 8000}
+    assert charged.claimed == {device_resource("gpu.example.com"): 8000}
+
+
+def test_nodes_without_the_class_do_not_change_what_an_all_claim_is_charged() -> None:
+    nodes = class_devices(
+        {
+            "n1": {device_resource("gpu.example.com"): 4000},
+            "n2": {device_resource("gpu.example.com"): 4000},
+            "cpu-only": {device_resource("gpu.example.com"): 0},
+        }
+    )
+    assert nodes == {"gpu.example.com": {"n1": 4, "n2": 4}}
+    assert claim_requests(ALL_GPUS, CLASSES, nodes) == {GPU: 4000}
+
+
+def test_an_all_claim_is_refused_when_nodes_have_different_numbers_of_the_classs_devices() -> None:
+    nodes = {"gpu.example.com": {"a": 4, "b": 8, "c": 8}}
+    with pytest.raises(DeviceError, match=r"different numbers of them \(4 on a, 8 on b\)"):
+        claim_requests(ALL_GPUS, CLASSES, nodes)
+
+
+def test_an_all_claim_is_refused_when_no_node_has_devices_of_the_class() -> None:
+    with pytest.raises(DeviceError, match="no node has any that kohort can count"):
+        claim_requests(ALL_GPUS, CLASSES, {"nic.example.com": {"n1": 2}})
+
+
+def test_a_bound_pod_with_an_all_claim_takes_every_device_of_the_class_on_its_node() -> None:
+    spec = msgspec.convert(
+        {"resourceClaims": [{"name": "a", "resourceClaimTemplateName": "all-gpus"}]},
+        kube.PodSpec,
+    )
+    node_has = {device_resource("gpu.example.com"): 8000, device_resource("x"): 2000}
+    assert pod_devices(spec.resource_claims, {"all-gpus": ALL_GPUS}, node_has) == {
+        device_resource("gpu.example.com"): 8000
+    }
 
 
 def test_a_pod_set_is_charged_its_claims_on_top_of_its_containers_requests() -> None:

@@ -23,3 +23,8 @@ EVICT_AFTER_SECONDS = 1800
 # of small jobs turn it on (bench/bench_starvation.py: a 16-GPU gang waits 9 h, not 52 h).
 WASTE_BUDGET = 0.1
 STARVATION_AFTER_SECONDS = 0
+
+# Controller flag, chart value and the simulator's `kohort` policy: fair order adds to each
+# queue's share now what it borrowed lately, averaged with this half-life (0: the share now
+# alone). Chosen on Philly with bench/bench_sim_philly.py (docs/simulator.md).
+USAGE_HALF_LIFE_SECONDS = 0

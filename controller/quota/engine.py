@@ -794,6 +794,12 @@ class Engine:
             self._recent_samples.pop(key, None)
         self._recent_order = (math.nan, {})
 
+    def recent(self, key: NodeKey) -> Recent | None:
+        """One node's recent share as of the last cycle (None: half-life 0, or none yet)."""
+        if self.config.usage_half_life <= 0:
+            return None
+        return self._recent_shares.get(key)
+
     def recent_share(self, queue: str) -> float | None:
         """The ClusterQueue's recent share as fair order weighs it (None: half-life 0, or no
         such queue)."""

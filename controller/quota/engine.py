@@ -351,6 +351,11 @@ class Engine:
         for runtime in self.queues.values():
             if runtime.state.parent is not None:
                 self._members.setdefault(id(runtime.state.root()), []).append(runtime)
+        # Every queue and cohort of the tree by its key (recent usage walks them each cycle).
+        self._tree_nodes: list[tuple[NodeKey, QuotaNode]] = [
+            *((("queue", q.name), q.state) for q in self.queues.values()),
+            *((("cohort", c.name), c) for c in self.cohort_nodes),
+        ]
 
     def set_queues(
         self, specs: Iterable[QueueSpec], cohorts: Iterable[CohortSpec] | None = None
@@ -741,12 +746,6 @@ class Engine:
 
     # -- recent usage (usage_half_life) -------------------------------------------------------
 
-    def _tree(self) -> Iterator[tuple[NodeKey, QuotaNode]]:
-        for queue in self.queues.values():
-            yield ("queue", queue.name), queue.state
-        for cohort in self.cohort_nodes:
-            yield ("cohort", cohort.name), cohort
-
     def _advanced(self, key: NodeKey, node: QuotaNode, now: float) -> Recent:
         """The node's recent share moved on to `now`: it held its sample since the last cycle
         (its share now when it has none: new, or restored after a restart)."""
@@ -760,13 +759,22 @@ class Engine:
         the tree are forgotten)."""
         if self.config.usage_half_life <= 0:
             return
-        self._recent_shares = {key: self._advanced(key, node, now) for key, node in self._tree()}
+        self._recent_shares = {
+            key: self._advanced(key, node, now) for key, node in self._tree_nodes
+        }
+        self._recent_order = (
+            now,
+            {
+                key: weighted(self._recent_shares[key], node.weight)
+                for key, node in self._tree_nodes
+            },
+        )
 
     def _sample_recent(self) -> None:
         """At a cycle's end: the share each node holds until the next cycle."""
         if self.config.usage_half_life <= 0:
             return
-        self._recent_samples = {key: _finite(dominant(node)) for key, node in self._tree()}
+        self._recent_samples = {key: _finite(dominant(node)) for key, node in self._tree_nodes}
         self._recent_order = (math.nan, {})
 
     def _recent_at(self, now: float) -> dict[NodeKey, float]:
@@ -776,7 +784,8 @@ class Engine:
         if at == now:
             return known
         known = {
-            key: weighted(self._advanced(key, node, now), node.weight) for key, node in self._tree()
+            key: weighted(self._advanced(key, node, now), node.weight)
+            for key, node in self._tree_nodes
         }
         self._recent_order = (now, known)
         return known

@@ -332,8 +332,6 @@ class Engine:
         self._evicted_at: dict[str, float] = {}
         # Queues' and cohorts' recent shares (usage_half_life), as of the last cycle, and the
         # share each held at the end of it (what it is taken to hold until the next one).
-        # (`_recent_order`, set with the queues: the recent shares fair order adds, weighted,
-        # at the clock they were computed for.)
         self._recent_shares: dict[NodeKey, Recent] = {}
         self._recent_samples: dict[NodeKey, float] = {}
 
@@ -347,6 +345,7 @@ class Engine:
             if name in before:  # the reasons reported so far stay reported
                 queue.reported = before[name].reported
         self._members = {}
+        # The recent shares fair order adds (weighted), and the clock they are for.
         self._recent_order: tuple[float, dict[NodeKey, float]] = (math.nan, {})
         for runtime in self.queues.values():
             if runtime.state.parent is not None:
@@ -404,9 +403,8 @@ class Engine:
             copy.add_admitted(admitted)
         for gang in pending:
             copy.add_pending(gang)
-        copy._recent_shares = dict(
-            self._recent_shares
-        )  # fair order looks ahead as this engine orders
+        # Fair order looks ahead as this engine orders.
+        copy._recent_shares = dict(self._recent_shares)
         copy._recent_samples = dict(self._recent_samples)
         return copy
 
@@ -739,8 +737,8 @@ class Engine:
         if self.config.usage_half_life > 0:
             recent = self._recent_at(now)
             shares = tuple(
-                now_ + recent.get(_node_key(node), 0.0)
-                for now_, node in zip(shares, fair_path(state), strict=True)
+                share_now + recent.get(_node_key(node), 0.0)
+                for share_now, node in zip(shares, fair_path(state), strict=True)
             )
         return (1, borrows, shares, -gang.priority, gang.created, gang.name, queue.name)
 
@@ -762,13 +760,7 @@ class Engine:
         self._recent_shares = {
             key: self._advanced(key, node, now) for key, node in self._tree_nodes
         }
-        self._recent_order = (
-            now,
-            {
-                key: weighted(self._recent_shares[key], node.weight)
-                for key, node in self._tree_nodes
-            },
-        )
+        self._recent_order = (math.nan, {})
 
     def _sample_recent(self) -> None:
         """At a cycle's end: the share each node holds until the next cycle."""

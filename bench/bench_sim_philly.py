@@ -16,6 +16,9 @@ A full run takes tens of minutes on two cores; --only-report re-prints from save
 per setting sets each policy's figures of the two side by side.
 --report DIR also writes the plots of `kohort simulate --report` for each setting into
 DIR/philly-<compression>x-<nodes>/ (drawn from the JSON's compact plot data).
+--half-lives H1,H2,... (seconds) runs only the `kohort` policy once per usage half-life
+(`--usage-half-life`, its JSON named ...-kohort-h<H>.json) and prints its figures per
+half-life and setting, each beside the half-life 0 row: how the default was chosen.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from controller.simulate.policies import POLICIES
 
 SETTINGS = [(c, n) for c in (4.0, 8.0) for n in ("homogeneous", "mixed")]
 MODES = ("single", "flavors")
+# One simulation: (compression, nodes, policy, its extra flags, mode, saved as).
+Run = tuple[float, str, str, list[str], str, str]
 
 
 def out_file(out: Path, compression: float, nodes: str, policy: str, mode: str = "single") -> Path:
@@ -47,9 +52,16 @@ def out_file(out: Path, compression: float, nodes: str, policy: str, mode: str =
 
 
 def run_one(
-    out: Path, compression: float, nodes: str, policy: str, extra: list[str], mode: str = "single"
+    out: Path,
+    compression: float,
+    nodes: str,
+    policy: str,
+    extra: list[str],
+    mode: str = "single",
+    saved_as: str | None = None,
 ) -> str:
-    target = out_file(out, compression, nodes, policy, mode)
+    """One simulation, its JSON saved under the policy's name (or `saved_as`)."""
+    target = out_file(out, compression, nodes, saved_as or policy, mode)
     flavors = ["--flavors"] if mode == "flavors" else []
     cmd = [
         sys.executable, "-m", "controller.simulate.main", "--json", "--quiet", "philly",
@@ -218,6 +230,59 @@ def report(out: Path) -> None:
                 headline(ours, results)
 
 
+def half_life_name(seconds: float) -> str:
+    return f"kohort-h{seconds:g}"
+
+
+def half_lives(out: Path, seconds: list[float]) -> None:
+    """kohort's figures at each usage half-life, per setting; `worse` names the figures worse
+    than at half-life 0 (waits, and the 9+ GPU gangs' p95, by more than 1%; Jain's index and
+    fair p5 lower; more evictions or wasted GPU-hours)."""
+    for (compression, nodes), mode in itertools.product(SETTINGS, MODES):
+        rows = {}
+        for h in seconds:
+            path = out_file(out, compression, nodes, half_life_name(h), mode)
+            if path.exists():
+                rows[h] = json.loads(path.read_text())["results"][0]
+        if not rows:
+            continue
+        flavors = " flavors" if mode == "flavors" else ""
+        print(f"\n== kohort by usage half-life, {compression:g}x {nodes}{flavors} ==")
+        print(
+            f"{'half-life':>10}{'p50 h':>8}{'p95 h':>8}{'GPU p95 h':>10}{'mean h':>8}"
+            f"{'9+ p95 h':>9}{'jain':>7}{'fair p5':>8}{'evict':>7}{'wasted':>8}  worse than 0"
+        )
+        base = rows.get(0.0)
+        for h, r in rows.items():
+            big = r.get("by_size", {}).get("9+ GPUs", {})
+            print(
+                f"{h / 3600:>8g} h{hours(r['wait_p50']):>8.2f}{hours(r['wait_p95']):>8.2f}"
+                f"{hours(r['wait_p95_by_gpu']):>10.2f}{hours(r['wait_mean']):>8.2f}"
+                f"{hours(big.get('wait_p95')):>9.2f}{r['jain_mean']:>7.3f}"
+                f"{_number(r['fair_ratio_p5']):>8.3f}{r['evictions']:>7d}"
+                f"{r['wasted_gpu_hours']:>8.0f}  {', '.join(_worse(r, base)) if base else '?'}"
+            )
+
+
+def _worse(r: dict[str, Any], base: dict[str, Any]) -> list[str]:
+    def big(x: dict[str, Any]) -> float:
+        return float(x.get("by_size", {}).get("9+ GPUs", {}).get("wait_p95", 0.0))
+
+    worse = [
+        key
+        for key in ("wait_p50", "wait_p95", "wait_p95_by_gpu", "wait_mean")
+        if r[key] > base[key] * 1.01 + 1.0
+    ]
+    if big(r) > big(base) * 1.01 + 1.0:
+        worse.append("9+ p95")
+    if r["jain_mean"] < base["jain_mean"] - 0.001:
+        worse.append("jain")
+    if _number(r["fair_ratio_p5"]) < _number(base["fair_ratio_p5"]) - 0.001:
+        worse.append("fair p5")
+    worse += [k for k in ("evictions", "wasted_gpu_hours") if r[k] > base[k] * 1.01 + 1]
+    return worse or ["-"]
+
+
 def compare_modes(out: Path) -> None:
     """Per setting run in both modes: each policy's figures with one GPU pool and with GPU
     types as flavors, side by side."""
@@ -306,26 +371,35 @@ def main() -> None:
     parser.add_argument("--compressions", default="4,8")
     parser.add_argument("--nodes", default="homogeneous,mixed")
     parser.add_argument("--modes", default="single", help="comma list of single, flavors")
+    parser.add_argument(
+        "--half-lives", default="", help="seconds, comma list: kohort at each usage half-life"
+    )
     parser.add_argument("extra", nargs="*", help="passed to `kohort simulate philly`")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     modes = [m for m in args.modes.split(",") if m]
     if any(m not in MODES for m in modes):
         parser.error(f"--modes: of {', '.join(MODES)}")
+    seconds = [float(h) for h in args.half_lives.split(",") if h]
+    settings = [
+        (float(c), n, m)
+        for c in args.compressions.split(",")
+        for n in args.nodes.split(",")
+        for m in modes
+    ]
+    runs: list[Run] = [
+        (c, n, "kohort", [*args.extra, "--usage-half-life", f"{h:g}"], m, half_life_name(h))
+        for c, n, m in settings
+        for h in seconds
+    ] or [(c, n, p, args.extra, m, p) for c, n, m in settings for p in args.policies.split(",")]
     if not args.only_report:
-        runs = [
-            (float(c), n, p, m)
-            for c in args.compressions.split(",")
-            for n in args.nodes.split(",")
-            for m in modes
-            for p in args.policies.split(",")
-        ]
         with ThreadPoolExecutor(args.jobs) as pool:
-            futures = [
-                pool.submit(run_one, args.out, c, n, p, args.extra, m) for c, n, p, m in runs
-            ]
+            futures = [pool.submit(run_one, args.out, *run) for run in runs]
             for future in futures:
                 print(future.result(), file=sys.stderr, flush=True)
+    if seconds:
+        half_lives(args.out, seconds)
+        return
     report(args.out)
     compare_modes(args.out)
     targets(args.out)

@@ -23,3 +23,11 @@ EVICT_AFTER_SECONDS = 1800
 # of small jobs turn it on (bench/bench_starvation.py: a 16-GPU gang waits 9 h, not 52 h).
 WASTE_BUDGET = 0.1
 STARVATION_AFTER_SECONDS = 0
+
+# Controller flag, chart value and the simulator's `kohort` policy: fair order adds to each
+# queue's share now what it borrowed lately, averaged with this half-life (0: the share now
+# alone). Off: on Philly 8x every half-life tried (1 h, 6 h, 24 h) evicted a fifth to a third
+# more often and threw more work away, and at 24 h on mixed nodes raised the p95 wait
+# (bench/bench_sim_philly.py --half-lives; docs/simulator.md). Clusters that want a team's
+# borrowing of yesterday to count today turn it on (bench/bench_fair_over_time.py: 86400).
+USAGE_HALF_LIFE_SECONDS = 0

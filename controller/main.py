@@ -141,14 +141,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a reclaim may throw away at most FACTOR x the work the preemptor lost by waiting "
         f"(negative: no limit); default {defaults.WASTE_BUDGET}",
     )
-    parser.add_argument(
-        "--starvation-after",
-        type=float,
-        default=float(defaults.STARVATION_AFTER_SECONDS),
-        metavar="SECONDS",
-        help="a gang waiting this long holds the quota and nodes it needs (0: never); "
-        f"default {defaults.STARVATION_AFTER_SECONDS}",
-    )
+    for flag, default, help_text in (
+        (
+            "--starvation-after",
+            defaults.STARVATION_AFTER_SECONDS,
+            "a gang waiting this long holds the quota and nodes it needs (0: never)",
+        ),
+        (
+            "--usage-half-life",
+            defaults.USAGE_HALF_LIFE_SECONDS,
+            "fair order adds to each queue's share what it borrowed lately, averaged with this"
+            " half-life (0: the share now alone)",
+        ),
+    ):
+        parser.add_argument(
+            flag,
+            type=float,
+            default=float(default),
+            metavar="SECONDS",
+            help=f"{help_text}; default {default}",
+        )
     parser.add_argument(
         "--no-placement-check",
         action="store_true",
@@ -233,6 +245,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
             victims=args.victims,
             waste_budget=args.waste_budget if args.waste_budget >= 0 else None,
             starvation_after=args.starvation_after or None,
+            usage_half_life=max(0.0, args.usage_half_life),
         ),
     )
 

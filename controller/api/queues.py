@@ -219,12 +219,25 @@ class PendingWorkload(Lenient):
     position_in_cohort: int | None = None
 
 
+class RecentUsage(Lenient):
+    """What fair order remembers of a ClusterQueue's borrowing (the controller's
+    --usage-half-life): `weightedShare`, its recent share as fair order adds it to its share
+    now (per mille of its cohort's pool, over its weight, rounded up); `share`, the same before
+    the weight and unrounded, as of `lastUpdate`: what a restarted controller starts from."""
+
+    weighted_share: int = 0
+    share: float = 0.0
+    last_update: str | None = None
+
+
 class ClusterQueueStatus(Lenient):
     conditions: list[Condition] = Field(default_factory=list)
     flavors_usage: list[FlavorUsage] = Field(default_factory=list)
     pending_workloads: int = 0
     admitted_workloads: int = 0
     weighted_share: int | None = None
+    # Set while fair order weighs recent usage (a usage half-life above 0).
+    recent_usage: RecentUsage | None = None
     # The first pending Workloads in the order they will be considered (a controller setting
     # says how many).
     pending_head: list[PendingWorkload] = Field(default_factory=list)

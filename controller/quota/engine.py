@@ -46,6 +46,8 @@ from controller.quota.quota import (
     borrowing,
     borrowing_any,
     build_tree,
+    dominant,
+    fair_path,
     path_shares,
     quota_ceiling,
     quota_shortfall,
@@ -53,6 +55,7 @@ from controller.quota.quota import (
     tree_nodes,
     within_nominal,
 )
+from controller.quota.recent import Recent, advanced, weighted
 from controller.quota.snapshot import (
     FR,
     AdmittedGang,
@@ -85,6 +88,8 @@ SETTLE_AT_MOST = 30.0
 
 # Where room comes back: a cohort tree by its root cohort's name, or a queue of no cohort.
 RootKey = tuple[str, str]
+# A node of the cohort tree by kind and name: ("queue", ClusterQueue) or ("cohort", Cohort).
+NodeKey = tuple[str, str]
 
 VictimRule = Literal["placement-aware", "naive", "classic"]
 
@@ -116,6 +121,10 @@ class Config:
     fair_sharing_preemption: a gang whose queue would borrow may evict gangs of borrowing queues
         of its cohort (if its queue's reclaimWithinCohort allows) when its queue's share after
         admission stays at most the victim queue's share after the eviction (Kueue's S2-a).
+    usage_half_life: seconds; fair order adds to each queue's and cohort's share its recent
+        share, what it borrowed lately averaged with this half-life (recent.py), so a team that
+        borrowed much lately waits behind one that did not, at equal share now. 0: the share
+        now alone.
     """
 
     placement: bool = True
@@ -127,6 +136,7 @@ class Config:
     waste_budget: float | None = None
     oldest_first_after: float | None = None
     fair_sharing_preemption: bool = False
+    usage_half_life: float = 0.0
 
     @classmethod
     def measured(cls) -> Config:
@@ -135,6 +145,7 @@ class Config:
         return cls(
             starvation_after=float(defaults.STARVATION_AFTER_SECONDS) or None,
             waste_budget=defaults.WASTE_BUDGET,
+            usage_half_life=float(defaults.USAGE_HALF_LIFE_SECONDS),
         )
 
 
@@ -319,6 +330,10 @@ class Engine:
         self._done: set[str] = set()
         # Gang -> when this engine last evicted it (forgotten when it ends or leaves).
         self._evicted_at: dict[str, float] = {}
+        # Queues' and cohorts' recent shares (usage_half_life), as of the last cycle, and the
+        # share each held at the end of it (what it is taken to hold until the next one).
+        self._recent_shares: dict[NodeKey, Recent] = {}
+        self._recent_samples: dict[NodeKey, float] = {}
 
     # -- the cluster's shape ------------------------------------------------------------------
 
@@ -330,9 +345,16 @@ class Engine:
             if name in before:  # the reasons reported so far stay reported
                 queue.reported = before[name].reported
         self._members = {}
+        # The recent shares fair order adds (weighted), and the clock they are for.
+        self._recent_order: tuple[float, dict[NodeKey, float]] = (math.nan, {})
         for runtime in self.queues.values():
             if runtime.state.parent is not None:
                 self._members.setdefault(id(runtime.state.root()), []).append(runtime)
+        # Every queue and cohort of the tree by its key (recent usage walks them each cycle).
+        self._tree_nodes: list[tuple[NodeKey, QuotaNode]] = [
+            *((("queue", q.name), q.state) for q in self.queues.values()),
+            *((("cohort", c.name), c) for c in self.cohort_nodes),
+        ]
 
     def set_queues(
         self, specs: Iterable[QueueSpec], cohorts: Iterable[CohortSpec] | None = None
@@ -366,7 +388,8 @@ class Engine:
 
     def fork(self) -> Engine:
         """A new engine with this one's queues, nodes and gangs, and none of its memory of past
-        cycles: for looking ahead (forecast.py) without touching this one."""
+        cycles but the queues' recent usage (fair order): for looking ahead (forecast.py)
+        without touching this one."""
         pending, running = self._gangs()
         copy = Engine(
             [queue.spec for queue in self.queues.values() if queue.state.spec],
@@ -380,6 +403,9 @@ class Engine:
             copy.add_admitted(admitted)
         for gang in pending:
             copy.add_pending(gang)
+        # Fair order looks ahead as this engine orders.
+        copy._recent_shares = dict(self._recent_shares)
+        copy._recent_samples = dict(self._recent_samples)
         return copy
 
     def _gangs(self) -> tuple[list[Gang], list[AdmittedGang]]:
@@ -598,6 +624,7 @@ class Engine:
     def cycle(self, now: float) -> Decisions:
         log = _Log()
         self._now = now
+        self._age_recent(now)
         self._admitted_now.clear()
         for root, frs in self._ended.items():
             stamps = self._ended_at.setdefault(root, {})
@@ -630,6 +657,7 @@ class Engine:
             if key is not None:
                 heapq.heappush(heap, key)
         self._last_reservations = {**self._last_reservations, **log.reservations}
+        self._sample_recent()
         pending = self._changed_reasons(reserved_before)
         return Decisions(tuple(log.admissions), tuple(log.evictions), pending, log.reservations)
 
@@ -706,7 +734,80 @@ class Engine:
         charge = self._expected_charge(queue, info)
         borrows = 0 if within_nominal(state, charge) else 1
         shares = path_shares(state, charge)
+        if self.config.usage_half_life > 0:
+            recent = self._recent_at(now)
+            shares = tuple(
+                share_now + recent.get(_node_key(node), 0.0)
+                for share_now, node in zip(shares, fair_path(state), strict=True)
+            )
         return (1, borrows, shares, -gang.priority, gang.created, gang.name, queue.name)
+
+    # -- recent usage (usage_half_life) -------------------------------------------------------
+
+    def _advanced(self, key: NodeKey, node: QuotaNode, now: float) -> Recent:
+        """The node's recent share moved on to `now`: it held its sample since the last cycle
+        (its share now when it has none: new, or restored after a restart)."""
+        sampled = self._recent_samples.get(key)
+        if sampled is None:
+            sampled = _finite(dominant(node))
+        return advanced(self._recent_shares.get(key), sampled, now, self.config.usage_half_life)
+
+    def _age_recent(self, now: float) -> None:
+        """At a cycle's start: every node's recent share moved on to `now` (nodes no longer in
+        the tree are forgotten)."""
+        if self.config.usage_half_life <= 0:
+            return
+        self._recent_shares = {
+            key: self._advanced(key, node, now) for key, node in self._tree_nodes
+        }
+        self._recent_order = (math.nan, {})
+
+    def _sample_recent(self) -> None:
+        """At a cycle's end: the share each node holds until the next cycle."""
+        if self.config.usage_half_life <= 0:
+            return
+        self._recent_samples = {key: _finite(dominant(node)) for key, node in self._tree_nodes}
+        self._recent_order = (math.nan, {})
+
+    def _recent_at(self, now: float) -> dict[NodeKey, float]:
+        """Every node's recent share at `now`, divided by its weight, as fair order adds it to
+        the node's share (the state is left unchanged)."""
+        at, known = self._recent_order
+        if at == now:
+            return known
+        known = {
+            key: weighted(self._advanced(key, node, now), node.weight)
+            for key, node in self._tree_nodes
+        }
+        self._recent_order = (now, known)
+        return known
+
+    def recent_usage(self) -> dict[NodeKey, Recent]:
+        """Every queue's and cohort's recent share as of the last cycle (unweighted): what a
+        restarted engine needs to order as this one does (`restore_recent_usage`)."""
+        return dict(self._recent_shares)
+
+    def restore_recent_usage(self, values: Mapping[NodeKey, Recent]) -> None:
+        """Take recent shares kept elsewhere (a ClusterQueue's status, say) as this engine's
+        own: each node is taken to have held its share now since the value's clock."""
+        for key, value in values.items():
+            self._recent_shares[key] = value
+            self._recent_samples.pop(key, None)
+        self._recent_order = (math.nan, {})
+
+    def recent(self, key: NodeKey) -> Recent | None:
+        """One node's recent share as of the last cycle (None: half-life 0, or none yet)."""
+        if self.config.usage_half_life <= 0:
+            return None
+        return self._recent_shares.get(key)
+
+    def recent_share(self, queue: str) -> float | None:
+        """The ClusterQueue's recent share as fair order weighs it (None: half-life 0, or no
+        such queue)."""
+        if self.config.usage_half_life <= 0 or queue not in self.queues:
+            return None
+        node = self.queues[queue].state
+        return weighted(self._recent_shares.get(("queue", queue)), node.weight)
 
     def consideration_order(self, now: float) -> list[tuple[QueueRuntime, GangInfo]]:
         """Every pending gang of a known queue, in the order a cycle at `now` would consider
@@ -1436,3 +1537,13 @@ class _Trial:
         if self.within is not None and node not in self.within:
             return False
         return node not in index.reserved and index.class_of[node] in index.eligible(shape)
+
+
+def _node_key(node: QuotaNode) -> NodeKey:
+    return ("queue" if node.spec is not None else "cohort", node.name)
+
+
+def _finite(value: float) -> float:
+    """A share as recent usage counts it: an infinite one (a resource its parent has none of)
+    ranks last by the share now already and is not remembered."""
+    return value if math.isfinite(value) else 0.0

@@ -355,13 +355,22 @@ def borrowing_any(node: QuotaNode, frs: Iterable[FR]) -> bool:
 
 
 def share(node: QuotaNode, extra: Mapping[FR, int] | None = None) -> float:
-    """Weighted dominant resource share of a node in its parent, like Kueue's fair sharing.
+    """Weighted dominant resource share of a node in its parent, like Kueue's fair sharing:
+    `dominant` divided by the node's weight. Borrowing with weight 0: infinite (ranks last).
+    """
+    dominant_share = dominant(node, extra)
+    if not dominant_share:
+        return 0.0
+    return math.inf if node.weight <= 0 else dominant_share / node.weight
+
+
+def dominant(node: QuotaNode, extra: Mapping[FR, int] | None = None) -> float:
+    """Dominant resource share of a node in its parent, before its weight.
 
     For each resource: what the node uses above its subtree quota (with `extra` added), summed
     over flavors, over the most its parent could hold of that resource (summed over flavors:
     its subtree quota, plus what it may borrow from further up), times 1000; the maximum over
-    resources, divided by the weight. At the root, or not borrowing: 0. Borrowing with
-    weight 0: infinite (ranks last).
+    resources. At the root, or not borrowing: 0.
     """
     parent = node.parent
     if parent is None:
@@ -379,20 +388,26 @@ def share(node: QuotaNode, extra: Mapping[FR, int] | None = None) -> float:
     for fr in parent.subtree.keys() | parent.usage.keys():
         if fr[1] in above:
             pools[fr[1]] = pools.get(fr[1], 0) + most(parent, fr)
-    dominant = 0.0
+    found = 0.0
     for resource, over in above.items():
         pool = pools.get(resource, 0)
         ratio = math.inf if pool <= 0 else 1000.0 * over / pool
-        dominant = max(dominant, ratio)
-    return math.inf if node.weight <= 0 else dominant / node.weight
+        found = max(found, ratio)
+    return found
 
 
 def path_shares(queue: QuotaNode, extra: Mapping[FR, int] | None = None) -> tuple[float, ...]:
     """The shares of the queue's ancestors below the root, as they are, and the queue's own
     with `extra` added, top down. Fair order at every level compares these left to right: two
     queues under one cohort tie on every level above it and are compared where they part."""
+    return tuple(share(node, extra if node is queue else None) for node in fair_path(queue))
+
+
+def fair_path(queue: QuotaNode) -> list[QuotaNode]:
+    """The nodes whose shares fair order compares for a queue, top down: its ancestors below
+    the root and itself (itself alone when it is in no cohort)."""
     nodes = queue.path()[:-1] if queue.parent is not None else [queue]
-    return tuple(share(node, extra if node is queue else None) for node in reversed(nodes))
+    return nodes[::-1]
 
 
 def default_charge(totals: Mapping[str, int]) -> dict[FR, int]:

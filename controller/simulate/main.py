@@ -124,6 +124,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="kohort: heads waiting longer than this go first, oldest first (<0: off)",
     )
     philly.add_argument(
+        "--usage-half-life",
+        type=float,
+        default=float(defaults.USAGE_HALF_LIFE_SECONDS),
+        help="kohort: fair order adds each queue's recent borrowing, this half-life (0: off)",
+    )
+    philly.add_argument(
         "--weights",
         choices=("equal", "size"),
         default="equal",
@@ -223,6 +229,7 @@ def policy_options(args: argparse.Namespace) -> dict[str, Any]:
         "drain": args.drain,
         "waste_budget": args.waste_budget if args.waste_budget >= 0 else None,
         "oldest_first_after": args.oldest_first_after if args.oldest_first_after >= 0 else None,
+        "usage_half_life": max(0.0, args.usage_half_life),
         "packing": args.packing,
     }
 
@@ -297,6 +304,7 @@ def _run_philly(args: argparse.Namespace) -> int:
         "kohort_drain": args.drain,
         "kohort_waste_budget": args.waste_budget,
         "kohort_oldest_first_after_s": args.oldest_first_after,
+        "kohort_usage_half_life_s": args.usage_half_life,
     }
     if layout is not None and requests is not None:
         setup["topology_layout"] = describe_layout(layout, nodes)

@@ -508,6 +508,7 @@ def make_policy(
     drain: bool = False,
     waste_budget: float | None = defaults.WASTE_BUDGET,
     oldest_first_after: float | None = None,
+    usage_half_life: float = defaults.USAGE_HALF_LIFE_SECONDS,
     packing: Packing = "best-fit",
     flavors: Sequence[FlavorSpec] = (),
 ) -> Policy:
@@ -534,6 +535,7 @@ def make_policy(
         drain=drain,
         waste_budget=waste_budget,
         oldest_first_after=oldest_first_after,
+        usage_half_life=usage_half_life,
     )
     factories: dict[str, Callable[[], Policy]] = {
         "kube-default": lambda: KubeDefaultPolicy(nodes),

@@ -229,6 +229,7 @@ class ClusterState:
             inventory.queues_changed = False
             queues, cohorts = inventory.relevant()
             changed = mirror.take_queues(*inventory.specs(queues, cohorts))
+            self._restore_recent(queues)
             self.reporter.looked_after(queues, cohorts, changed=changed)
         if inventory.flavors_changed:
             inventory.flavors_changed = False
@@ -237,6 +238,22 @@ class ClusterState:
             inventory.nodes_changed = False
             mirror.take_nodes(inventory.core_nodes(mirror.admitted))
             inventory.dirty_nodes.clear()
+
+    def _restore_recent(self, queues: Iterable[str]) -> None:
+        """A ClusterQueue the engine has no recent usage for yet (this controller has just
+        started) starts from what its status kept: fair order goes on where the last leader
+        left it. Cohorts' recent usage is not kept: it starts again from nothing."""
+        engine = self.mirror.engine
+        if engine.config.usage_half_life <= 0:
+            return
+        kept = {
+            ("queue", name): recent
+            for name in queues
+            if engine.recent(("queue", name)) is None
+            and (recent := objects.recorded_recent(self.inventory.cluster_queues.get(name)))
+        }
+        if kept:
+            engine.restore_recent_usage(kept)
 
     def _sync_gang(
         self, key: GangKey, gang: ManagedGang | None, now: float, reports: Work

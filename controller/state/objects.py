@@ -41,9 +41,10 @@ from controller.api.queues import (
     LocalQueueResourceUsage,
     LocalQueueStatus,
     PendingWorkload,
+    RecentUsage,
     ResourceUsage,
 )
-from controller.api.times import format_time
+from controller.api.times import format_time, parse_time
 from controller.api.workload import (
     AdmissionRecord,
     NodeAssignment,
@@ -56,6 +57,7 @@ from controller.api.workload import (
 )
 from controller.quota import Admission
 from controller.quota.flavor_assignment import charged_requests
+from controller.quota.recent import Recent, weighted
 from controller.quota.snapshot import PODS, node_requests
 from controller.quota.snapshot import PodSet as PodSetShape
 from controller.state.gangs import ManagedGang
@@ -534,6 +536,10 @@ class QueueFigures:
     broken: str | None = None
     # Its first pending gangs, in order.
     head: Sequence[PendingWorkload] = ()
+    # What fair order remembers of its borrowing, and its fair-sharing weight (None: no
+    # usage half-life, or no cycle yet).
+    recent: Recent | None = None
+    weight: float = 1.0
 
 
 def _active(old: Sequence[Condition], ok: bool, reason: str, message: str, now: float) -> Condition:
@@ -549,7 +555,8 @@ def _active(old: Sequence[Condition], ok: bool, reason: str, message: str, now: 
     return condition
 
 
-def _share(share: float) -> int:
+def share_shown(share: float) -> int:
+    """A share as a status shows it: rounded up, -1 when infinite."""
     return math.ceil(share) if math.isfinite(share) else -1
 
 
@@ -563,11 +570,32 @@ def queue_status(cq: ClusterQueue, figures: QueueFigures, now: float) -> Cluster
     return ClusterQueueStatus(
         pending_workloads=figures.pending,
         admitted_workloads=figures.admitted,
-        weighted_share=_share(figures.weighted_share),
+        weighted_share=share_shown(figures.weighted_share),
         flavors_usage=flavors_usage(cq, figures.usage or {}),
         conditions=[active],
         pending_head=list(figures.head),
+        recent_usage=_recent_usage(figures.recent, figures.weight),
     )
+
+
+def _recent_usage(recent: Recent | None, weight: float) -> RecentUsage | None:
+    if recent is None:
+        return None
+    return RecentUsage(
+        weighted_share=share_shown(weighted(recent, weight)),
+        share=round(recent.share, 3),
+        last_update=format_time(recent.at),
+    )
+
+
+def recorded_recent(cq: ClusterQueue | None) -> Recent | None:
+    """The recent share a ClusterQueue's status kept (what a restarted controller starts
+    from), or None."""
+    kept = cq.status.recent_usage if cq is not None and cq.status is not None else None
+    at = parse_time(kept.last_update) if kept is not None else None
+    if kept is None or at is None:
+        return None
+    return Recent(max(0.0, kept.share), at)
 
 
 def flavors_usage(cq: ClusterQueue, usage: Mapping[tuple[str, str], int]) -> list[FlavorUsage]:
@@ -614,7 +642,14 @@ def queue_status_differs(old: ClusterQueueStatus | None, new: ClusterQueueStatus
         "flavors_usage",
         "pending_head",
     )
-    return _status_differs(old, new, fields)
+    return _status_differs(old, new, fields) or _recent_shown(old) != _recent_shown(new)
+
+
+def _recent_shown(status: ClusterQueueStatus | None) -> int | None:
+    """The recent share a status shows: it is written again when that changes (its exact
+    value and clock alone change at every cycle)."""
+    recent = status.recent_usage if status is not None else None
+    return None if recent is None else recent.weighted_share
 
 
 # -- Cohorts --------------------------------------------------------------------------------
@@ -665,7 +700,7 @@ def cohort_status(cohort: Cohort, figures: CohortFigures, now: float) -> CohortS
     return CohortStatus(
         conditions=[active],
         flavors_usage=cohort_flavors_usage(cohort, figures),
-        weighted_share=_share(figures.weighted_share),
+        weighted_share=share_shown(figures.weighted_share),
     )
 
 

@@ -116,6 +116,8 @@ class Reporter:
         self._in_local: dict[GangKey, InLocalQueue] = {}
         self._local: dict[LocalKey, dict[GangKey, InLocalQueue]] = {}
         self._dirty_local: set[LocalKey] = set()
+        # ClusterQueue -> the recent share its status was last compared with (usage half-life).
+        self._recent_shown: dict[str, int | None] = {}
         self.positions = PositionReporter(settings)
 
     def reset(self) -> None:
@@ -257,7 +259,11 @@ class Reporter:
         weighted = share(runtime.state) if runtime else 0.0
         broken = runtime.state.broken if runtime else None
         head = self.positions.head(name)
-        return QueueFigures(pending, admitted, usage, weighted, inadmissible, broken, head)
+        recent = self._mirror.engine.recent(("queue", name))
+        weight = runtime.state.weight if runtime else 1.0
+        return QueueFigures(
+            pending, admitted, usage, weighted, inadmissible, broken, head, recent, weight
+        )
 
     def report_positions(
         self, now: float, lookup: Callable[[GangKey], ManagedGang | None]
@@ -273,6 +279,7 @@ class Reporter:
     def queues(self, now: float) -> QueueReport:
         """The ClusterQueue statuses that changed and the Cohort statuses that changed, with
         the figures of every queue and Cohort looked at."""
+        self._recent_moved()
         names = sorted(self._dirty_queues & self._queues)
         self._dirty_queues.clear()
         writes: list[WriteQueueStatus] = []
@@ -292,6 +299,17 @@ class Reporter:
         return QueueReport(
             writes, figures, cohort_writes, shares, local_writes, queue_objects, local_figures
         )
+
+    def _recent_moved(self) -> None:
+        """Compare again the ClusterQueues whose recent share, as their status shows it, moved
+        since the last report (it moves with time alone, not with any event)."""
+        engine = self._mirror.engine
+        for name in self._queues:
+            shown = engine.recent_share(name)
+            now = None if shown is None else objects.share_shown(shown)
+            if self._recent_shown.get(name) != now:
+                self._recent_shown[name] = now
+                self._dirty_queues.add(name)
 
     # -- Cohorts ----------------------------------------------------------------------------------
 

@@ -95,6 +95,7 @@ class World:
         position_writes: int = Settings.position_writes,
         positions_period: float = 0.0,
         forecast_refresh: float | None = None,
+        usage_half_life: float = 0.0,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -106,7 +107,7 @@ class World:
         settings = Settings(
             pods_ready_timeout=pods_ready_timeout,
             release_timeout=release_timeout,
-            core=quota.Config(placement=placement),
+            core=quota.Config(placement=placement, usage_half_life=usage_half_life),
             device_classes=device_classes or {},
             positions_head=positions_head,
             position_writes=position_writes,

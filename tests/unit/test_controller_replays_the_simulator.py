@@ -94,10 +94,10 @@ NODES = [gpu_node(f"node-{i}", 8) for i in range(6)]
 
 def kohort() -> EnginePolicy:
     """The simulator's policy running the decision core as the controller configures it (its
-    starvation guard sooner, so that this short trace shows it)."""
-    return EnginePolicy(
-        "kohort", QUEUE_SPECS, NODES, replace(Config.measured(), starvation_after=3600.0)
-    )
+    starvation guard sooner, and fair order weighing what queues borrowed in the last half
+    hour, so that this short trace shows both)."""
+    config = replace(Config.measured(), starvation_after=3600.0, usage_half_life=1800.0)
+    return EnginePolicy("kohort", QUEUE_SPECS, NODES, config)
 
 
 @dataclass
@@ -311,3 +311,7 @@ async def test_the_controller_decides_exactly_what_the_simulator_measured(
         assert ctl.admissions == sim.admissions, f"admissions differ at t={t_sim}"
         assert ctl.evictions == sim.evictions, f"evictions differ at t={t_sim}"
         assert list(ctl.pending.items()) == list(sim.pending.items()), f"reasons at t={t_sim}"
+    # Both remember the same recent usage, to the last bit: borrowing that weighed in the order.
+    remembered = policy.engine.recent_usage()
+    assert any(recent.share > 0 for recent in remembered.values())
+    assert controller.state.engine.recent_usage() == remembered

@@ -1,8 +1,8 @@
 """Queue positions: the order the engine will really consider pending gangs in, numbered.
 
 The property: on random clusters of several queues (priorities, ages, fair-sharing weights,
-cohorts or none) where everything fits, one cycle admits every pending gang, and it admits them
-exactly in the order of their positions.
+cohorts or none, recent usage weighed with a half-life or not) where everything fits, one
+cycle admits every pending gang, and it admits them exactly in the order of their positions.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from controller.quota import (
     ResourceGroup,
 )
 from controller.quota.positions import Position, positions
+from controller.quota.recent import Recent
 from tests.unit.test_quota_builders import GPU, G, gang, node
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,10 +47,13 @@ class Scenario:
     cohorts: list[CohortSpec]
     gangs: list[Gang]
     config: Config
+    # Recent shares (unweighted) each queue and cohort borrowed, as of clock 0.
+    history: dict[tuple[str, str], Recent]
 
     def engine(self) -> Engine:
         nodes = [node(f"n{i}") for i in range(4 * len(self.gangs) + 1)]
         engine = Engine(self.queues, nodes, self.config, cohorts=self.cohorts)
+        engine.restore_recent_usage(self.history)
         for g in sorted(self.gangs, key=lambda g: g.name):
             engine.add_pending(g)
         return engine
@@ -76,8 +80,14 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         )
         for k in range(draw(st.integers(1, 24)))
     ]
-    config = Config(oldest_first_after=draw(st.sampled_from([None, 70.0])))
-    return Scenario(queues, [lender("a", 1000), lender("b", 1000)], gangs, config)
+    config = Config(
+        oldest_first_after=draw(st.sampled_from([None, 70.0])),
+        usage_half_life=draw(st.sampled_from([0.0, 50.0, 3600.0])),
+    )
+    shares = st.sampled_from([0.0, 0.0, 50.0, 200.0, 900.0])
+    history = {("queue", q.name): Recent(draw(shares), 0.0) for q in queues}
+    history.update({("cohort", c): Recent(draw(shares), 0.0) for c in ("a", "b")})
+    return Scenario(queues, [lender("a", 1000), lender("b", 1000)], gangs, config, history)
 
 
 @SETTINGS

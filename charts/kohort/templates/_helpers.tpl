@@ -185,6 +185,7 @@ imagePullSecrets:
 {{- end }}
 - --waste-budget={{ .Values.controller.wasteBudget }}
 - --starvation-after={{ .Values.controller.starvationAfterSeconds }}
+- --usage-half-life={{ .Values.controller.usageHalfLifeSeconds }}
 {{- range $class, $resource := .Values.controller.deviceClasses }}
 - --device-class={{ $class }}={{ $resource }}
 {{- end }}

@@ -364,10 +364,11 @@ class Engine:
         self._build_queues([queue.spec for queue in self.queues.values() if queue.spec])
         self._rebuild(pending, running)
 
-    def fork(self) -> Engine:
-        """A new engine with this one's queues, nodes and gangs, and none of its memory of past
-        cycles: for looking ahead (forecast.py) without touching this one."""
-        pending, running = self._gangs()
+    def fork(self, *, pending: bool = True) -> Engine:
+        """A new engine with this one's queues, nodes and gangs (`pending=False`: its admitted
+        gangs only, the pending ones to be `adopt`ed), and none of its memory of past cycles:
+        for looking ahead (forecast.py) without touching this one."""
+        running = self._gangs()[1]
         copy = Engine(
             [queue.spec for queue in self.queues.values() if queue.state.spec],
             self._nodes.values(),
@@ -378,9 +379,16 @@ class Engine:
         )
         for admitted in running:
             copy.add_admitted(admitted)
-        for gang in pending:
-            copy.add_pending(gang)
+        if pending:
+            copy.adopt(info for _, info in self.pending.values())
         return copy
+
+    def adopt(self, infos: Iterable[GangInfo]) -> None:
+        """Take pending gangs of the engine this one was forked from. Its node index is built
+        from the same nodes, so their precomputed shapes and flavor options hold here too and
+        are shared (they are never changed once computed)."""
+        for info in infos:
+            self._add_pending(info)
 
     def _gangs(self) -> tuple[list[Gang], list[AdmittedGang]]:
         pending = [info.gang for _, info in self.pending.values()]
@@ -431,10 +439,12 @@ class Engine:
     # -- gangs --------------------------------------------------------------------------------
 
     def add_pending(self, gang: Gang) -> None:
-        info = gang_info(gang, self.index)
-        queue = self.queues.get(gang.queue)
-        self.pending[gang.name] = (queue, info)
-        self._fresh.add(gang.name)
+        self._add_pending(gang_info(gang, self.index))
+
+    def _add_pending(self, info: GangInfo) -> None:
+        queue = self.queues.get(info.gang.queue)
+        self.pending[info.name] = (queue, info)
+        self._fresh.add(info.name)
         if queue is not None:
             queue.add_pending(info)
 
@@ -595,7 +605,14 @@ class Engine:
 
     # -- the cycle ----------------------------------------------------------------------------
 
-    def cycle(self, now: float) -> Decisions:
+    def cycle(
+        self, now: float, *, report: bool = True, max_admissions: int | None = None
+    ) -> Decisions:
+        """Admit (and evict) what the state allows at `now`. For a forward run of forecast.py,
+        which reads only admissions and evictions: `report=False` leaves out which pending
+        gangs' reasons changed; `max_admissions` ends the cycle once it has made that many
+        (another cycle at the same instant goes on: what it judged blocked stays blocked, as
+        nothing was given back)."""
         log = _Log()
         self._now = now
         self._admitted_now.clear()
@@ -618,7 +635,8 @@ class Engine:
         self._freed = False
         heap = [k for q in self.queues.values() if (k := self._queue_key(q)) is not None]
         heapq.heapify(heap)
-        while heap:
+        limit = math.inf if max_admissions is None else max_admissions
+        while heap and len(log.admissions) < limit:
             queue = self.queues[heapq.heappop(heap)[-1]]
             info = queue.head()
             if info is None:
@@ -630,7 +648,7 @@ class Engine:
             if key is not None:
                 heapq.heappush(heap, key)
         self._last_reservations = {**self._last_reservations, **log.reservations}
-        pending = self._changed_reasons(reserved_before)
+        pending = self._changed_reasons(reserved_before) if report else {}
         return Decisions(tuple(log.admissions), tuple(log.evictions), pending, log.reservations)
 
     def _class_reason(self, name: str) -> Pending:

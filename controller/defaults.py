@@ -23,3 +23,8 @@ EVICT_AFTER_SECONDS = 1800
 # of small jobs turn it on (bench/bench_starvation.py: a 16-GPU gang waits 9 h, not 52 h).
 WASTE_BUDGET = 0.1
 STARVATION_AFTER_SECONDS = 0
+
+# Controller flag: the CPU a pass spends at most on refreshing start forecasts (milliseconds;
+# the slice of a forward run under way is finished). At 10,000 pending a refresh then spreads
+# over a few thousand passes (bench/bench_forecast.py; docs/performance.md).
+FORECAST_BUDGET_MS = 0.5

@@ -1,44 +1,70 @@
 """Start-time forecasts of pending gangs: runtimes learned per queue, refreshed off the
 admission path, written to the Workloads' status.
 
-Rule: a refresh runs at most every `forecast_refresh` seconds, after a pass's decisions are
-written, on a fork of the engine (controller/quota/forecast.py); a gang's forecast is written
-only when a quantile moved by more than `SLACK` seconds, and only while its Workload still says
-why it waits (a JSON patch that tests its pendingReason first, so a forecast never lands on a
-Workload admitted since).
+Rule: a refresh (controller/quota/forecast.py: two forward runs on forks of the engine) is
+made at most every `forecast_refresh` seconds and worked on after each pass's decisions are
+written, for at most `forecast_budget` milliseconds of CPU a pass (at least one cycle of a
+run), so that a large backlog costs each pass a bounded slice and its refresh takes more
+passes. A gang's forecast is written as soon as both runs have settled it (the gangs that
+start soonest first), and only when a quantile moved by more than `SLACK` seconds or
+`RELATIVE` of the time until it, and only while its Workload still says why it waits (a JSON
+patch that tests its pendingReason first, so a forecast never lands on a Workload admitted
+since).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
+from controller import defaults
 from controller.api import kinds
 from controller.api.times import format_time, parse_time
 from controller.api.workload import StartForecast as Written
 from controller.quota.engine import Engine
-from controller.quota.forecast import Bounds, RuntimeHistory, StartForecast, forecast
+from controller.quota.forecast import Bounds, Refresh, Runtime, RuntimeHistory, StartForecast
+from controller.quota.snapshot import Gang
 from controller.state.gangs import GangKey, ManagedGang
 from controller.state.steps import Step
 from controller.workloads.base import Patch, PatchType
 
-# A forecast is written again only when its median or p90 moved by more than this.
+# A forecast is written again only when its median or p90 moved by more than this, or by
+# more than RELATIVE of the time from the refresh to it (a start a day away is not rewritten
+# for an hour's change; each write costs a pass about what an admission's status write does).
 SLACK = 60.0
+RELATIVE = 0.1
 # A forward run of a refresh stops after this many admissions (each costs about what it costs
 # the live engine) or cycles (a cycle when a timer is due judges everything again): the gangs
 # beyond get no forecast (bench/bench_forecast.py measures the cost).
-MAX_ADMISSIONS = 1000
-MAX_CYCLES = 200
+MAX_ADMISSIONS = 20_000
+MAX_CYCLES = 5_000
+# Under a budget, a run is worked on this many admissions (or ends) at a time, about 0.5 ms of
+# CPU at 10,000 pending (the budget is looked at between such steps).
+STEP = 8
 
 
 class Forecaster:
-    """Learns how long each queue's gangs hold their admission, and refreshes the forecasts."""
+    """Learns how long each queue's gangs hold their admission, and refreshes the forecasts,
+    a slice of CPU a pass (`budget_ms`; None: a refresh is made whole in one pass)."""
 
-    def __init__(self, refresh: float | None, bounds: Bounds | None = None) -> None:
+    def __init__(
+        self,
+        refresh: float | None,
+        bounds: Bounds | None = None,
+        budget_ms: float | None = defaults.FORECAST_BUDGET_MS,
+        clock: Callable[[], float] = time.process_time,
+    ) -> None:
         self.refresh_every = refresh
         self.bounds = bounds or Bounds(max_cycles=MAX_CYCLES, max_admissions=MAX_ADMISSIONS)
+        self.budget_ms = budget_ms
         self.history = RuntimeHistory()
+        self._clock = clock
         self._last = -math.inf
+        self._run: Refresh | None = None
+        # How many passes the refresh under way, and the last one finished, took.
+        self.passes = 0
+        self.last_passes = 0
 
     def ended(self, queue: str | None, admitted_at: float, now: float) -> None:
         """An admitted gang of `queue` left the engine (finished or gone) at `now`."""
@@ -46,40 +72,54 @@ class Forecaster:
             self.history.add(queue, now - admitted_at)
 
     def due(self, now: float) -> bool:
-        return self.refresh_every is not None and now - self._last >= self.refresh_every
+        """Whether a refresh is under way, or one may start."""
+        if self.refresh_every is None:
+            return False
+        return self._run is not None or now - self._last >= self.refresh_every
 
     def refresh(
         self, engine: Engine, now: float, gang_of: Callable[[str], ManagedGang | None]
     ) -> dict[GangKey, list[Step]]:
-        """The forecast writes of the pending gangs whose forecast moved."""
-        self._last = now
+        """Work on the refresh (starting one from `engine` if none is under way) for this
+        pass's budget; the writes of the forecasts it settled that moved."""
+        run = self._run
+        if run is None:
 
-        def declared(gang_id: str) -> float | None:
-            gang = gang_of(gang_id)
-            return gang.max_runtime() if gang is not None else None
+            def runtime(g: Gang) -> Runtime:
+                gang = gang_of(g.name)
+                return self.history.runtime(g.queue, gang.max_runtime() if gang else None)
 
-        made = forecast(
-            engine,
-            now,
-            lambda g: self.history.runtime(g.queue, declared(g.name)),
-            bounds=self.bounds,
-        )
+            self._last = now
+            run = self._run = Refresh(engine, now, runtime, bounds=self.bounds)
+            self.passes = 0
+        self.passes += 1
+        budget = math.inf if self.budget_ms is None else self.budget_ms / 1000
+        step = None if self.budget_ms is None else STEP
+        spent = self._clock()
+        run.advance(step)
+        while not run.done and self._clock() - spent < budget:
+            run.advance(step)
+        if run.done:
+            self._run = None
+            self.last_passes = self.passes
         work: dict[GangKey, list[Step]] = {}
-        for gang_id, estimate in made.items():
+        for gang_id, estimate in run.settled().items():
             gang = gang_of(gang_id)
             reason = gang.pending_reason() if gang is not None else ""
             if gang is None or gang.finished is not None or not reason:
                 continue
-            queue = engine.pending[gang_id][1].gang.queue
+            if gang_id not in engine.pending:
+                continue
             before = (
                 gang.workload.status.start_forecast
                 if gang.workload and gang.workload.status
                 else None
             )
-            if not moved(before, estimate):
+            if not moved(before, estimate, run.now):
                 continue
+            queue = engine.pending[gang_id][1].gang.queue
             basis = self.history.runtime(queue, gang.max_runtime()).basis
-            work[gang.key] = [forecast_write(gang, reason, written(estimate, basis, now))]
+            work[gang.key] = [forecast_write(gang, reason, written(estimate, basis, run.now))]
         return work
 
 
@@ -97,14 +137,19 @@ def written(estimate: StartForecast, basis: str, now: float) -> Written:
     )
 
 
-def moved(before: Written | None, now: StartForecast) -> bool:
-    """Whether a forecast differs from the one written by more than SLACK at either quantile."""
+def moved(before: Written | None, now: StartForecast, at: float) -> bool:
+    """Whether a forecast made at `at` differs from the one written by more than SLACK, or
+    than RELATIVE of the time from `at` to it, at either quantile."""
     if before is None:
         return True
     for old, new in ((parse_time(before.median), now.median), (parse_time(before.p90), now.p90)):
         if (old is None) != (new is None):
             return True
-        if old is not None and new is not None and abs(old - new) > SLACK:
+        if (
+            old is not None
+            and new is not None
+            and abs(old - new) > max(SLACK, RELATIVE * (new - at))
+        ):
             return True
     return False
 

@@ -95,6 +95,7 @@ class World:
         position_writes: int = Settings.position_writes,
         positions_period: float = 0.0,
         forecast_refresh: float | None = None,
+        forecast_budget: float | None = None,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -112,6 +113,7 @@ class World:
             position_writes=position_writes,
             positions_period=positions_period,
             forecast_refresh=forecast_refresh,
+            forecast_budget=forecast_budget,
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)
         self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, registry=registry)

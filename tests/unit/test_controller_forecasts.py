@@ -8,6 +8,8 @@ from typing import Any
 from controller.api import kinds, names
 from controller.api.times import format_time
 from controller.api.workload import StartForecast, WorkloadStatus
+from controller.quota.forecast import StartForecast as Estimate
+from controller.state.forecasts import moved
 from controller.state.objects import as_patch
 from tests.unit.controller_world import NOW, World, held_job, start
 
@@ -141,3 +143,40 @@ def test_a_status_write_never_writes_back_the_forecast_it_saw_and_admission_remo
     assert "startForecast" not in as_patch(waiting)
     admitted = waiting.model_copy(update={"pending_reason": None, "start_forecast": None})
     assert as_patch(admitted)["startForecast"] is None
+
+
+async def test_under_a_cpu_budget_a_refresh_spreads_over_passes_and_tells_the_soonest_first(
+    started: list[World],
+) -> None:
+    jobs = [(kinds.JOBS, held_job(name, 4)) for name in ("first", "second", "third")]
+    # A budget so small that each pass works on the refresh for one step only.
+    world = await start(started, World(*jobs, forecast_refresh=30.0, forecast_budget=1e-9))
+
+    shown: list[tuple[bool, bool]] = []
+    for _ in range(15):
+        await passes(world, 1)
+        second, third = start_forecast(world, "second"), start_forecast(world, "third")
+        shown.append((second is not None, third is not None))
+
+    assert shown[0] == (False, False)
+    assert shown.index((True, False)) < shown.index((True, True))  # the sooner start first
+    assert second is not None and third is not None
+    assert (second["median"], third["median"]) == (
+        format_time(NOW + HOUR),
+        format_time(NOW + 2 * HOUR),
+    )
+    assert third["computedAt"] == format_time(NOW)  # as of the pass the refresh was made in
+
+
+def test_a_start_far_off_is_not_rewritten_for_a_change_small_beside_the_wait() -> None:
+    def written(median: float) -> StartForecast:
+        at = format_time(median)
+        return StartForecast(median=at, p90=at, computed_at=format_time(NOW), basis="learned")
+
+    day = 24 * HOUR
+    # A day away: a tenth of that (2.4 h) is tolerated, more is not.
+    assert not moved(written(NOW + day), Estimate(NOW + day + 2 * HOUR, NOW + day + 2 * HOUR), NOW)
+    assert moved(written(NOW + day), Estimate(NOW + day + 3 * HOUR, NOW + day + 3 * HOUR), NOW)
+    # Five minutes away: only the minute of slack.
+    assert moved(written(NOW + 300), Estimate(NOW + 400, NOW + 400), NOW)
+    assert not moved(written(NOW + 300), Estimate(NOW + 330, NOW + 330), NOW)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -364,11 +364,11 @@ class Engine:
         self._build_queues([queue.spec for queue in self.queues.values() if queue.spec])
         self._rebuild(pending, running)
 
-    def fork(self, *, pending: bool = True) -> Engine:
-        """A new engine with this one's queues, nodes and gangs (`pending=False`: its admitted
-        gangs only, the pending ones to be `adopt`ed), and none of its memory of past cycles:
-        for looking ahead (forecast.py) without touching this one."""
-        running = self._gangs()[1]
+    def fork(self, *, gangs: bool = True) -> Engine:
+        """A new engine with this one's queues, nodes and gangs (`gangs=False`: none yet, to be
+        taken with `add_admitted` and `adopt`), and none of its memory of past cycles: for
+        looking ahead (forecast.py) without touching this one."""
+        running = self._gangs()[1] if gangs else []
         copy = Engine(
             [queue.spec for queue in self.queues.values() if queue.state.spec],
             self._nodes.values(),
@@ -379,9 +379,26 @@ class Engine:
         )
         for admitted in running:
             copy.add_admitted(admitted)
-        if pending:
+        if gangs:
             copy.adopt(info for _, info in self.pending.values())
         return copy
+
+    def admitted_gangs(self) -> Callable[[int], list[AdmittedGang]]:
+        """The admitted gangs as they are now, described a slice at a time: each call of the
+        answer gives the next `n` (an empty list once all are given). Later changes to this
+        engine do not show (forecast.py spreads taking them into a fork over many calls)."""
+        running = [r for _, r in self.running.values()]
+        names = self.index.names
+
+        def take(n: int) -> list[AdmittedGang]:
+            part = running[-n:] if n < len(running) else running[:]
+            del running[len(running) - len(part) :]
+            return [
+                AdmittedGang(r.info.gang, r.admitted_at, _placement(r, names), r.flavors)
+                for r in part
+            ]
+
+        return take
 
     def adopt(self, infos: Iterable[GangInfo]) -> None:
         """Take pending gangs of the engine this one was forked from. Its node index is built
@@ -553,10 +570,7 @@ class Engine:
         ]
 
     def _placement_of(self, running: RunningGang) -> tuple[PodPlacement, ...]:
-        sets = running.info.gang.pod_sets
-        return tuple(
-            PodPlacement(sets[ps].name, self.index.names[node], n) for ps, node, n in running.plan
-        )
+        return _placement(running, self.index.names)
 
     def _dominant(self, info: GangInfo) -> float:
         """The gang's largest fraction of any resource of the whole cluster."""
@@ -1454,3 +1468,9 @@ class _Trial:
         if self.within is not None and node not in self.within:
             return False
         return node not in index.reserved and index.class_of[node] in index.eligible(shape)
+
+
+def _placement(running: RunningGang, names: Sequence[str]) -> tuple[PodPlacement, ...]:
+    """Where an admitted gang's pods are, by node name (`names`: of its engine's node index)."""
+    sets = running.info.gang.pod_sets
+    return tuple(PodPlacement(sets[ps].name, names[node], n) for ps, node, n in running.plan)

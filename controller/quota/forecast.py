@@ -221,9 +221,11 @@ class ForwardRun:
         targets: set[str],
         bounds: Bounds,
     ) -> None:
-        """`pending`: the live engine's pending gangs, taken into the fork a slice at a time
-        by the first calls of `advance` (taking them all at once costs like a few cycles)."""
-        self.engine = engine = live.fork(pending=False)
+        """`pending`: the live engine's pending gangs. They and its admitted gangs are taken
+        into the fork a slice at a time by the first calls of `advance` (taking them all at
+        once costs like a few cycles)."""
+        self.engine = live.fork(gangs=False)
+        self.admitted_left = live.admitted_gangs()
         self.adopting = list(pending)
         self.now, self.t, self.q = now, now, q
         self.runtime_of, self.bounds = runtime_of, bounds
@@ -231,12 +233,7 @@ class ForwardRun:
         self.gangs: dict[str, Gang] = {}
         self.ends: list[tuple[float, str, int]] = []
         self.admissions: dict[str, int] = {}  # gang -> how many times admitted, to skip stale ends
-        for name, (_, running) in engine.running.items():
-            self.gangs[name] = running.info.gang
-            ran = max(now - running.admitted_at, 0.0)
-            end = running.admitted_at + runtime_of(running.info.gang).quantile(q, ran)
-            self.ends.append((max(end, now), name, 0))
-        heapq.heapify(self.ends)
+        self.taking = True
         self.waiting = set(targets)
         self.starts: dict[str, float] = {}
         self.fresh: list[str] = []  # targets started since Refresh.settled last looked
@@ -252,10 +249,8 @@ class ForwardRun:
         if self.done:
             return
         engine, t, q = self.engine, self.t, self.q
-        if self.adopting:
-            start = max(len(self.adopting) - ADOPT_SLICE, 0)
-            engine.adopt(self.adopting[start:])
-            del self.adopting[start:]
+        if self.taking:
+            self._take()
             return
         if self.ending is not None and not self._finish(admissions):
             return
@@ -290,6 +285,24 @@ class ForwardRun:
         self.t = max(nxt, t)
         self.ending = nxt + bounds.resolution
         self._finish(admissions)
+
+    def _take(self) -> None:
+        """Take the next slice of the live engine's gangs into the fork, admitted ones first
+        (each with its estimated end)."""
+        engine, now, q = self.engine, self.now, self.q
+        admitted = self.admitted_left(ADOPT_SLICE)
+        for gang in admitted:
+            engine.add_admitted(gang)
+            self.gangs[gang.gang.name] = gang.gang
+            ran = max(now - gang.admitted_at, 0.0)
+            end = gang.admitted_at + self.runtime_of(gang.gang).quantile(q, ran)
+            heapq.heappush(self.ends, (max(end, now), gang.gang.name, 0))
+        if admitted:
+            return
+        start = max(len(self.adopting) - ADOPT_SLICE, 0)
+        engine.adopt(self.adopting[start:])
+        del self.adopting[start:]
+        self.taking = bool(self.adopting)
 
     def _finish(self, limit: int | None) -> bool:
         """Finish the admitted gangs whose ends are due by `ending` (at most `limit` of them:

@@ -65,6 +65,13 @@ class Forecaster:
         # How many passes the refresh under way, and the last one finished, took.
         self.passes = 0
         self.last_passes = 0
+        # How many forecast writes the refreshes have planned.
+        self.written = 0
+
+    @property
+    def under_way(self) -> Refresh | None:
+        """The refresh being worked on, if any."""
+        return self._run
 
     def ended(self, queue: str | None, admitted_at: float, now: float) -> None:
         """An admitted gang of `queue` left the engine (finished or gone) at `now`."""
@@ -120,6 +127,7 @@ class Forecaster:
             queue = engine.pending[gang_id][1].gang.queue
             basis = self.history.runtime(queue, gang.max_runtime()).basis
             work[gang.key] = [forecast_write(gang, reason, written(estimate, basis, run.now))]
+        self.written += len(work)
         return work
 
 

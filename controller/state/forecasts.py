@@ -102,9 +102,15 @@ class Forecaster:
         self.passes += 1
         budget = math.inf if self.budget_ms is None else self.budget_ms / 1000
         step = None if self.budget_ms is None else STEP
-        spent = self._clock()
+        # Steps while the next one, if it costs what the last did, still fits the budget (the
+        # first is always made, or a refresh would never end).
+        start = last = self._clock()
         run.advance(step)
-        while not run.done and self._clock() - spent < budget:
+        while not run.done:
+            spent = self._clock()
+            if (spent - start) + (spent - last) >= budget:
+                break
+            last = spent
             run.advance(step)
         if run.done:
             self._run = None

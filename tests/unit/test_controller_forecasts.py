@@ -3,15 +3,21 @@ refreshed at most every `forecast_refresh` seconds from how long its queue's gan
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
+
+import pytest
 
 from controller.api import kinds, names
 from controller.api.times import format_time
 from controller.api.workload import StartForecast, WorkloadStatus
+from controller.quota import Engine
+from controller.quota.forecast import Refresh
 from controller.quota.forecast import StartForecast as Estimate
-from controller.state.forecasts import moved
+from controller.state.forecasts import STEP, Forecaster, moved
 from controller.state.objects import as_patch
 from tests.unit.controller_world import NOW, World, held_job, start
+from tests.unit.test_quota_builders import gang, node, queue, running
 
 JSON = dict[str, Any]
 HOUR = 3600.0
@@ -180,3 +186,32 @@ def test_a_start_far_off_is_not_rewritten_for_a_change_small_beside_the_wait() -
     # Five minutes away: only the minute of slack.
     assert moved(written(NOW + 300), Estimate(NOW + 400, NOW + 400), NOW)
     assert not moved(written(NOW + 300), Estimate(NOW + 330, NOW + 330), NOW)
+
+
+def test_a_pass_makes_the_refresh_steps_that_fit_its_cpu_budget_and_stops_before_overrunning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = Engine([queue("a", 8, cohort=None)], [node("n1")])
+    engine.add_admitted(running(gang("big", "a"), "n1", at=0.0))
+    for i in range(6):
+        engine.add_pending(gang(f"g{i}", "a", created=float(i)))
+    steps: list[int | None] = []
+    advance = Refresh.advance
+
+    def counted(self: Refresh, admissions: int | None = None) -> None:
+        steps.append(admissions)
+        advance(self, admissions)
+
+    monkeypatch.setattr(Refresh, "advance", counted)
+    ticks = itertools.count()
+    # Each step costs 0.1 ms of CPU on this clock: 0.5 ms fit four, the fifth would overrun.
+    forecaster = Forecaster(30.0, budget_ms=0.5, clock=lambda: next(ticks) / 10_000)
+
+    forecaster.refresh(engine, 0.0, lambda _: None)
+
+    assert len(steps) == 4
+    assert forecaster.under_way is not None
+    while forecaster.under_way is not None:
+        forecaster.refresh(engine, 0.0, lambda _: None)
+    assert forecaster.last_passes > 1
+    assert set(steps) == {STEP}  # a few admissions or ends a step

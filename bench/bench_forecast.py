@@ -2,7 +2,8 @@
 
     PYTHONPATH=. .venv/bin/python bench/bench_forecast.py [--compressions 4,8]
         [--nodes homogeneous] [--every 10] [--start 2017-10-01] [--end 2017-12-01]
-        [--pending 10000] [--passes 20] [--spread-passes 1000] [--budget-ms 0.5]
+        [--skip 0] [--limit 0] [--pending 10000] [--passes 20] [--spread-passes 1000]
+        [--budget-ms 0.5]
         [--no-replay] [--no-cpu]
 
 Replay: the `kohort` policy (the controller's defaults) through the simulator's loop
@@ -93,6 +94,7 @@ class ForecastingPolicy:
     inner: EnginePolicy
     every: int
     durations: dict[str, float]
+    skip: int = 0  # submissions before the first sampled one
     name: str = "kohort"
     history: RuntimeHistory = field(default_factory=RuntimeHistory)
     made: dict[str, dict[str, Made]] = field(default_factory=lambda: {v: {} for v in VARIANTS})
@@ -107,7 +109,8 @@ class ForecastingPolicy:
         if job.name in self._seen:  # an evicted gang back in its queue
             return
         self._seen.add(job.name)
-        if len(self._seen) % self.every == 0:
+        seen = len(self._seen) - self.skip
+        if seen > 0 and seen % self.every == 0:
             self._due.append(job.name)
 
     def finish(self, job: Job, now: float) -> None:
@@ -207,7 +210,7 @@ def replay(args: argparse.Namespace, compression: float, nodes_kind: str) -> Non
     weights = {q.name: q.quotas["nvidia.com/gpu"].nominal / GPU_UNIT for q in queues}
     inner = make_policy("kohort", queues, nodes)
     assert isinstance(inner, EnginePolicy)
-    policy = ForecastingPolicy(inner, args.every, {j.name: j.duration for j in jobs})
+    policy = ForecastingPolicy(inner, args.every, {j.name: j.duration for j in jobs}, args.skip)
     started = time.perf_counter()
     result = simulate(
         jobs, policy, total_gpus=total_gpus, weights=weights, progress=None, label="forecast "
@@ -216,7 +219,8 @@ def replay(args: argparse.Namespace, compression: float, nodes_kind: str) -> Non
     print(
         f"\n== Philly {args.start}..{args.end}, {len(jobs):,} jobs, {compression:g}x,"
         f" {nodes_kind} nodes ({total_gpus} GPUs); kohort p95 wait"
-        f" {result.wait_p95 / 3600:.2f} h; a forecast at every {args.every}th submission;"
+        f" {result.wait_p95 / 3600:.2f} h; a forecast at every {args.every}th submission"
+        f"{f' after the first {args.skip:,}' if args.skip else ''};"
         f" {wall:.0f} s =="
     )
     ms = [c * 1000 for c in policy.cpu]
@@ -427,6 +431,12 @@ def main() -> None:
     parser.add_argument("--end", default="2017-12-01")
     parser.add_argument("--limit", type=int, default=0, help="only the first N jobs")
     parser.add_argument("--every", type=int, default=10, help="forecast every Nth submission")
+    parser.add_argument(
+        "--skip",
+        type=int,
+        default=0,
+        help="forecast none of the first N submissions (they are replayed: a backlog forms)",
+    )
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--passes", type=int, default=20)
     parser.add_argument("--refreshes", type=int, default=3, help="forecast refreshes timed")

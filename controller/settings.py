@@ -42,6 +42,8 @@ class Settings:
     # The CPU (milliseconds) a pass spends at most on a refresh under way; None: a refresh is
     # made whole in the pass that starts it.
     forecast_budget: float | None = defaults.FORECAST_BUDGET_MS
+    # Under that budget, the forecasts a pass writes at most (a pass that writes makes no step).
+    forecast_writes: int = defaults.FORECAST_WRITES
     # A pass runs at least this often (it also runs when an event or a timer is due).
     resync_period: float = 5.0
     # After a change into an idle loop, wait this long so that its burst is one pass (changes

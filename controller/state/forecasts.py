@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 
 from controller import defaults
@@ -42,6 +43,9 @@ MAX_CYCLES = 5_000
 # Under a budget, a run is worked on this many admissions (or ends) at a time, about 0.5 ms of
 # CPU at 10,000 pending (the budget is looked at between such steps).
 STEP = 8
+# A pass that writes forecasts looks at no more than this many settled ones per write it may
+# make (those that did not move are passed over), so that passing over stays cheap too.
+LOOK = 16
 
 
 class Forecaster:
@@ -53,6 +57,7 @@ class Forecaster:
         refresh: float | None,
         bounds: Bounds | None = None,
         budget_ms: float | None = defaults.FORECAST_BUDGET_MS,
+        writes: int = defaults.FORECAST_WRITES,
         clock: Callable[[], float] = time.process_time,
     ) -> None:
         self.refresh_every = refresh
@@ -67,11 +72,20 @@ class Forecaster:
         self.last_passes = 0
         # How many forecast writes the refreshes have planned.
         self.written = 0
+        # Forecasts settled and not yet looked at for writing: (gang, forecast, as of when).
+        self._settled: deque[tuple[str, StartForecast, float]] = deque()
+        self.writes = writes
 
     @property
     def under_way(self) -> Refresh | None:
         """The refresh being worked on, if any."""
         return self._run
+
+    def forget(self) -> None:
+        """Drop the refresh under way and the forecasts left to write (the next refresh
+        starts from scratch when due)."""
+        self._run = None
+        self._settled.clear()
 
     def ended(self, queue: str | None, admitted_at: float, now: float) -> None:
         """An admitted gang of `queue` left the engine (finished or gone) at `now`."""
@@ -79,18 +93,34 @@ class Forecaster:
             self.history.add(queue, now - admitted_at)
 
     def due(self, now: float) -> bool:
-        """Whether a refresh is under way, or one may start."""
+        """Whether a refresh is under way or has forecasts left to write, or one may start."""
         if self.refresh_every is None:
             return False
-        return self._run is not None or now - self._last >= self.refresh_every
+        busy = self._run is not None or bool(self._settled)
+        return busy or now - self._last >= self.refresh_every
 
     def refresh(
         self, engine: Engine, now: float, gang_of: Callable[[str], ManagedGang | None]
     ) -> dict[GangKey, list[Step]]:
-        """Work on the refresh (starting one from `engine` if none is under way) for this
-        pass's budget; the writes of the forecasts it settled that moved."""
+        """This pass's share of the forecasts: under a budget, the writes of at most `writes`
+        settled forecasts that moved, or if none is to be written, steps of the refresh
+        (starting one from `engine` if none is under way) for the pass's budget. Without a
+        budget, the whole refresh and all its writes."""
+        if self.budget_ms is None:
+            self._steps(engine, now, gang_of)
+            return self._writes(engine, gang_of, None)
+        work = self._writes(engine, gang_of, self.writes)
+        if not work:
+            self._steps(engine, now, gang_of)
+        return work
+
+    def _steps(
+        self, engine: Engine, now: float, gang_of: Callable[[str], ManagedGang | None]
+    ) -> None:
         run = self._run
         if run is None:
+            if not self.due(now):
+                return
 
             def runtime(g: Gang) -> Runtime:
                 gang = gang_of(g.name)
@@ -115,8 +145,22 @@ class Forecaster:
         if run.done:
             self._run = None
             self.last_passes = self.passes
+        self._settled.extend((gang_id, f, run.now) for gang_id, f in run.settled().items())
+
+    def _writes(
+        self,
+        engine: Engine,
+        gang_of: Callable[[str], ManagedGang | None],
+        limit: int | None,
+    ) -> dict[GangKey, list[Step]]:
+        """The writes of settled forecasts that moved, the soonest settled first (at most
+        `limit`, looking at no more than LOOK times as many)."""
         work: dict[GangKey, list[Step]] = {}
-        for gang_id, estimate in run.settled().items():
+        settled = self._settled
+        looks = math.inf if limit is None else LOOK * limit
+        while settled and looks > 0 and (limit is None or len(work) < limit):
+            looks -= 1
+            gang_id, estimate, at = settled.popleft()
             gang = gang_of(gang_id)
             reason = gang.pending_reason() if gang is not None else ""
             if gang is None or gang.finished is not None or not reason:
@@ -128,11 +172,11 @@ class Forecaster:
                 if gang.workload and gang.workload.status
                 else None
             )
-            if not moved(before, estimate, run.now):
+            if not moved(before, estimate, at):
                 continue
             queue = engine.pending[gang_id][1].gang.queue
             basis = self.history.runtime(queue, gang.max_runtime()).basis
-            work[gang.key] = [forecast_write(gang, reason, written(estimate, basis, run.now))]
+            work[gang.key] = [forecast_write(gang, reason, written(estimate, basis, at))]
         self.written += len(work)
         return work
 

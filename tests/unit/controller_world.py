@@ -96,6 +96,7 @@ class World:
         positions_period: float = 0.0,
         forecast_refresh: float | None = None,
         forecast_budget: float | None = None,
+        forecast_writes: int = Settings.forecast_writes,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -114,6 +115,7 @@ class World:
             positions_period=positions_period,
             forecast_refresh=forecast_refresh,
             forecast_budget=forecast_budget,
+            forecast_writes=forecast_writes,
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)
         self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, registry=registry)

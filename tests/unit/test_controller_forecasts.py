@@ -215,3 +215,22 @@ def test_a_pass_makes_the_refresh_steps_that_fit_its_cpu_budget_and_stops_before
         forecaster.refresh(engine, 0.0, lambda _: None)
     assert forecaster.last_passes > 1
     assert set(steps) == {STEP}  # a few admissions or ends a step
+
+
+async def test_under_a_budget_a_pass_writes_at_most_its_share_of_forecasts(
+    started: list[World],
+) -> None:
+    names = [f"j{i}" for i in range(7)]
+    jobs = [(kinds.JOBS, held_job(name, 4)) for name in names]
+    # A budget that makes the whole refresh in one pass; the writes are what is spread.
+    world = World(*jobs, forecast_refresh=3600.0, forecast_budget=1000.0, forecast_writes=2)
+    world = await start(started, world)
+
+    shown: list[int] = []
+    for _ in range(10):
+        await passes(world, 1)
+        shown.append(sum(1 for name in names if start_forecast(world, name) is not None))
+
+    steps = [after - before for before, after in zip([0, *shown], shown, strict=False)]
+    assert max(steps) == 2  # never more than two a pass
+    assert shown[-1] == 6  # every waiting job, in the end (the first one runs)

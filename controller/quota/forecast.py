@@ -145,8 +145,8 @@ def forecast(
 class Refresh:
     """Both forward runs of one forecast, made a cycle at a time (`advance`), so that a caller
     may spread them over as many calls as it likes: each call costs about one cycle of the
-    engine. The run that is behind in simulated time goes first, so each gang's two
-    quantiles are known close together, the gangs that start soonest first (`known`).
+    engine. The run that has started fewer gangs goes first, so each gang's two quantiles
+    are known close together, the gangs that start soonest first (`settled`).
 
     The runs are on forks taken when the refresh is made: what the live engine does meanwhile
     does not change them (the result is the forecast as of `now`)."""
@@ -173,11 +173,11 @@ class Refresh:
         return self.median.done and self.p90.done
 
     def advance(self, admissions: int | None = None) -> None:
-        """One cycle of the run that is behind, ended after `admissions` admissions (the
-        next call goes on at the same instant); nothing once both are done."""
+        """One step of the run that has started fewer gangs (a cycle ended after `admissions`
+        admissions, the next call going on at the same instant); nothing once both are done."""
         runs = [r for r in (self.median, self.p90) if not r.done]
         if runs:
-            min(runs, key=lambda r: r.t).advance(admissions)
+            min(runs, key=lambda r: len(r.starts)).advance(admissions)
 
     def settled(self) -> dict[str, StartForecast]:
         """The forecasts settled since the last call: gangs now started in both runs (or in

@@ -28,6 +28,6 @@ STARVATION_AFTER_SECONDS = 0
 # the slice of a forward run under way is finished). At 10,000 pending a refresh then spreads
 # over a few thousand passes (bench/bench_forecast.py; docs/performance.md).
 FORECAST_BUDGET_MS = 0.5
-# And the forecasts it writes at most (a write costs the pass about 0.2 ms there, more than
-# the budget allows for several); a pass that writes makes no refresh step.
+# And the forecasts it writes at most (each costs the pass about what an admission's status
+# write does); a pass that writes makes no refresh step.
 FORECAST_WRITES = 2

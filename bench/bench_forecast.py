@@ -2,7 +2,9 @@
 
     PYTHONPATH=. .venv/bin/python bench/bench_forecast.py [--compressions 4,8]
         [--nodes homogeneous] [--every 10] [--start 2017-10-01] [--end 2017-12-01]
-        [--pending 10000] [--passes 20] [--no-replay] [--no-cpu]
+        [--skip 0] [--limit 0] [--pending 10000] [--passes 20] [--spread-passes 1000]
+        [--budget-ms 0.5]
+        [--no-replay] [--no-cpu]
 
 Replay: the `kohort` policy (the controller's defaults) through the simulator's loop
 (controller/simulate/loop.py), on Philly compressed 4x and 8x. At every --every-th submission
@@ -26,8 +28,14 @@ one Job completes, the process CPU of each: --passes with forecasts off, then fo
 --budgets (the admissions a forward run may make; 0: no bound) --refreshes passes that each
 refresh every pending gang's forecast and write those that moved (the controller's
 `--forecast-refresh`, here due at every pass; its queues' learned runtimes spread from 10 min
-to 4 h). Printed: the median pass off and on, and the added CPU per pass if every pass
-refreshed (the worst case) and at one refresh per 30 s with one pass a second.
+to 4 h), each refresh made whole in its pass (as with --forecast-budget 0). Printed: the
+median pass off and on, and the added CPU per pass if every pass refreshed (the worst case)
+and at one refresh per 30 s with one pass a second. Then --spread-passes passes off and as
+many on, in turns, with a refresh always under way spread over the passes within --budget-ms
+of CPU a pass (the controller's default --forecast-budget unless told): the mean pass off and
+on, how far a refresh got, the forecasts written, and the CPU of the forecaster's own work in
+each pass (the difference of the means is within the noise of a shared machine; that figure
+is not).
 """
 
 from __future__ import annotations
@@ -40,10 +48,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from controller.api.times import format_time
+from controller.defaults import FORECAST_BUDGET_MS, FORECAST_WRITES
 from controller.quota import Gang
 from controller.quota.forecast import Bounds, Runtime, RuntimeHistory, forecast
 from controller.simulate.loop import simulate
@@ -57,6 +68,7 @@ from controller.simulate.traces import (
     philly_nodes,
     philly_queues,
 )
+from controller.state.forecasts import MAX_ADMISSIONS, MAX_CYCLES
 
 VARIANTS = ("learned", "declared")
 # How often the controller refreshes forecasts at most, and the pass rate assumed for the
@@ -82,6 +94,7 @@ class ForecastingPolicy:
     inner: EnginePolicy
     every: int
     durations: dict[str, float]
+    skip: int = 0  # submissions before the first sampled one
     name: str = "kohort"
     history: RuntimeHistory = field(default_factory=RuntimeHistory)
     made: dict[str, dict[str, Made]] = field(default_factory=lambda: {v: {} for v in VARIANTS})
@@ -96,7 +109,8 @@ class ForecastingPolicy:
         if job.name in self._seen:  # an evicted gang back in its queue
             return
         self._seen.add(job.name)
-        if len(self._seen) % self.every == 0:
+        seen = len(self._seen) - self.skip
+        if seen > 0 and seen % self.every == 0:
             self._due.append(job.name)
 
     def finish(self, job: Job, now: float) -> None:
@@ -196,7 +210,7 @@ def replay(args: argparse.Namespace, compression: float, nodes_kind: str) -> Non
     weights = {q.name: q.quotas["nvidia.com/gpu"].nominal / GPU_UNIT for q in queues}
     inner = make_policy("kohort", queues, nodes)
     assert isinstance(inner, EnginePolicy)
-    policy = ForecastingPolicy(inner, args.every, {j.name: j.duration for j in jobs})
+    policy = ForecastingPolicy(inner, args.every, {j.name: j.duration for j in jobs}, args.skip)
     started = time.perf_counter()
     result = simulate(
         jobs, policy, total_gpus=total_gpus, weights=weights, progress=None, label="forecast "
@@ -205,7 +219,8 @@ def replay(args: argparse.Namespace, compression: float, nodes_kind: str) -> Non
     print(
         f"\n== Philly {args.start}..{args.end}, {len(jobs):,} jobs, {compression:g}x,"
         f" {nodes_kind} nodes ({total_gpus} GPUs); kohort p95 wait"
-        f" {result.wait_p95 / 3600:.2f} h; a forecast at every {args.every}th submission;"
+        f" {result.wait_p95 / 3600:.2f} h; a forecast at every {args.every}th submission"
+        f"{f' after the first {args.skip:,}' if args.skip else ''};"
         f" {wall:.0f} s =="
     )
     ms = [c * 1000 for c in policy.cpu]
@@ -244,7 +259,12 @@ def spread_history(queues: Iterable[str]) -> RuntimeHistory:
 
 
 async def cpu_per_pass(
-    pending: int, passes: int, budgets: list[int | None], refreshes: int
+    pending: int,
+    passes: int,
+    budgets: list[int | None],
+    refreshes: int,
+    spread_passes: int,
+    budget_ms: float,
 ) -> None:
     import bench_reconcile as br
 
@@ -279,15 +299,23 @@ async def cpu_per_pass(
             known = gangs
         waiting = len(engine.pending)
         forecaster.history = spread_history(engine.queues)
-        off = await timed(passes)
-        pass_cpu = statistics.median(off)
         print(
             f"\n== controller CPU per pass at {waiting:,} pending (bench_reconcile's world),"
             f" each pass after one Job completes =="
         )
-        print(f"  forecasts off: median {1000 * pass_cpu:.1f} ms of {len(off)} passes")
+        if spread_passes:  # first: no Workload shows a forecast yet, all are written
+            await spread(api, state, reconciler, spread_passes, budget_ms)
+            forecaster.forget()
+            waiting = len(engine.pending)
+        off = await timed(passes)
+        pass_cpu = statistics.median(off)
+        print(
+            f"  each refresh made whole in its pass ({waiting:,} pending now); forecasts off:"
+            f" median {1000 * pass_cpu:.1f} ms of {len(off)} passes"
+        )
         for budget in budgets:
             forecaster.refresh_every = 0.0  # every pass refreshes
+            forecaster.budget_ms = None  # each refresh made whole in its pass (as before)
             forecaster.bounds = Bounds(max_admissions=budget)
             on = await timed(refreshes)
             forecaster.refresh_every = None
@@ -316,6 +344,90 @@ async def cpu_per_pass(
         await api.close()
 
 
+async def finish_oldest(api: Any, state: Any) -> bool:
+    """Complete the Job of the gang admitted first (as finish_one in bench_reconcile.py, found
+    from the engine rather than by reading every Job back)."""
+    from controller.api import kinds
+
+    running = state.engine.running
+    for gang_id in sorted(running, key=lambda g: running[g][1].admitted_at):
+        gang = state.gang(gang_id)
+        if gang is None:
+            continue
+        job = api.read_back(kinds.JOBS, gang.name.removeprefix("job-"), gang.namespace)
+        if job is None or job["spec"].get("suspend") is not False:
+            continue
+        stamp = format_time(time.time())
+        complete = {"type": "Complete", "status": "True", "lastTransitionTime": stamp}
+        job["status"] = {"conditions": [complete], "succeeded": 1, "completionTime": stamp}
+        api.put(kinds.JOBS, job)
+        await api.settle()
+        return True
+    return False
+
+
+async def spread(api: Any, state: Any, reconciler: Any, count: int, budget_ms: float) -> None:
+    """`count` passes with forecasts off and as many with a refresh always under way, spread
+    over the passes within `budget_ms` of CPU a pass (the controller's --forecast-budget; a
+    refresh starts as soon as the last one is done), taken in turns (off, on, off, ...) so
+    that both see the same backlog as it shrinks (each pass after one Job completes): the mean
+    pass of each, the forecast writes included."""
+    forecaster = state.forecasts
+    forecaster.bounds = Bounds(max_cycles=MAX_CYCLES, max_admissions=MAX_ADMISSIONS)
+    forecaster.budget_ms = budget_ms
+    forecaster.writes = FORECAST_WRITES
+    forecaster.last_passes = 0
+    written = forecaster.written
+    waiting = len(state.engine.pending)
+    refresh, own = forecaster.refresh, []  # the CPU of the forecaster's own work in each pass
+
+    def timed_refresh(*args: Any) -> Any:
+        tick = time.process_time()
+        try:
+            return refresh(*args)
+        finally:
+            own.append(time.process_time() - tick)
+
+    forecaster.refresh = timed_refresh
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for i in range(2 * count):
+        on = i % 2 == 1
+        forecaster.refresh_every = 0.0 if on else None  # off: the refresh under way waits
+        if not await finish_oldest(api, state):
+            break
+        tick = time.process_time()
+        await reconciler.reconcile_once()
+        cpu[on].append(time.process_time() - tick)
+    forecaster.refresh_every = None
+    del forecaster.refresh
+    off_ms, on_ms = (1000 * statistics.fmean(cpu[k] or [0.0]) for k in (False, True))
+    run = forecaster.under_way
+    if forecaster.last_passes:
+        took = f"a whole refresh took {forecaster.last_passes:,} passes"
+    elif run is not None:
+        left = len(run.median.waiting) + len(run.p90.waiting)
+        settled = 1 - left / max(2 * len(run.targets), 1)
+        took = (
+            f"no refresh finished: {100 * settled:.0f} % of the gangs' quantiles settled"
+            f" in {forecaster.passes:,} passes"
+        )
+    else:
+        took = "no refresh started"
+    print(
+        f"  spread over passes, at most {budget_ms:g} ms of CPU a pass, a refresh always under"
+        f" way ({waiting:,} pending at the start; passes off and on in turns): mean"
+        f" {on_ms:.2f} ms of {len(cpu[True])} passes on against {off_ms:.2f} ms of"
+        f" {len(cpu[False])} off, +{100 * (on_ms - off_ms) / off_ms:.1f} %; {took};"
+        f" {forecaster.written - written:,} forecasts written (at most {FORECAST_WRITES} a pass)"
+    )
+    own_ms = sorted(1000 * t for t in own) or [0.0]
+    print(
+        f"  the refresh's own CPU in those passes (writes aside): mean"
+        f" {statistics.fmean(own_ms):.3f} ms, p99 {percentile(own_ms, 99):.2f} ms, max"
+        f" {own_ms[-1]:.2f} ms; {100 * statistics.fmean(own_ms) / off_ms:.1f} % of a pass off"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
@@ -325,6 +437,12 @@ def main() -> None:
     parser.add_argument("--end", default="2017-12-01")
     parser.add_argument("--limit", type=int, default=0, help="only the first N jobs")
     parser.add_argument("--every", type=int, default=10, help="forecast every Nth submission")
+    parser.add_argument(
+        "--skip",
+        type=int,
+        default=0,
+        help="forecast none of the first N submissions (they are replayed: a backlog forms)",
+    )
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--passes", type=int, default=20)
     parser.add_argument("--refreshes", type=int, default=3, help="forecast refreshes timed")
@@ -332,6 +450,18 @@ def main() -> None:
         "--budgets",
         default="0,1000",
         help="comma list of admissions a forward run may make (0: no bound)",
+    )
+    parser.add_argument(
+        "--spread-passes",
+        type=int,
+        default=1000,
+        help="passes timed off, then as many with a refresh spread over them (0: none)",
+    )
+    parser.add_argument(
+        "--budget-ms",
+        type=float,
+        default=FORECAST_BUDGET_MS,
+        help="the CPU a pass spends at most on the refresh spread over passes",
     )
     parser.add_argument("--no-replay", action="store_true")
     parser.add_argument("--no-cpu", action="store_true")
@@ -342,7 +472,16 @@ def main() -> None:
                 replay(args, compression, nodes_kind)
     if not args.no_cpu:
         budgets = [int(b) or None for b in args.budgets.split(",") if b]
-        asyncio.run(cpu_per_pass(args.pending, args.passes, budgets, args.refreshes))
+        asyncio.run(
+            cpu_per_pass(
+                args.pending,
+                args.passes,
+                budgets,
+                args.refreshes,
+                args.spread_passes,
+                args.budget_ms,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -31,3 +31,11 @@ STARVATION_AFTER_SECONDS = 0
 # (bench/bench_sim_philly.py --half-lives; docs/simulator.md). Clusters that want a team's
 # borrowing of yesterday to count today turn it on (bench/bench_fair_over_time.py: 86400).
 USAGE_HALF_LIFE_SECONDS = 0
+
+# Controller flag: the CPU a pass spends at most on refreshing start forecasts (milliseconds;
+# the slice of a forward run under way is finished). At 10,000 pending a refresh then spreads
+# over a few thousand passes (bench/bench_forecast.py; docs/performance.md).
+FORECAST_BUDGET_MS = 0.5
+# And the forecasts it writes at most (each costs the pass about what an admission's status
+# write does); a pass that writes makes no refresh step.
+FORECAST_WRITES = 2

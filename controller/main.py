@@ -125,6 +125,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="refresh pending Workloads' status.startForecast at most this often"
         " (e.g. 30; default 0: no forecasts)",
     )
+    parser.add_argument(
+        "--forecast-budget",
+        type=float,
+        default=defaults.FORECAST_BUDGET_MS,
+        metavar="MS",
+        help="CPU milliseconds a pass spends at most on a forecast refresh under way, which"
+        f" spreads over passes (default {defaults.FORECAST_BUDGET_MS:g}; 0: whole in one pass)",
+    )
+    parser.add_argument(
+        "--forecast-writes",
+        type=int,
+        default=defaults.FORECAST_WRITES,
+        metavar="N",
+        help="under --forecast-budget, the forecasts a pass writes at most (a pass that writes"
+        f" makes no refresh step; default {defaults.FORECAST_WRITES})",
+    )
     measured = quota.Config.measured()
     parser.add_argument(
         "--packing", choices=["best-fit", "spread", "first-fit"], default=measured.packing
@@ -239,6 +255,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         resync_period=args.resync_period,
         **{field: getattr(args, field) for field, _, _ in POSITION_FLAGS.values()},
         forecast_refresh=args.forecast_refresh if args.forecast_refresh > 0 else None,
+        forecast_budget=args.forecast_budget if args.forecast_budget > 0 else None,
+        forecast_writes=max(args.forecast_writes, 1),
         core=quota.Config(
             placement=not args.no_placement_check,
             packing=args.packing,

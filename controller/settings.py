@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from controller import quota
+from controller import defaults, quota
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,11 @@ class Settings:
     # (None: no forecasts, the default: a refresh costs many passes' CPU at a large backlog;
     # see controller/state/forecasts.py and docs/performance.md).
     forecast_refresh: float | None = None
+    # The CPU (milliseconds) a pass spends at most on a refresh under way; None: a refresh is
+    # made whole in the pass that starts it.
+    forecast_budget: float | None = defaults.FORECAST_BUDGET_MS
+    # Under that budget, the forecasts a pass writes at most (a pass that writes makes no step).
+    forecast_writes: int = defaults.FORECAST_WRITES
     # A pass runs at least this often (it also runs when an event or a timer is due).
     resync_period: float = 5.0
     # After a change into an idle loop, wait this long so that its burst is one pass (changes

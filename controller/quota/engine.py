@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -386,11 +386,12 @@ class Engine:
         self._build_queues([queue.spec for queue in self.queues.values() if queue.spec])
         self._rebuild(pending, running)
 
-    def fork(self) -> Engine:
-        """A new engine with this one's queues, nodes and gangs, and none of its memory of past
-        cycles but the queues' recent usage (fair order): for looking ahead (forecast.py)
-        without touching this one."""
-        pending, running = self._gangs()
+    def fork(self, *, gangs: bool = True) -> Engine:
+        """A new engine with this one's queues, nodes and gangs (`gangs=False`: none yet, to be
+        taken with `add_admitted` and `adopt`), and none of its memory of past cycles but the
+        queues' recent usage (fair order): for looking ahead (forecast.py) without touching
+        this one."""
+        running = self._gangs()[1] if gangs else []
         copy = Engine(
             [queue.spec for queue in self.queues.values() if queue.state.spec],
             self._nodes.values(),
@@ -401,12 +402,36 @@ class Engine:
         )
         for admitted in running:
             copy.add_admitted(admitted)
-        for gang in pending:
-            copy.add_pending(gang)
+        if gangs:
+            copy.adopt(info for _, info in self.pending.values())
         # Fair order looks ahead as this engine orders.
         copy._recent_shares = dict(self._recent_shares)
         copy._recent_samples = dict(self._recent_samples)
         return copy
+
+    def admitted_gangs(self) -> Callable[[int], list[AdmittedGang]]:
+        """The admitted gangs as they are now, described a slice at a time: each call of the
+        answer gives the next `n` (an empty list once all are given). Later changes to this
+        engine do not show (forecast.py spreads taking them into a fork over many calls)."""
+        running = [r for _, r in self.running.values()]
+        names = self.index.names
+
+        def take(n: int) -> list[AdmittedGang]:
+            part = running[-n:] if n < len(running) else running[:]
+            del running[len(running) - len(part) :]
+            return [
+                AdmittedGang(r.info.gang, r.admitted_at, _placement(r, names), r.flavors)
+                for r in part
+            ]
+
+        return take
+
+    def adopt(self, infos: Iterable[GangInfo]) -> None:
+        """Take pending gangs of the engine this one was forked from. Its node index is built
+        from the same nodes, so their precomputed shapes and flavor options hold here too and
+        are shared (they are never changed once computed)."""
+        for info in infos:
+            self._add_pending(info)
 
     def _gangs(self) -> tuple[list[Gang], list[AdmittedGang]]:
         pending = [info.gang for _, info in self.pending.values()]
@@ -457,10 +482,12 @@ class Engine:
     # -- gangs --------------------------------------------------------------------------------
 
     def add_pending(self, gang: Gang) -> None:
-        info = gang_info(gang, self.index)
-        queue = self.queues.get(gang.queue)
-        self.pending[gang.name] = (queue, info)
-        self._fresh.add(gang.name)
+        self._add_pending(gang_info(gang, self.index))
+
+    def _add_pending(self, info: GangInfo) -> None:
+        queue = self.queues.get(info.gang.queue)
+        self.pending[info.name] = (queue, info)
+        self._fresh.add(info.name)
         if queue is not None:
             queue.add_pending(info)
 
@@ -569,10 +596,7 @@ class Engine:
         ]
 
     def _placement_of(self, running: RunningGang) -> tuple[PodPlacement, ...]:
-        sets = running.info.gang.pod_sets
-        return tuple(
-            PodPlacement(sets[ps].name, self.index.names[node], n) for ps, node, n in running.plan
-        )
+        return _placement(running, self.index.names)
 
     def _dominant(self, info: GangInfo) -> float:
         """The gang's largest fraction of any resource of the whole cluster."""
@@ -621,7 +645,14 @@ class Engine:
 
     # -- the cycle ----------------------------------------------------------------------------
 
-    def cycle(self, now: float) -> Decisions:
+    def cycle(
+        self, now: float, *, report: bool = True, max_admissions: int | None = None
+    ) -> Decisions:
+        """Admit (and evict) what the state allows at `now`. For a forward run of forecast.py,
+        which reads only admissions and evictions: `report=False` leaves out which pending
+        gangs' reasons changed; `max_admissions` ends the cycle once it has made that many
+        (another cycle at the same instant goes on: what it judged blocked stays blocked, as
+        nothing was given back)."""
         log = _Log()
         self._now = now
         self._age_recent(now)
@@ -645,7 +676,8 @@ class Engine:
         self._freed = False
         heap = [k for q in self.queues.values() if (k := self._queue_key(q)) is not None]
         heapq.heapify(heap)
-        while heap:
+        limit = math.inf if max_admissions is None else max_admissions
+        while heap and len(log.admissions) < limit:
             queue = self.queues[heapq.heappop(heap)[-1]]
             info = queue.head()
             if info is None:
@@ -658,7 +690,7 @@ class Engine:
                 heapq.heappush(heap, key)
         self._last_reservations = {**self._last_reservations, **log.reservations}
         self._sample_recent()
-        pending = self._changed_reasons(reserved_before)
+        pending = self._changed_reasons(reserved_before) if report else {}
         return Decisions(tuple(log.admissions), tuple(log.evictions), pending, log.reservations)
 
     def _class_reason(self, name: str) -> Pending:
@@ -1547,3 +1579,9 @@ def _finite(value: float) -> float:
     """A share as recent usage counts it: an infinite one (a resource its parent has none of)
     ranks last by the share now already and is not remembered."""
     return value if math.isfinite(value) else 0.0
+
+
+def _placement(running: RunningGang, names: Sequence[str]) -> tuple[PodPlacement, ...]:
+    """Where an admitted gang's pods are, by node name (`names`: of its engine's node index)."""
+    sets = running.info.gang.pod_sets
+    return tuple(PodPlacement(sets[ps].name, names[node], n) for ps, node, n in running.plan)

@@ -25,11 +25,14 @@ from typing import Literal
 
 from controller.quota.engine import Engine
 from controller.quota.snapshot import Gang
+from controller.quota.state import GangInfo
 
 Basis = Literal["declared", "learned", "default"]
 
 # The runtime assumed for a gang of a queue none of whose gangs has finished yet.
 DEFAULT_RUNTIME = 3600.0
+# How many pending gangs a forward run takes into its fork a call (about a cycle's cost).
+ADOPT_SLICE = 50
 # How many of a queue's most recent finished gangs the learned runtimes come from.
 HISTORY = 500
 
@@ -133,56 +136,186 @@ def forecast(
     bounds: Bounds = Bounds(),
 ) -> dict[str, StartForecast]:
     """The estimated start of each pending gang of `engine` (or of those named in `gangs`)."""
-    targets = set(engine.pending if gangs is None else gangs) & engine.pending.keys()
-    median = _run(engine, now, runtime_of, 0.5, targets, bounds)
-    p90 = _run(engine, now, runtime_of, 0.9, targets, bounds)
-    return {name: StartForecast(median.get(name), p90.get(name)) for name in sorted(targets)}
+    refresh = Refresh(engine, now, runtime_of, gangs=gangs, bounds=bounds)
+    while not refresh.done:
+        refresh.advance()
+    return refresh.forecasts()
 
 
-def _run(
-    live: Engine,
-    now: float,
-    runtime_of: RuntimeOf,
-    q: float,
-    targets: set[str],
-    bounds: Bounds,
-) -> dict[str, float]:
-    """One forward run with every gang's runtime at quantile `q`: when each target starts."""
-    engine = live.fork()
-    gangs = {name: info.gang for name, (_, info) in engine.pending.items()}
-    ends: list[tuple[float, str, int]] = []
-    admissions: dict[str, int] = {}  # gang -> how many times admitted, to skip stale ends
-    for name, (_, running) in engine.running.items():
-        gangs[name] = running.info.gang
-        ran = max(now - running.admitted_at, 0.0)
-        end = running.admitted_at + runtime_of(running.info.gang).quantile(q, ran)
-        ends.append((max(end, now), name, 0))
-    heapq.heapify(ends)
-    waiting = set(targets)
-    starts: dict[str, float] = {}
-    t, cycles, admitted = now, 0, 0
-    budget = math.inf if bounds.max_admissions is None else bounds.max_admissions
-    while waiting and cycles < bounds.max_cycles and admitted < budget:
-        decisions = engine.cycle(t)
-        cycles += 1
-        admitted += len(decisions.admissions)
+class Refresh:
+    """Both forward runs of one forecast, made a cycle at a time (`advance`), so that a caller
+    may spread them over as many calls as it likes: each call costs about one cycle of the
+    engine. The run that has started fewer gangs goes first, so each gang's two quantiles
+    are known close together, the gangs that start soonest first (`settled`).
+
+    The runs are on forks taken when the refresh is made: what the live engine does meanwhile
+    does not change them (the result is the forecast as of `now`)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        now: float,
+        runtime_of: RuntimeOf,
+        *,
+        gangs: Collection[str] | None = None,
+        bounds: Bounds = Bounds(),
+    ) -> None:
+        self.now = now
+        self.targets = set(engine.pending if gangs is None else gangs) & engine.pending.keys()
+        infos = [info for _, info in engine.pending.values()]
+        self.median = ForwardRun(engine, infos, now, runtime_of, 0.5, self.targets, bounds)
+        self.p90 = ForwardRun(engine, infos, now, runtime_of, 0.9, self.targets, bounds)
+        self._returned: set[str] = set()
+        self._finished = False
+
+    @property
+    def done(self) -> bool:
+        return self.median.done and self.p90.done
+
+    def advance(self, admissions: int | None = None) -> None:
+        """One step of the run that has started fewer gangs (a cycle ended after `admissions`
+        admissions, the next call going on at the same instant); nothing once both are done."""
+        runs = [r for r in (self.median, self.p90) if not r.done]
+        if runs:
+            min(runs, key=lambda r: len(r.starts)).advance(admissions)
+
+    def settled(self) -> dict[str, StartForecast]:
+        """The forecasts settled since the last call: gangs now started in both runs (or in
+        one, the other done without starting them); once both runs are done, every target
+        not returned before. Each target is returned once; the cost is in what is returned."""
+        median, p90 = self.median, self.p90
+        out: dict[str, StartForecast] = {}
+        for run in (median, p90):
+            fresh, run.fresh = run.fresh, []
+            for name in fresh:
+                m, p = median.starts.get(name), p90.starts.get(name)
+                if (m is not None or median.done) and (p is not None or p90.done):
+                    out[name] = StartForecast(m, p)
+        if self.done and not self._finished:
+            self._finished = True
+            out.update((n, f) for n, f in self.forecasts().items() if n not in self._returned)
+        self._returned.update(out)
+        return out
+
+    def forecasts(self) -> dict[str, StartForecast]:
+        """Every target's forecast (None at a quantile whose run did not start it)."""
+        median, p90 = self.median.starts, self.p90.starts
+        return {n: StartForecast(median.get(n), p90.get(n)) for n in sorted(self.targets)}
+
+
+class ForwardRun:
+    """One forward run with every gang's runtime at quantile `q`: when each target starts.
+
+    Each `advance` runs one cycle on the fork at the current simulated instant, then finishes
+    the admitted gangs whose estimated end comes next and moves the clock there (or to one of
+    the engine's timers: evict after, minimum runtime). It is done once every target has
+    started, or at the horizon or a bound."""
+
+    def __init__(
+        self,
+        live: Engine,
+        pending: list[GangInfo],
+        now: float,
+        runtime_of: RuntimeOf,
+        q: float,
+        targets: set[str],
+        bounds: Bounds,
+    ) -> None:
+        """`pending`: the live engine's pending gangs. They and its admitted gangs are taken
+        into the fork a slice at a time by the first calls of `advance` (taking them all at
+        once costs like a few cycles)."""
+        self.engine = live.fork(gangs=False)
+        self.admitted_left = live.admitted_gangs()
+        self.adopting = list(pending)
+        self.now, self.t, self.q = now, now, q
+        self.runtime_of, self.bounds = runtime_of, bounds
+        # The gangs admitted in the run (they are back in their queue if evicted).
+        self.gangs: dict[str, Gang] = {}
+        self.ends: list[tuple[float, str, int]] = []
+        self.admissions: dict[str, int] = {}  # gang -> how many times admitted, to skip stale ends
+        self.taking = True
+        self.waiting = set(targets)
+        self.starts: dict[str, float] = {}
+        self.fresh: list[str] = []  # targets started since Refresh.settled last looked
+        self.cycles = self.admitted = 0
+        # While set, admitted gangs ending by then are still to finish before the next cycle.
+        self.ending: float | None = None
+        self.budget = math.inf if bounds.max_admissions is None else bounds.max_admissions
+        self.done = not self.waiting
+
+    def advance(self, admissions: int | None = None) -> None:
+        """One cycle at the current instant (ended after `admissions` admissions: then the
+        next call goes on at the same instant), then the clock moves to the next end."""
+        if self.done:
+            return
+        engine, t, q = self.engine, self.t, self.q
+        if self.taking:
+            self._take()
+            return
+        if self.ending is not None and not self._finish(admissions):
+            return
+        decisions = engine.cycle(t, report=False, max_admissions=admissions)
+        # A cycle cut short (more may fit at this instant) goes on at the next call.
+        cut = admissions is not None and len(decisions.admissions) >= admissions
+        self.cycles += 0 if cut else 1
+        self.admitted += len(decisions.admissions)
         for eviction in decisions.evictions:
-            engine.add_pending(gangs[eviction.gang])
+            engine.add_pending(self.gangs[eviction.gang])
         for admission in decisions.admissions:
             name = admission.gang
-            if name in waiting:
-                waiting.discard(name)
-                starts[name] = t
-            admissions[name] = admissions.get(name, 0) + 1
-            heapq.heappush(ends, (t + runtime_of(gangs[name]).quantile(q), name, admissions[name]))
+            if name in self.waiting:
+                self.waiting.discard(name)
+                self.starts[name] = t
+                self.fresh.append(name)
+            gang = self.gangs[name] = engine.running[name][1].info.gang
+            times = self.admissions[name] = self.admissions.get(name, 0) + 1
+            end = t + self.runtime_of(gang).quantile(q)
+            heapq.heappush(self.ends, (end, name, times))
+        bounds, ends = self.bounds, self.ends
+        if not self.waiting or self.cycles >= bounds.max_cycles or self.admitted >= self.budget:
+            self.done = True
+            return
+        if cut:
+            return
         recheck = engine.recheck_at
         nxt = min(ends[0][0] if ends else math.inf, math.inf if recheck is None else recheck)
-        if nxt > now + bounds.horizon:
-            break
-        t = max(nxt, t)
-        while ends and ends[0][0] <= nxt + bounds.resolution:
+        if nxt > self.now + bounds.horizon:
+            self.done = True
+            return
+        self.t = max(nxt, t)
+        self.ending = nxt + bounds.resolution
+        self._finish(admissions)
+
+    def _take(self) -> None:
+        """Take the next slice of the live engine's gangs into the fork, admitted ones first
+        (each with its estimated end)."""
+        engine, now, q = self.engine, self.now, self.q
+        admitted = self.admitted_left(ADOPT_SLICE)
+        for gang in admitted:
+            engine.add_admitted(gang)
+            self.gangs[gang.gang.name] = gang.gang
+            ran = max(now - gang.admitted_at, 0.0)
+            end = gang.admitted_at + self.runtime_of(gang.gang).quantile(q, ran)
+            heapq.heappush(self.ends, (max(end, now), gang.gang.name, 0))
+        if admitted:
+            return
+        start = max(len(self.adopting) - ADOPT_SLICE, 0)
+        engine.adopt(self.adopting[start:])
+        del self.adopting[start:]
+        self.taking = bool(self.adopting)
+
+    def _finish(self, limit: int | None) -> bool:
+        """Finish the admitted gangs whose ends are due by `ending` (at most `limit` of them:
+        the next call goes on); True once none is left, the clock at the last of them."""
+        ends, engine, done = self.ends, self.engine, 0
+        assert self.ending is not None
+        while ends and ends[0][0] <= self.ending:
+            if limit is not None and done >= limit:
+                return False
             end, name, times = heapq.heappop(ends)
-            if times == admissions.get(name, 0) and name in engine.running:
+            if times == self.admissions.get(name, 0) and name in engine.running:
                 engine.finish(name)
-                t = max(t, end)
-    return starts
+                self.t = max(self.t, end)
+                done += 1
+        self.ending = None
+        return True

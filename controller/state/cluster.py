@@ -102,7 +102,11 @@ class ClusterState:
         self.timers = Timers()
         self.mirror = EngineMirror(settings.core)
         self.reporter = Reporter(settings, self.timers, self.inventory, self.mirror)
-        self.forecasts = Forecaster(settings.forecast_refresh)
+        self.forecasts = Forecaster(
+            settings.forecast_refresh,
+            budget_ms=settings.forecast_budget,
+            writes=settings.forecast_writes,
+        )
         # New gangs a pass put off to the next (their Workloads were not made).
         self._later: set[GangKey] = set()
         self._evictions: list[tuple[GangKey, str, Reason]] = []

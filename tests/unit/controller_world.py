@@ -96,6 +96,8 @@ class World:
         positions_period: float = 0.0,
         forecast_refresh: float | None = None,
         usage_half_life: float = 0.0,
+        forecast_budget: float | None = None,
+        forecast_writes: int = Settings.forecast_writes,
     ) -> None:
         self.api = MemoryApi(clock=clock)
         # The flavor `cluster_queue` names (objects given may replace both).
@@ -113,6 +115,8 @@ class World:
             position_writes=position_writes,
             positions_period=positions_period,
             forecast_refresh=forecast_refresh,
+            forecast_budget=forecast_budget,
+            forecast_writes=forecast_writes,
         )
         self.state = ClusterState(settings, PodGroupSettings(), registry=registry)
         self.cache = Cache(self.api, podgroup_kind=kinds.VOLCANO_PODGROUPS, registry=registry)

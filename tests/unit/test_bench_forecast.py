@@ -18,6 +18,7 @@ def test_the_forecast_bench_prints_its_accuracy_and_the_cpu_of_a_refresh(
     bench = load_bench("bench_forecast")
     argv = ["bench_forecast.py", "--compressions", "8", "--limit", "150", "--every", "5"]
     argv += ["--pending", "60", "--passes", "2", "--refreshes", "1", "--budgets", "0,10"]
+    argv += ["--spread-passes", "3", "--budget-ms", "0.01"]
     monkeypatch.setattr(sys, "argv", argv)
 
     bench.main()
@@ -33,6 +34,8 @@ def test_the_forecast_bench_prints_its_accuracy_and_the_cpu_of_a_refresh(
     assert "forecasts on, at most any number of admissions a forward run" in out
     assert "forecasts on, at most 10 admissions a forward run" in out
     assert "Workloads show a forecast" in out
+    spread = next(line for line in out.splitlines() if "spread over passes" in line)
+    assert "at most 0.01 ms of CPU a pass" in spread and "of 3 passes on" in spread
 
 
 def test_a_gang_counts_as_within_its_p90_when_it_starts_no_later() -> None:

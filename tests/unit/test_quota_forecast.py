@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from controller.quota import AdmittedGang, Engine, Gang
-from controller.quota.forecast import Bounds, Runtime, RuntimeHistory, StartForecast, forecast
+from controller.quota.forecast import (
+    Bounds,
+    Refresh,
+    Runtime,
+    RuntimeHistory,
+    StartForecast,
+    forecast,
+)
 from tests.unit.test_quota_builders import gang, node, queue, running
 
 HOUR = 3600.0
@@ -156,3 +163,82 @@ def test_a_refresh_bounded_in_admissions_leaves_the_gangs_beyond_it_without_a_fo
     result = forecast(engine, 0.0, lambda g: learned(1.0), bounds=Bounds(max_admissions=2))
 
     assert [result[f"g{i}"].median for i in range(4)] == [HOUR, 2 * HOUR, None, None]
+
+
+def two_queue_backlog() -> Engine:
+    """Two queues sharing a cohort on four 8-GPU nodes, all busy, with a line of 1- and 2-GPU
+    gangs behind them and a high-priority one."""
+    engine = Engine(
+        [queue("a", 16, borrowing_limit=16), queue("b", 16, borrowing_limit=16)],
+        [node(f"n{i}") for i in range(4)],
+    )
+    for i in range(4):
+        engine.add_admitted(running(gang(f"busy{i}", "ab"[i % 2]), f"n{i}", at=-600.0 * i))
+    for i in range(24):
+        g = gang(f"p{i}", "ab"[i % 3 == 0], gpus=1 + i % 2, created=float(i), priority=i // 20)
+        engine.add_pending(g)
+    return engine
+
+
+def runtimes(g: Gang) -> Runtime:
+    return learned(0.5, 1.0, 1.5, 3.0) if g.queue == "a" else learned(2.0, 4.0)
+
+
+def test_a_forecast_made_a_few_admissions_at_a_time_is_the_forecast_made_whole() -> None:
+    engine = two_queue_backlog()
+    whole = forecast(engine, 0.0, runtimes)
+
+    refresh = Refresh(engine, 0.0, runtimes)
+    calls = 0
+    while not refresh.done:
+        refresh.advance(admissions=1)
+        calls += 1
+
+    assert refresh.forecasts() == whole
+    assert all(f.median is not None and f.p90 is not None for f in whole.values())
+    assert calls > 2 * len(whole)  # one admission or one end a call, in both runs
+
+
+def test_the_gangs_that_start_soonest_are_settled_first_and_each_once() -> None:
+    engine = two_queue_backlog()
+    refresh = Refresh(engine, 0.0, runtimes)
+    batches: list[dict[str, StartForecast]] = []
+    while not refresh.done:
+        refresh.advance(admissions=2)
+        batches.append(refresh.settled())
+    batches.append(refresh.settled())
+
+    settled = [name for batch in batches for name in batch]
+    assert sorted(settled) == sorted(engine.pending)  # every gang once
+    firsts = next(batch for batch in batches if batch)
+    assert len(firsts) < len(engine.pending)  # known before the runs are done
+    first_median = max(f.median or 0.0 for f in firsts.values())
+    assert first_median <= min(f.median or 0.0 for b in batches[-3:] for f in b.values())
+    assert {n: f for b in batches for n, f in b.items()} == refresh.forecasts()
+
+
+def test_a_cycle_cut_short_after_some_admissions_goes_on_at_the_next_cycle() -> None:
+    engine = Engine([queue("a", 8, cohort=None)], [node("n1")])
+    for i in range(4):
+        engine.add_pending(gang(f"g{i}", "a", gpus=2, created=float(i)))
+
+    first = engine.cycle(0.0, max_admissions=3)
+    rest = engine.cycle(0.0, max_admissions=3)
+
+    assert [a.gang for a in first.admissions] == ["g0", "g1", "g2"]
+    assert [a.gang for a in rest.admissions] == ["g3"]
+
+
+def test_a_fork_shares_the_pending_gangs_precomputed_shapes_and_leaves_them_alone() -> None:
+    engine = two_queue_backlog()
+    engine.cycle(0.0)
+
+    fork = engine.fork()
+    admitted = fork.cycle(7200.0 * 4)  # nothing has ended in the fork: nothing more fits
+
+    assert admitted.admissions == ()
+    assert all(fork.pending[n][1] is info for n, (_, info) in engine.pending.items())
+    for name in list(fork.running):
+        fork.finish(name)
+    assert len(fork.cycle(7200.0 * 4).admissions) > 0
+    assert set(engine.running) == {f"busy{i}" for i in range(4)}

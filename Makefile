@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST := bash hack/pytest.sh
 
-.PHONY: demo test test-unit test-cluster lint testenv browser clean-testenv
+.PHONY: demo test test-unit test-cluster lint testenv browser clean-testenv image
 
 # The install compiles kohort's bytecode, as the image has it: with PYTHONDONTWRITEBYTECODE set,
 # every process the tests and benches start would compile kohort's modules from source.
@@ -44,6 +44,11 @@ lint: $(STAMP)
 
 testenv:
 	bash hack/build-testenv.sh
+
+# kohort's image as an OCI image layout in .kohort/image/oci, built without Docker or a registry
+# from Debian's packages and kohort's wheel (hack/build-image.sh; docs/installation.md).
+image: $(STAMP)
+	PYTHON=$(BIN)/python bash hack/build-image.sh
 
 # Debian's Chromium and chromedriver, for the dashboard's tests in a real browser.
 browser:

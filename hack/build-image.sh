@@ -44,9 +44,14 @@ trap 'rm -rf "$work"' EXIT
 
 # 1. The wheelhouse. pip's own cache makes a warm build download nothing; the pip wheel is only
 #    there to run the install inside the root file system (the image itself carries no pip).
+#    kohort's wheel is built from a copy of what the Dockerfile copies (building in the checkout
+#    would reuse its build/ dir, where a removed module lives on).
 wheels=$work/wheels
+mkdir "$work/src"
+tar -C "$ROOT" --exclude=__pycache__ --exclude='*.pyc' -cf - pyproject.toml constraints.txt \
+  README.md kohort controller webhook certs dashboard | tar -C "$work/src" -xf -
 "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --cache-dir "$CACHE/wheels" \
-  --constraint "$ROOT/constraints.txt" --wheel-dir "$wheels" "$ROOT"
+  --constraint "$ROOT/constraints.txt" --wheel-dir "$wheels" "$work/src"
 "$PYTHON" -m pip download --quiet --disable-pip-version-check --cache-dir "$CACHE/wheels" \
   --no-deps --only-binary=:all: --dest "$work/pip" "pip==$("$PYTHON" -m pip --version | cut -d' ' -f2)"
 

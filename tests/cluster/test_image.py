@@ -22,7 +22,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +76,7 @@ def _stale() -> bool:
     commit it was built at (its revision label)."""
     if not (IMAGE_DIR / "digest").exists():
         return True
-    oci = IMAGE_DIR / "oci"
-
-    def blob(digest: str) -> Any:
-        return json.loads((oci / "blobs" / "sha256" / digest.removeprefix("sha256:")).read_text())
-
-    manifest = blob(json.loads((oci / "index.json").read_text())["manifests"][0]["digest"])
-    built_at = blob(manifest["config"]["digest"])["config"]["Labels"][
-        "org.opencontainers.image.revision"
-    ]
+    built_at = _config()["config"]["Labels"]["org.opencontainers.image.revision"]
     # exit status 1: the work tree differs from that commit there; 128: no such commit here
     return _run("git", "-C", str(ROOT), "diff", "--quiet", built_at, "--", *INPUTS).returncode != 0
 
@@ -178,3 +172,49 @@ def test_the_images_webhook_and_controller_admit_the_tours_gang_and_hold_the_oth
     assert run.lines(r".* INFO webhook\.server webhook serving"), run.output
     assert run.lines(r".* INFO certs\.rotator certificates renewed"), run.output
     assert run.survivors == [], "`kill %1 %2` stopped both containers' podman"
+
+
+def _blob(digest: str) -> Path:
+    return IMAGE_DIR / "oci" / "blobs" / "sha256" / digest.removeprefix("sha256:")
+
+
+def _manifest() -> Any:
+    index = json.loads((IMAGE_DIR / "oci" / "index.json").read_text())
+    return json.loads(_blob(index["manifests"][0]["digest"]).read_text())
+
+
+def _config() -> Any:
+    return json.loads(_blob(_manifest()["config"]["digest"]).read_text())
+
+
+def _layer() -> tarfile.TarFile:
+    (layer,) = _manifest()["layers"]
+    return tarfile.open(_blob(layer["digest"]), "r:gz")
+
+
+def test_the_layer_holds_nothing_that_would_change_from_one_build_to_the_next(image: str) -> None:
+    """What the digest's reproducibility rests on: no file newer than the commit's time, and
+    kohort's bytecode checked by hash, not by its source's mtime."""
+    created = _config()["created"]
+    epoch = int(datetime.fromisoformat(created).timestamp())
+    assert epoch > 0, created
+    newer, timestamped, writable, compiled = [], [], [], 0
+    with _layer() as layer:
+        for member in layer:
+            name = member.name.removeprefix("./")
+            if member.mtime > epoch:
+                newer.append(name)
+            sticky_or_device = member.mode & 0o1000 or member.ischr() or member.isblk()
+            if member.mode & 0o002 and not member.issym() and not sticky_or_device:
+                writable.append(name)
+            if name.startswith("opt/kohort/") and name.endswith(".pyc"):
+                header = layer.extractfile(member)
+                assert header is not None
+                compiled += 1
+                flags = int.from_bytes(header.read(8)[4:8], "little")
+                if not flags & 0b1:  # PEP 552: bit 0 set means hash-based
+                    timestamped.append(name)
+    assert compiled > 1000, "kohort and its dependencies are compiled"
+    assert newer == []
+    assert timestamped == []
+    assert writable == [], "only sticky directories (/tmp) and devices are writable by all"

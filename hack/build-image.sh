@@ -6,10 +6,11 @@
 #      wheels installed from the wheelhouse, bytecode compiled, the user 65532 added;
 #   3. that file system as the single layer of an OCI image layout (umoci), with the Dockerfile's
 #      user, entrypoint, environment, working directory and ports.
-# Reproducible: SOURCE_DATE_EPOCH (the last commit's time) fixes every mtime and the image's
-# creation time, mmdebstrap writes the tar sorted, and bytecode is hash-checked, not
-# timestamped, so the same inputs (commit, wheels, Debian packages) give the same digest.
-# Needs root and Debian's mmdebstrap and umoci (installed here when missing).
+# Reproducible: SOURCE_DATE_EPOCH (the time of the last commit that changed the image's inputs)
+# fixes every mtime and the image's creation time, mmdebstrap writes the tar sorted, and bytecode
+# is hash-checked, not timestamped, so the same inputs (sources, wheels, Debian packages) give
+# the same digest.
+# Needs root and Debian's mmdebstrap and umoci (hack/install-image-tools.sh installs them).
 #
 #   hack/build-image.sh [OUT]      OUT defaults to .kohort/image; prints the digest, size, time
 set -euo pipefail
@@ -23,21 +24,17 @@ TAG=${TAG:-$VERSION}
 SUITE=bookworm
 start=$(date +%s.%N)
 
-need() {
-  local missing=()
-  for tool in "$@"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
-  if ((${#missing[@]})); then
-    if [[ $(id -u) -ne 0 ]]; then
-      echo "build-image: missing ${missing[*]}; as root: apt-get install -y ${missing[*]}" >&2
-      exit 1
-    fi
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
-}
-need mmdebstrap umoci
+bash "$ROOT/hack/install-image-tools.sh"
+for tool in mmdebstrap umoci; do
+  command -v "$tool" >/dev/null || { echo "build-image: no $tool (Debian's package $tool)" >&2; exit 1; }
+done
 
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct)}
+# The last commit that changed what goes into the image names it (its revision label) and dates
+# it: a commit that changes only docs or tests leaves the digest as it was.
+INPUTS=(pyproject.toml constraints.txt README.md kohort controller webhook certs dashboard
+  hack/build-image.sh hack/image-rootfs.sh)
+REVISION=$(git -C "$ROOT" log -1 --format=%H -- "${INPUTS[@]}")
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct "$REVISION")}
 mkdir -p "$CACHE/debs" "$CACHE/wheels" "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -94,7 +91,7 @@ umoci config --no-history --image "$layout:$TAG" --created "$created" \
   --config.exposedports 9443/tcp --config.exposedports 8443/tcp \
   --config.exposedports 8080/tcp --config.exposedports 8081/tcp \
   --config.label org.opencontainers.image.version="$VERSION" \
-  --config.label org.opencontainers.image.revision="$(git -C "$ROOT" rev-parse HEAD)"
+  --config.label org.opencontainers.image.revision="$REVISION"
 umoci gc --layout "$layout"
 
 rm -rf "$OUT/oci"

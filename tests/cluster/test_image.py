@@ -65,9 +65,10 @@ def image() -> str:
 
 
 # What goes into the image: a change to any of them since it was built makes the test rebuild it.
+# (hack/build-image.sh's INPUTS; its revision label is the last commit that changed one).
 INPUTS = [
-    "kohort", "controller", "webhook", "certs", "dashboard", "pyproject.toml", "constraints.txt",
-    "hack/build-image.sh", "hack/image-rootfs.sh",
+    "pyproject.toml", "constraints.txt", "README.md", "kohort", "controller", "webhook", "certs",
+    "dashboard", "hack/build-image.sh", "hack/image-rootfs.sh",
 ]  # fmt: skip
 
 

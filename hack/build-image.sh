@@ -53,7 +53,8 @@ tar -C "$ROOT" --exclude=__pycache__ --exclude='*.pyc' -cf - pyproject.toml cons
   --no-deps --only-binary=:all: --dest "$work/pip" "pip==$("$PYTHON" -m pip --version | cut -d' ' -f2)"
 
 # 2. The root file system. Docs, manuals and translations are left out (the copyright files
-#    stay); Debian's packages are kept in the cache between builds. The steps inside are
+#    stay); Debian's packages are kept in the cache between builds, and apt's lock and partial
+#    downloads, which would carry an earlier build's mtimes, are not (the image has no apt). The steps inside are
 #    hack/image-rootfs.sh, which the Dockerfile runs too.
 rootfs=$work/rootfs.tar
 pip_wheel=$(echo "$work"/pip/pip-*.whl)
@@ -67,7 +68,9 @@ mmdebstrap --quiet --variant=essential --include=python3.11 \
   --setup-hook='mkdir -p "$1"/var/cache/apt/archives/' \
   --setup-hook="sync-in $CACHE/debs/ /var/cache/apt/archives/" \
   --customize-hook="sync-out /var/cache/apt/archives $CACHE/debs" \
-  --customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb' \
+  --customize-hook="rm -rf $CACHE/debs/lock $CACHE/debs/partial" \
+  --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/cache/apt/archives/lock' \
+  --customize-hook='rm -rf "$1"/var/cache/apt/archives/partial' \
   --customize-hook="copy-in $ROOT/hack/image-rootfs.sh /tmp" \
   --customize-hook="copy-in $wheels /tmp" \
   --customize-hook="copy-in $pip_wheel /tmp" \

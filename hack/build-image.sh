@@ -54,8 +54,8 @@ tar -C "$ROOT" --exclude=__pycache__ --exclude='*.pyc' -cf - pyproject.toml cons
 
 # 2. The root file system. Docs, manuals and translations are left out (the copyright files
 #    stay); Debian's packages are kept in the cache between builds, and apt's lock and partial
-#    downloads, which would carry an earlier build's mtimes, are not (the image has no apt). The steps inside are
-#    hack/image-rootfs.sh, which the Dockerfile runs too.
+#    downloads, which would carry an earlier build's mtimes, are not (the image has no apt).
+#    The steps inside are hack/image-rootfs.sh, which the Dockerfile runs too.
 rootfs=$work/rootfs.tar
 pip_wheel=$(echo "$work"/pip/pip-*.whl)
 mmdebstrap --quiet --variant=essential --include=python3.11 \

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST := bash hack/pytest.sh
 
-.PHONY: demo test test-unit test-cluster lint testenv browser clean-testenv
+.PHONY: demo test test-unit test-cluster lint testenv browser image-tools clean-testenv image
 
 # The install compiles kohort's bytecode, as the image has it: with PYTHONDONTWRITEBYTECODE set,
 # every process the tests and benches start would compile kohort's modules from source.
@@ -25,7 +25,7 @@ demo: $(STAMP) testenv
 	$(BIN)/kohort dev demo --gang-backend $(GANG_BACKEND)
 
 # The whole test suite: lint, types, layers, unit tests, then tests on the real control plane.
-test: $(STAMP) testenv browser lint
+test: $(STAMP) testenv browser image-tools lint
 	$(PYTEST) $(PYTEST_ARGS)
 
 # Unit tests need no server; the chart tests among them need the helm binary.
@@ -33,7 +33,7 @@ test-unit: $(STAMP)
 	bash hack/build-testenv.sh helm >/dev/null
 	$(PYTEST) -m "not cluster" $(PYTEST_ARGS)
 
-test-cluster: $(STAMP) testenv browser
+test-cluster: $(STAMP) testenv browser image-tools
 	$(PYTEST) -m cluster $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -44,6 +44,16 @@ lint: $(STAMP)
 
 testenv:
 	bash hack/build-testenv.sh
+
+# kohort's image as an OCI image layout in .kohort/image/oci, built without Docker or a registry
+# from Debian's packages and kohort's wheel (hack/build-image.sh; docs/installation.md).
+image: $(STAMP)
+	PYTHON=$(BIN)/python bash hack/build-image.sh
+
+# Debian's mmdebstrap, umoci, podman, runc and skopeo, for `make image` and the image's tests
+# (tests/cluster/test_image.py builds the image when it is missing or out of date).
+image-tools:
+	bash hack/install-image-tools.sh
 
 # Debian's Chromium and chromedriver, for the dashboard's tests in a real browser.
 browser:

@@ -12,6 +12,7 @@ kohort simulate openb --seeds 42-51 --flavors                    # GPU models as
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import re
@@ -176,6 +177,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "report", None) is not None and importlib.util.find_spec("matplotlib") is None:
+        print(
+            "kohort simulate: --report draws its plots with matplotlib, which this installation"
+            " lacks (kohort's image leaves it out): pip install 'kohort[report]'",
+            file=sys.stderr,
+        )
+        return 2
     if args.scenario == "openb":
         return _run_openb(args)
     return _run_philly(args)

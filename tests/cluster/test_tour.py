@@ -79,7 +79,8 @@ def _still_running(work: Path) -> list[str]:
     return [name for name, pid in pids.items() if processes.pid_alive(pid)]
 
 
-def run_tour(backend: str, scratch: Path) -> TourRun:
+def run_tour(backend: str, scratch: Path, block: str | None = None) -> TourRun:
+    """Runs the tour's block (or `block`, the same block with some commands swapped)."""
     work = scratch / "dev"
     env = {
         **os.environ,
@@ -93,7 +94,7 @@ def run_tour(backend: str, scratch: Path) -> TourRun:
     with log.open("w") as out:
         # A process group of its own: the block's `&` jobs are in it, and go with it.
         shell = subprocess.Popen(
-            ["bash", "-c", tour_block()],
+            ["bash", "-c", tour_block() if block is None else block],
             cwd=ROOT,
             env=env,
             stdout=out,

@@ -6,10 +6,13 @@ at t=0 that fill the cluster for an hour; queue b submits one 8-GPU job a minute
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -156,3 +159,21 @@ def test_importing_the_simulator_and_its_report_does_not_import_matplotlib() -> 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+def test_without_matplotlib_a_report_run_says_to_install_kohort_report_and_simulates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.simulate import main as simulate_main
+
+    real_find_spec = importlib.util.find_spec
+
+    def no_matplotlib(name: str, package: str | None = None) -> Any:
+        return None if name == "matplotlib" else real_find_spec(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", no_matplotlib)
+    parser = argparse.ArgumentParser()
+    simulate_main.add_arguments(parser)
+    args = parser.parse_args(["--traces", str(tmp_path / "none"), "philly", "--report", "out"])
+    assert simulate_main.run(args) == 2
+    assert "pip install 'kohort[report]'" in capsys.readouterr().err

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 from collections.abc import Iterator
 from datetime import datetime
@@ -51,9 +50,8 @@ def image() -> str:
     if os.geteuid() != 0:
         pytest.skip("podman here runs as root (rootless podman needs subordinate ids)")
     if _stale():
-        build = ["env", f"PYTHON={sys.executable}", "bash", str(ROOT / "hack" / "build-image.sh")]
-        built = _run(*build, timeout=1200)
-        assert built.returncode == 0, built.stderr
+        # Building fetches Debian's packages: `make test` does it before the tests, never a test.
+        pytest.skip("no image of the code as it is: `make image` builds it (make test does)")
     digest = (IMAGE_DIR / "digest").read_text().strip()
     name = f"localhost/kohort-test:{digest.removeprefix('sha256:')[:12]}"
     copied = _run("skopeo", "copy", f"oci:{IMAGE_DIR / 'oci'}:{TAG}", f"containers-storage:{name}")
@@ -64,7 +62,7 @@ def image() -> str:
     return name
 
 
-# What goes into the image: a change to any of them since it was built makes the test rebuild it.
+# What goes into the image: a change to any of them since it was built makes the tests skip.
 # (hack/build-image.sh's INPUTS; its revision label is the last commit that changed one).
 INPUTS = [
     "pyproject.toml", "constraints.txt", "README.md", "kohort", "controller", "webhook", "certs",

@@ -23,3 +23,7 @@ EVICT_AFTER_SECONDS = 1800
 # of small jobs turn it on (bench/bench_starvation.py: a 16-GPU gang waits 9 h, not 52 h).
 WASTE_BUDGET = 0.1
 STARVATION_AFTER_SECONDS = 0
+# With the guard on, reserve future capacity for the starving gang (backfill reservations: the
+# nodes that free up first, usable meanwhile by gangs that will be done before then) instead of
+# holding nodes idle; see docs/simulator.md.
+STARVATION_BACKFILL = False

@@ -342,6 +342,9 @@ class Engine:
         # Set by the starvation guard at a full recheck, kept until the next one.
         self._hold: _QuotaHold | None = None
         self._backfill: _Backfill | None = None
+        # Gang -> the earliest start planned for it and the nodes it was last given (forgotten
+        # when it is admitted or leaves).
+        self._planned: dict[str, tuple[float, tuple[str, ...]]] = {}
         # The runtimes of each queue's finished gangs (backfill's estimates).
         self.runtimes = RuntimeHistory()
         # Flavors and resources that gangs ending since the last cycle gave back, by cohort
@@ -487,6 +490,7 @@ class Engine:
         if self._hold is not None and self._hold.info.name == name:
             self._hold = None
             self._freed = True  # the gangs held back for it may go now
+        self._planned.pop(name, None)
         if self._backfill is not None and self._backfill.info.name == name:
             self._backfill = None
             self._freed = True
@@ -1124,6 +1128,7 @@ class Engine:
         queue.remove_pending(info)
         del self.pending[info.name]
         self._fresh.discard(info.name)
+        self._planned.pop(info.name, None)
         if self._backfill is not None and self._backfill.info is info:
             for node in self._backfill.nodes:  # its reservation is over
                 self.index.unreserve(node)
@@ -1398,10 +1403,59 @@ class Engine:
     ) -> bool:
         """Reserve for starving `info` the nodes it would get on `opt` at the earliest estimated
         end of running gangs where it fits, quota and nodes, had the gangs ending by then
-        ended; False if no running gang's end gives it room (or one has no estimate)."""
+        ended; False if no running gang's end gives it room (or one has no estimate).
+
+        A gang keeps the nodes it was given while it still fits there by some estimated end
+        (so they drain, rather than the reservation wandering as estimates change), and its
+        start never moves later than first planned: once a start has passed with the gang
+        still waiting (runtimes were longer than estimated), nothing backfills any more and
+        the reservation holds its nodes as the plain guard does.
+        """
         ends = self._ends()
         if not ends:
             return False
+        before = self._planned.get(info.name)
+        found = None
+        if before is not None:
+            kept = {self.index.by_name[n] for n in before[1] if n in self.index.by_name}
+            if kept:
+                found = self._earliest(queue, opt, ends, only=kept)
+        if found is None:
+            found = self._earliest(queue, opt, ends)
+        if found is None:
+            return False
+        start, nodes = found
+        if before is not None:
+            start = min(start, before[0])
+        for node in nodes:
+            self.index.reserve(node)
+        self._backfill = _Backfill(info, start, nodes)
+        names = tuple(sorted(self.index.names[i] for i in nodes))
+        self._planned[info.name] = (start, names)
+        self._holding[info.name] = names
+        if names:
+            log.reservations[info.name] = names
+        return True
+
+    def _earliest(
+        self,
+        queue: QueueRuntime,
+        opt: FlavorOption,
+        ends: list[tuple[float, list[RunningGang]]],
+        *,
+        only: set[int] | None = None,
+    ) -> tuple[float, tuple[int, ...]] | None:
+        """The first of `ends` by which `opt` fits, quota and nodes (on nodes `only` if given),
+        had the running gangs ending by then ended, and the nodes it would take then; None if
+        it fits by none. The state is left as it was."""
+        index = self.index
+        hidden = []
+        if only is not None:
+            hidden = [
+                i for i in range(len(index.names)) if i not in only and i not in index.reserved
+            ]
+            for node in hidden:
+                index.reserve(node)
         done = 0  # how many groups of `ends` are taken out
 
         def fits_after(k: int) -> Plan | None:
@@ -1427,7 +1481,7 @@ class Engine:
                 low, high = high, high * 2
             if high > len(ends):
                 if fits_after(len(ends)) is None:
-                    return False
+                    return None
                 high = len(ends)
             while high - low > 1:
                 middle = (low + high) // 2
@@ -1439,16 +1493,9 @@ class Engine:
             assert plan is not None
         finally:
             fits_after(0)
-        start = ends[high - 1][0]
-        nodes = tuple(sorted({node for _, node, _ in plan}))
-        for node in nodes:
-            self.index.reserve(node)
-        self._backfill = _Backfill(info, start, nodes)
-        names = tuple(sorted(self.index.names[i] for i in nodes))
-        self._holding[info.name] = names
-        if names:
-            log.reservations[info.name] = names
-        return True
+            for node in hidden:
+                index.unreserve(node)
+        return ends[high - 1][0], tuple(sorted({node for _, node, _ in plan}))
 
     def _hold_nodes(self, info: GangInfo, shapes: Shapes, log: _Log) -> None:
         """Reserve nodes for `info` (see `_reserve_for`) and report them, if any."""

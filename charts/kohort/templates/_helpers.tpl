@@ -185,6 +185,11 @@ imagePullSecrets:
 {{- end }}
 - --waste-budget={{ .Values.controller.wasteBudget }}
 - --starvation-after={{ .Values.controller.starvationAfterSeconds }}
+{{- if .Values.controller.starvationBackfill }}
+- --starvation-backfill
+{{- else }}
+- --no-starvation-backfill
+{{- end }}
 {{- range $class, $resource := .Values.controller.deviceClasses }}
 - --device-class={{ $class }}={{ $resource }}
 {{- end }}

@@ -119,7 +119,12 @@ def _number(value: float | None) -> float:
 # evictions per admitted gang, from `bench/bench_sim_philly.py --jobs 1 --policies
 # kohort,gang-fifo,naive-reclaim` run on 2026-11-28. Issue 40's targets: the p95 no worse, the
 # largest gangs' p95 at most halved, evictions per admitted gang not above.
-BEFORE_ISSUE_40: dict[tuple[float, str, str], tuple[float, float, float]] = {}
+BEFORE_ISSUE_40: dict[tuple[float, str, str], tuple[float, float, float]] = {
+    (4.0, "homogeneous", "single"): (0.0, 0.0, 0.0),
+    (4.0, "mixed", "single"): (0.0, 1.3536, 0.000190),
+    (8.0, "homogeneous", "single"): (1.5698, 130.91, 0.001971),
+    (8.0, "mixed", "single"): (2.8022, 179.40, 0.003066),
+}
 
 
 def evictions_per_admitted(r: dict[str, Any]) -> float:

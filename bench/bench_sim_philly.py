@@ -9,7 +9,7 @@ ratios of issues 4 and 7:
 - partial placements and the GPU-hours they held idle (kube-default, quota-drf; kohort must be 0);
 - p95 wait of kohort against quota-drf and gang-fifo (and gang-fifo without its enqueue stage);
 - wasted GPU-hours of kohort against the naive reclaim baseline (target <= 1/10), and p95 wait;
-then the targets of issue 18, met or missed, for every setting in one table.
+then the targets of issues 18 and 40, met or missed, for every setting in one table.
 A full run takes tens of minutes on two cores; --only-report re-prints from saved JSON.
 --modes: `single` (default) is one pool of GPUs; `flavors` runs `kohort simulate philly
 --flavors` (GPU types as flavors, its JSON named ...-flavors-<policy>.json); with both, a table
@@ -126,6 +126,24 @@ def _number(value: float | None) -> float:
     return float("nan") if value is None else value
 
 
+# Default kohort on main before issue 40 (commit ee17a28, starvation guard off), per setting
+# (compression, nodes, mode): the p95 wait of all jobs and of gangs of 16+ GPUs (hours), and
+# evictions per admitted gang, from `bench/bench_sim_philly.py --jobs 1 --policies
+# kohort,gang-fifo,naive-reclaim` run on 2026-11-28. Issue 40's targets: the p95 no worse, the
+# largest gangs' p95 at most halved, evictions per admitted gang not above.
+BEFORE_ISSUE_40: dict[tuple[float, str, str], tuple[float, float, float]] = {
+    (4.0, "homogeneous", "single"): (0.0, 0.0, 0.0),
+    (4.0, "mixed", "single"): (0.0, 1.3536, 0.000190),
+    (8.0, "homogeneous", "single"): (1.5698, 130.91, 0.001971),
+    (8.0, "mixed", "single"): (2.8022, 179.40, 0.003066),
+}
+
+
+def evictions_per_admitted(r: dict[str, Any]) -> float:
+    """Evictions per gang admitted (each job that ran to its end counts once)."""
+    return float(r["evictions"]) / r["finished"] if r["finished"] else float("nan")
+
+
 # Models of other systems, which kohort's fair share must match at least (naive-reclaim and
 # kohort-spread are kohort's own core with other choices).
 BASELINES = tuple(p for p in POLICIES if p not in ("naive-reclaim", "kohort", "kohort-spread"))
@@ -176,6 +194,32 @@ def targets(out: Path) -> None:
                 f"{ours_p5:.3f}",
                 f"{fair[best]:.3f} {best}",
                 ours_p5 >= fair[best],
+            )
+        before = BEFORE_ISSUE_40.get((compression, nodes, mode))
+        large = hours(_number(k.get("wait_p95_large")))
+        per_gang = evictions_per_admitted(k)
+        if before is None:
+            rows.append((setting, "largest gangs' p95 wait (16+ GPUs)", f"{large:.2f} h", "", None))
+            rows.append((setting, "evictions per admitted gang", f"{per_gang:.4f}", "", None))
+        else:
+            p95 = hours(k["wait_p95"])
+            add(
+                "p95 wait <= before issue 40's",
+                f"{p95:.2f} h",
+                f"{before[0]:.2f} h",
+                p95 <= before[0],
+            )
+            add(
+                "largest gangs' p95 wait (16+ GPUs)",
+                f"{large:.2f} h",
+                f"{before[1] / 2:.2f} h (half of {before[1]:.2f})",
+                large <= before[1] / 2,
+            )
+            add(
+                "evictions per admitted gang",
+                f"{per_gang:.4f}",
+                f"{before[2]:.4f}",
+                per_gang <= before[2],
             )
         jain = f"{k['jain_mean']:.3f}"
         rows.append((setting, "Jain's index (weighted), reported", jain, "", None))

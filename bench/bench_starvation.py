@@ -13,7 +13,10 @@ an hour; the streams stop after `--hours`:
   needs its queue's whole quota, so it waits for its own small jobs and the borrowers alike.
 
 Each runs through the simulator's `kohort` policy (the controller's measured configuration)
-with the starvation guard off and at several thresholds, and prints the big gang's wait, the
+as it is by default, then with the starvation guard off and at several thresholds, holding
+nodes idle (`hold`) or with backfill reservations (`backfill`: the nodes that free up first by
+the runtimes learned from finished jobs, usable meanwhile by jobs done before then), and
+prints the big gang's wait, the
 small jobs' mean and p95 wait, the GPU allocation and the work thrown away by evictions, each
 the mean over the seeds (evictions and wasted GPU-hours: the total). Figures come from one run
 of this script; compare rows with each other.
@@ -26,6 +29,7 @@ import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -34,7 +38,18 @@ from controller.simulate.policies import make_policy
 from controller.simulate.traces import GPU_UNIT, Job, gpu_node, philly_queues
 
 HOUR = 3600.0
-THRESHOLDS = (None, 1 * HOUR, 3 * HOUR, 6 * HOUR)
+THRESHOLDS = (1 * HOUR, 3 * HOUR, 6 * HOUR)
+# (label, make_policy's options): kohort as it is by default, then the guard off, then each
+# threshold holding nodes idle and with backfill reservations.
+GUARDS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("default", {}),
+    ("off", {"starvation_after": None}),
+    *(
+        (f"{kind} {after / HOUR:g} h", {"starvation_after": after, "backfill": kind == "backfill"})
+        for kind in ("hold", "backfill")
+        for after in THRESHOLDS
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -77,8 +92,8 @@ def run(scenario: Scenario, hours: float, seed: int) -> list[dict[str, float]]:
     weights = {q.name: q.quotas["nvidia.com/gpu"].nominal / GPU_UNIT for q in queues}
     jobs = jobs_of(scenario, hours, seed)
     rows: list[dict[str, float]] = []
-    for after in THRESHOLDS:
-        policy = make_policy("kohort", queues, nodes, starvation_after=after)
+    for _, options in GUARDS:
+        policy = make_policy("kohort", queues, nodes, **options)
         result = simulate(jobs, policy, total_gpus=total, weights=weights, progress=None)
         big, small = result.by_size["9+ GPUs"], result.by_size["1 GPU"]
         assert big.jobs == 1 and result.censored == 0, "every job finishes once the stream stops"
@@ -111,15 +126,14 @@ def main() -> int:
         runs = [run(scenario, args.hours, seed) for seed in seeds]
         print(f"\n{scenario.name}: {args.hours:g} h of arrivals, seeds {args.seeds}")
         columns = list(runs[0][0])
-        print(f"{'guard':>10}" + "".join(f"{c:>14}" for c in columns))
-        for i, after in enumerate(THRESHOLDS):
-            label = "off" if after is None else f"{after / HOUR:g} h"
+        print(f"{'guard':>14}" + "".join(f"{c:>14}" for c in columns))
+        for i, (label, _) in enumerate(GUARDS):
             cells = []
             for c in columns:
                 values = [r[i][c] for r in runs]
                 value = sum(values) if c in totals else sum(values) / len(values)
                 cells.append(f"{value:>14.2f}")
-            print(f"{label:>10}" + "".join(cells))
+            print(f"{label:>14}" + "".join(cells))
     return 0
 
 

@@ -39,3 +39,7 @@ FORECAST_BUDGET_MS = 0.5
 # And the forecasts it writes at most (each costs the pass about what an admission's status
 # write does); a pass that writes makes no refresh step.
 FORECAST_WRITES = 2
+# With the guard on, reserve future capacity for the starving gang (backfill reservations: the
+# nodes that free up first, usable meanwhile by gangs that will be done before then) instead of
+# holding nodes idle; see docs/simulator.md.
+STARVATION_BACKFILL = False

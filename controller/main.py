@@ -178,6 +178,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"{help_text}; default {default}",
         )
     parser.add_argument(
+        "--starvation-backfill",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.STARVATION_BACKFILL,
+        help="the starvation guard reserves the nodes that free up first (by declared or learned"
+        " runtimes), which gangs done before then may use, instead of holding nodes idle;"
+        f" default {defaults.STARVATION_BACKFILL}",
+    )
+    parser.add_argument(
         "--no-placement-check",
         action="store_true",
         help="admit on quota alone, without checking that the gang fits on nodes",
@@ -264,6 +272,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
             waste_budget=args.waste_budget if args.waste_budget >= 0 else None,
             starvation_after=args.starvation_after or None,
             usage_half_life=max(0.0, args.usage_half_life),
+            backfill=args.starvation_backfill,
         ),
     )
 

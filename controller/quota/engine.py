@@ -4,7 +4,8 @@ Rule: the Engine is the only place that changes state, and only through named tr
 (`_admit`, `_evict`, `_block`); `cycle(now)` reads like the algorithm:
 
 1. if capacity came back since the last cycle (or a timer is due): forget what was blocked,
-   and let one starving gang hold the quota it needs, and the nodes once quota allows it;
+   and let one starving gang hold the quota it needs, and the nodes once quota allows it (or,
+   under `backfill`, reserve the nodes that free up first, which shorter gangs may use);
 2. order the queues by the weighted share they would have after admitting their head;
 3. take the best queue's head: admit it if quota and placement fit, else try preemption;
 4. otherwise mark its equivalence class blocked with the reason, and go on;
@@ -56,6 +57,7 @@ from controller.quota.quota import (
     within_nominal,
 )
 from controller.quota.recent import Recent, advanced, weighted
+from controller.quota.runtimes import Runtime, RuntimeHistory
 from controller.quota.snapshot import (
     FR,
     AdmittedGang,
@@ -85,6 +87,12 @@ SETTLE_FOR = 1.0
 # At most this many seconds of such waiting per gang: room that keeps coming back but never
 # reaches it (taken by queues within their nominal quota) no longer holds it back from evicting.
 SETTLE_AT_MOST = 30.0
+
+# Backfill: a running gang is taken to end at its median runtime (knowing how long it has run),
+# and a gang may use a reservation's nodes only if it ends before the reservation starts even
+# at this quantile of its runtime (a declared runtime is both).
+RUNNING_QUANTILE = 0.5
+BACKFILL_QUANTILE = 0.9
 
 # Where room comes back: a cohort tree by its root cohort's name, or a queue of no cohort.
 RootKey = tuple[str, str]
@@ -125,6 +133,14 @@ class Config:
         share, what it borrowed lately averaged with this half-life (recent.py), so a team that
         borrowed much lately waits behind one that did not, at equal share now. 0: the share
         now alone.
+    backfill: the starvation guard reserves future capacity instead of holding nodes idle
+        (Slurm-style backfill for gangs): the starving gang gets the nodes it would get at the
+        earliest instant running gangs' estimated ends make room for it, and a gang may use
+        those nodes (or the quota held for it) only if it will be done before then. Runtimes
+        are the gangs' declared ones (`Gang.max_runtime`) or learned from their queue's
+        finished gangs (`finish(at=...)`); without an estimate for the running gangs that
+        matter, the guard holds nodes as it does without backfill, and a gang of no estimate
+        never uses a reservation's nodes.
     """
 
     placement: bool = True
@@ -137,6 +153,7 @@ class Config:
     oldest_first_after: float | None = None
     fair_sharing_preemption: bool = False
     usage_half_life: float = 0.0
+    backfill: bool = False
 
     @classmethod
     def measured(cls) -> Config:
@@ -146,6 +163,7 @@ class Config:
             starvation_after=float(defaults.STARVATION_AFTER_SECONDS) or None,
             waste_budget=defaults.WASTE_BUDGET,
             usage_half_life=float(defaults.USAGE_HALF_LIFE_SECONDS),
+            backfill=defaults.STARVATION_BACKFILL,
         )
 
 
@@ -157,6 +175,24 @@ class _QuotaHold:
     queue: QueueRuntime
     info: GangInfo
     charge: Mapping[FR, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Nodes the starvation guard reserves for pending gang `gang` from `start` on (seconds,
+    the engine's clock: when running gangs' estimated ends make room for it there); until
+    then only gangs that will be done by `start` may use them."""
+
+    gang: str
+    start: float
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Backfill:
+    info: GangInfo
+    start: float
+    nodes: tuple[int, ...]
 
 
 @dataclass(slots=True)
@@ -316,6 +352,12 @@ class Engine:
         self._fresh: set[str] = set()
         # Set by the starvation guard at a full recheck, kept until the next one.
         self._hold: _QuotaHold | None = None
+        self._backfill: _Backfill | None = None
+        # Gang -> the earliest start planned for it and the nodes it was last given (forgotten
+        # when it is admitted or leaves).
+        self._planned: dict[str, tuple[float, tuple[str, ...]]] = {}
+        # The runtimes of each queue's finished gangs (backfill's estimates).
+        self.runtimes = RuntimeHistory()
         # Flavors and resources that gangs ending since the last cycle gave back, by cohort
         # tree (`_ended`), and when each was last given back (`_ended_at`, the time of the
         # cycle that saw it): a gang that needs them waits for that room rather than evict.
@@ -404,9 +446,10 @@ class Engine:
             copy.add_admitted(admitted)
         if gangs:
             copy.adopt(info for _, info in self.pending.values())
-        # Fair order looks ahead as this engine orders.
+        # Fair order and backfill look ahead as this engine orders and estimates.
         copy._recent_shares = dict(self._recent_shares)
         copy._recent_samples = dict(self._recent_samples)
+        copy.runtimes = self.runtimes
         return copy
 
     def admitted_gangs(self) -> Callable[[int], list[AdmittedGang]]:
@@ -500,6 +543,10 @@ class Engine:
         if self._hold is not None and self._hold.info.name == name:
             self._hold = None
             self._freed = True  # the gangs held back for it may go now
+        self._planned.pop(name, None)
+        if self._backfill is not None and self._backfill.info.name == name:
+            self._backfill = None
+            self._freed = True
         if queue is not None:
             queue.remove_pending(info)
             if queue.spec.strategy == "StrictFIFO":
@@ -541,10 +588,13 @@ class Engine:
             queue.running[name] = moved
         self._freed = True
 
-    def finish(self, name: str) -> None:
+    def finish(self, name: str, at: float | None = None) -> None:
         """An admitted gang ended (or lost its admission): give back its quota and nodes. Until
-        the next cycle has run, gangs that need that room wait for it rather than evict."""
+        the next cycle has run, gangs that need that room wait for it rather than evict. `at`:
+        when it ended, if its work is done: its queue's learned runtimes take how long it ran."""
         queue, running = self.running[name]
+        if at is not None:
+            self.runtimes.add(running.info.gang.queue, at - running.admitted_at)
         if queue is not None:
             freed = {fr for fr, amount in running.charge.items() if amount > 0}
             self._ended.setdefault(self._root_key(queue), set()).update(freed)
@@ -672,6 +722,7 @@ class Engine:
             self._last_reservations = {}
             self._recheck_at = math.inf
             self._hold = None
+            self._backfill = None
             self._guard_starving(now, log)
         self._freed = False
         heap = [k for q in self.queues.values() if (k := self._queue_key(q)) is not None]
@@ -916,6 +967,18 @@ class Engine:
         )
 
     def _try(self, queue: QueueRuntime, info: GangInfo, now: float, log: _Log) -> Pending | None:
+        """`_try_admit`, on a backfill reservation's nodes too if `info` will be done before
+        the reservation starts."""
+        lifted = self._lift_for(info)
+        try:
+            return self._try_admit(queue, info, now, log)
+        finally:
+            for node in lifted:
+                self.index.reserve(node)
+
+    def _try_admit(
+        self, queue: QueueRuntime, info: GangInfo, now: float, log: _Log
+    ) -> Pending | None:
         """Admit `info` on a flavor option its queue's fungibility takes (evicting victims if
         that makes it fit); None if admitted, else why not.
 
@@ -1198,6 +1261,11 @@ class Engine:
         queue.remove_pending(info)
         del self.pending[info.name]
         self._fresh.discard(info.name)
+        self._planned.pop(info.name, None)
+        if self._backfill is not None and self._backfill.info is info:
+            for node in self._backfill.nodes:  # its reservation is over
+                self.index.unreserve(node)
+            self._backfill = None
         self._no_victims_at.pop(info.name, None)
         self._settling_since.pop(info.name, None)
         flavors = opt.by_pod_set(info.gang)
@@ -1388,8 +1456,179 @@ class Engine:
         first = self._options(queue, info)[0]
         if all(amount <= queue.state.quota(fr).nominal for fr, amount in first.charge.items()):
             self._hold = _QuotaHold(queue, info, first.charge)
+        if self.config.backfill and self._reserve_ahead(queue, info, first, log):
+            return
         if self.config.placement and reason.cause is PendingCause.NO_NODE_FITS:
             self._hold_nodes(info, first.shapes, log)
+
+    # -- backfill reservations -----------------------------------------------------------------
+
+    @property
+    def reservation(self) -> Reservation | None:
+        """The starvation guard's backfill reservation as of the last full recheck, if any."""
+        found = self._backfill
+        if found is None:
+            return None
+        names = tuple(sorted(self.index.names[i] for i in found.nodes))
+        return Reservation(found.info.name, found.start, names)
+
+    def _runtime(self, gang: Gang) -> Runtime | None:
+        """What is known of `gang`'s runtime: declared, or learned from its queue (None: no
+        finished gang of its queue yet)."""
+        if gang.max_runtime is not None:
+            return Runtime(declared=gang.max_runtime)
+        runtime = self.runtimes.runtime(gang.queue)
+        return runtime if runtime.samples else None
+
+    def _backfills(self, info: GangInfo) -> bool:
+        """Whether `info`, admitted now, will be done before the backfill reservation starts
+        (at its BACKFILL_QUANTILE runtime), so that it may use what is reserved."""
+        found = self._backfill
+        if found is None or found.info is info:
+            return False
+        runtime = self._runtime(info.gang)
+        if runtime is None:
+            return False
+        return self._now + runtime.quantile(BACKFILL_QUANTILE) <= found.start
+
+    def _lift_for(self, info: GangInfo) -> tuple[int, ...]:
+        """Show the backfill reservation's nodes to `info` if it backfills (the caller reserves
+        them again); the nodes shown."""
+        if not self._backfills(info):
+            return ()
+        assert self._backfill is not None
+        lifted = tuple(i for i in self._backfill.nodes if i in self.index.reserved)
+        for node in lifted:
+            self.index.unreserve(node)
+        return lifted
+
+    def _ends(self) -> list[tuple[float, list[RunningGang]]] | None:
+        """The running gangs by estimated end, soonest first, grouped by instant (a gang past
+        its estimate ends now); None if a running gang has no estimate (the guard cannot tell
+        what frees first)."""
+        now = self._now
+        ends: dict[float, list[RunningGang]] = {}
+        for _, running in self.running.values():
+            runtime = self._runtime(running.info.gang)
+            if runtime is None:
+                return None
+            ran = max(0.0, now - running.admitted_at)
+            end = running.admitted_at + runtime.quantile(RUNNING_QUANTILE, ran)
+            ends.setdefault(max(end, now), []).append(running)
+        return sorted(ends.items(), key=lambda item: item[0])
+
+    def _set_running(self, gangs: Iterable[RunningGang], sign: int) -> None:
+        """Take running gangs out of quota and nodes (sign -1), or put them back (+1), for a
+        look ahead."""
+        for running in gangs:
+            owner, _ = self.running[running.name]
+            if owner is not None:
+                add_usage(owner.state, running.charge, sign)
+            if sign < 0:
+                self.index.release(running.on_nodes())
+            else:
+                for request, node, n in running.on_nodes():
+                    self.index.take(node, request, n)
+            self._bind_ports(running, sign)
+
+    def _reserve_ahead(
+        self, queue: QueueRuntime, info: GangInfo, opt: FlavorOption, log: _Log
+    ) -> bool:
+        """Reserve for starving `info` the nodes it would get on `opt` at the earliest estimated
+        end of running gangs where it fits, quota and nodes, had the gangs ending by then
+        ended; False if no running gang's end gives it room (or one has no estimate).
+
+        A gang keeps the nodes it was given while it still fits there by some estimated end
+        (so they drain, rather than the reservation wandering as estimates change), and its
+        start never moves later than first planned: once a start has passed with the gang
+        still waiting (runtimes were longer than estimated), nothing backfills any more and
+        the reservation holds its nodes as the plain guard does.
+        """
+        ends = self._ends()
+        if not ends:
+            return False
+        before = self._planned.get(info.name)
+        found = None
+        if before is not None:
+            kept = {self.index.by_name[n] for n in before[1] if n in self.index.by_name}
+            if kept:
+                found = self._earliest(queue, opt, ends, only=kept)
+        if found is None:
+            found = self._earliest(queue, opt, ends)
+        if found is None:
+            return False
+        start, nodes = found
+        if before is not None:
+            start = min(start, before[0])
+        for node in nodes:
+            self.index.reserve(node)
+        self._backfill = _Backfill(info, start, nodes)
+        names = tuple(sorted(self.index.names[i] for i in nodes))
+        self._planned[info.name] = (start, names)
+        self._holding[info.name] = names
+        if names:
+            log.reservations[info.name] = names
+        return True
+
+    def _earliest(
+        self,
+        queue: QueueRuntime,
+        opt: FlavorOption,
+        ends: list[tuple[float, list[RunningGang]]],
+        *,
+        only: set[int] | None = None,
+    ) -> tuple[float, tuple[int, ...]] | None:
+        """The first of `ends` by which `opt` fits, quota and nodes (on nodes `only` if given),
+        had the running gangs ending by then ended, and the nodes it would take then; None if
+        it fits by none. The state is left as it was."""
+        index = self.index
+        hidden = []
+        if only is not None:
+            hidden = [
+                i for i in range(len(index.names)) if i not in only and i not in index.reserved
+            ]
+            for node in hidden:
+                index.reserve(node)
+        done = 0  # how many groups of `ends` are taken out
+
+        def fits_after(k: int) -> Plan | None:
+            nonlocal done
+            while done < k:
+                self._set_running(ends[done][1], -1)
+                done += 1
+            while done > k:
+                done -= 1
+                self._set_running(ends[done][1], +1)
+            if quota_shortfall(queue.state, opt.charge) is not None:
+                return None
+            plan, failure = self._place(opt.shapes)
+            if failure is not None:
+                return None
+            self._unplace(opt, plan)
+            return plan
+
+        try:
+            # Room only grows as gangs end: gallop, then halve, to the first group that fits.
+            low, high = 0, 1
+            while high <= len(ends) and fits_after(high) is None:
+                low, high = high, high * 2
+            if high > len(ends):
+                if fits_after(len(ends)) is None:
+                    return None
+                high = len(ends)
+            while high - low > 1:
+                middle = (low + high) // 2
+                if fits_after(middle) is None:
+                    low = middle
+                else:
+                    high = middle
+            plan = fits_after(high)
+            assert plan is not None
+        finally:
+            fits_after(0)
+            for node in hidden:
+                index.unreserve(node)
+        return ends[high - 1][0], tuple(sorted({node for _, node, _ in plan}))
 
     def _hold_nodes(self, info: GangInfo, shapes: Shapes, log: _Log) -> None:
         """Reserve nodes for `info` (see `_reserve_for`) and report them, if any."""
@@ -1409,6 +1648,8 @@ class Engine:
         """
         starving = hold.info.gang
         if info.gang.created < starving.created or info.gang.priority > starving.priority:
+            return False
+        if self._backfills(info):
             return False
         charge = opt.charge
         if queue is not hold.queue:

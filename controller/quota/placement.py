@@ -247,6 +247,12 @@ class NodeIndex:
             del entries[bisect.bisect_left(entries, (self.free[i], i))]
             self.reserved.add(i)
 
+    def unreserve(self, i: int) -> None:
+        """Show a reserved node to searches again."""
+        if i in self.reserved:
+            bisect.insort(self.class_of[i].entries, (self.free[i], i))
+            self.reserved.discard(i)
+
     def unreserve_all(self) -> None:
         for i in sorted(self.reserved):
             bisect.insort(self.class_of[i].entries, (self.free[i], i))

@@ -303,13 +303,16 @@ def node_requests(pod_set: PodSet) -> Mapping[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class Gang:
-    """A workload: its pod sets are admitted together or not at all. `name` is unique."""
+    """A workload: its pod sets are admitted together or not at all. `name` is unique.
+    `max_runtime`: the most it runs once admitted, if it declares it (a Job's
+    activeDeadlineSeconds): the starvation guard's backfill takes it as its runtime."""
 
     name: str
     queue: str
     pod_sets: tuple[PodSet, ...]
     priority: int = 0
     created: float = 0.0
+    max_runtime: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

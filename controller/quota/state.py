@@ -18,8 +18,9 @@ from controller.quota.snapshot import FR, Gang, QueueSpec
 if TYPE_CHECKING:
     from controller.quota.flavor_assignment import FlavorOption
 
-# Gangs of one queue with the same priority and the same pod sets are interchangeable for
-# quota and placement: if the oldest of them does not fit, none of them does this cycle.
+# Gangs of one queue with the same priority, the same pod sets and the same declared runtime are
+# interchangeable for quota and placement (and for backfill, which reads the runtime): if the
+# oldest of them does not fit, none of them does this cycle.
 ClassKey = tuple[object, ...]
 
 
@@ -51,6 +52,7 @@ def gang_info(gang: Gang, index: NodeIndex) -> GangInfo:
         shapes.append((i, index.shape(pod_set), pod_set.count))
     key: ClassKey = (
         gang.priority,
+        gang.max_runtime,
         tuple(
             (
                 ps.count,

@@ -120,6 +120,8 @@ class Result:
     queue_shares: QueueShares = field(default_factory=QueueShares)
     # With a topology layout: what the choice of domains did (topology.py).
     topology: TopologyFigures | None = None
+    # The p95 wait of the finished gangs of LARGE_GANG_GPUS GPUs or more (NaN: none finished).
+    wait_p95_large: float = math.nan
 
 
 @dataclass(slots=True)
@@ -405,6 +407,7 @@ def _summarise(
         censored_waits=censored,
         queue_shares=sampler.shares,
         topology=None if meter is None else meter.figures(large_waits),
+        wait_p95_large=percentile(large_waits, 95),
     )
 
 

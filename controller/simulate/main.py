@@ -101,6 +101,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="kohort: seconds after which a waiting gang holds quota and nodes (0: off)",
     )
     philly.add_argument(
+        "--backfill",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.STARVATION_BACKFILL,
+        help="kohort: the starvation guard reserves the nodes that free up first, which gangs"
+        " done before then may use, instead of holding nodes idle",
+    )
+    philly.add_argument(
         "--evict-after",
         type=float,
         default=float(defaults.EVICT_AFTER_SECONDS),
@@ -233,6 +240,7 @@ def policy_options(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "min_runtime": args.min_runtime,
         "starvation_after": args.starvation_after if args.starvation_after > 0 else None,
+        "backfill": args.backfill,
         "evict_after": args.evict_after,
         "drain": args.drain,
         "waste_budget": args.waste_budget if args.waste_budget >= 0 else None,
@@ -308,6 +316,7 @@ def _run_philly(args: argparse.Namespace) -> int:
         "packing": args.packing,
         "kohort_min_runtime_s": args.min_runtime,
         "kohort_starvation_after_s": args.starvation_after,
+        "kohort_backfill": args.backfill,
         "kohort_evict_after_s": args.evict_after,
         "kohort_drain": args.drain,
         "kohort_waste_budget": args.waste_budget,

@@ -4,7 +4,7 @@ Rule: a policy only decides; the event loop owns time, job state and metrics. Ea
 which jobs started (every pod bound) and which were evicted.
 
 - `kohort`: the decision core: DRS order, quota and placement fit, placement-aware reclaim,
-  minimum runtime, starvation guard.
+  minimum runtime, starvation guard (with `backfill`, its reservations for gangs).
 - `kohort-spread`: the same, placing pods on the emptiest nodes, with a tighter waste budget.
 - `naive-reclaim`: the same core with issue 7's naive victims (newest first, no placement
   awareness, no minimum runtime, no starvation guard).
@@ -152,7 +152,7 @@ class EnginePolicy:
         self.engine.add_pending(_gang(job, "all" if self.single_queue else None))
 
     def finish(self, job: Job, now: float) -> None:
-        self.engine.finish(job.name)
+        self.engine.finish(job.name, at=now)  # (its queue's runtimes learn how long it ran)
 
     def step(self, now: float) -> Step:
         decisions = self.engine.cycle(now)
@@ -505,6 +505,7 @@ def make_policy(
     min_runtime: float = defaults.MINIMUM_RUNTIME_SECONDS,
     evict_after: float = defaults.EVICT_AFTER_SECONDS,
     starvation_after: float | None = defaults.STARVATION_AFTER_SECONDS or None,
+    backfill: bool = defaults.STARVATION_BACKFILL,
     drain: bool = False,
     waste_budget: float | None = defaults.WASTE_BUDGET,
     oldest_first_after: float | None = None,
@@ -532,6 +533,7 @@ def make_policy(
         Config.measured(),
         packing=packing,
         starvation_after=starvation_after,
+        backfill=backfill,
         drain=drain,
         waste_budget=waste_budget,
         oldest_first_after=oldest_first_after,

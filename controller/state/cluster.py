@@ -293,10 +293,12 @@ class ClusterState:
         that is done tells the forecasts how long its queue's gangs run."""
         old = self.mirror.members.get(key)
         left = old is not None and old.state == "admitted"
+        ended = None
         if left and (member is None or member.state != "admitted") and self.is_done(key):
             assert old is not None
             self.forecasts.ended(old.queue, old.admitted_at, now)
-        if self.mirror.follow(key, member):
+            ended = now
+        if self.mirror.follow(key, member, ended_at=ended):
             self._touch_nodes(key)
         self.reporter.count(key, counted(gang, member) if gang is not None else None)
         self.reporter.count_local(key, in_local_queue(gang, member) if gang is not None else None)

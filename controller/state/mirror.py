@@ -55,6 +55,7 @@ def core_gang(gang: ManagedGang, queue: str) -> quota.Gang:
         pod_sets=gang.shape.pod_sets,
         priority=gang.workload.spec.priority,
         created=gang.created(),
+        max_runtime=gang.max_runtime(),
     )
 
 
@@ -178,9 +179,10 @@ class EngineMirror:
 
     # -- the gangs ----------------------------------------------------------------------------
 
-    def follow(self, key: GangKey, new: Member | None) -> bool:
+    def follow(self, key: GangKey, new: Member | None, ended_at: float | None = None) -> bool:
         """Bring the engine to `new` for the gang (None: it knows the gang no more); whether
-        the gang's hold on its nodes changed (admitted, or admitted no more)."""
+        the gang's hold on its nodes changed (admitted, or admitted no more). `ended_at`: when
+        an admitted gang that leaves finished its work (its queue's runtimes learn from it)."""
         old = self.members.get(key)
         if old == new:
             return False
@@ -196,7 +198,7 @@ class EngineMirror:
                 engine.work_done(gang_id, new.done)
                 self._set(key, new)
                 return False
-            engine.finish(gang_id)
+            engine.finish(gang_id, at=ended_at)
             touched = True
         elif old is not None and old.state == "pending":
             engine.remove_pending(gang_id)

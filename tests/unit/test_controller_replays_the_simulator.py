@@ -92,11 +92,13 @@ QUEUE_SPECS = [queue(name, 16) for name in QUEUES]
 NODES = [gpu_node(f"node-{i}", 8) for i in range(6)]
 
 
-def kohort() -> EnginePolicy:
+def kohort(backfill: bool = False) -> EnginePolicy:
     """The simulator's policy running the decision core as the controller configures it (its
-    starvation guard sooner, and fair order weighing what queues borrowed in the last half
-    hour, so that this short trace shows both)."""
-    config = replace(Config.measured(), starvation_after=3600.0, usage_half_life=1800.0)
+    starvation guard sooner, with backfill reservations or holding nodes, and fair order
+    weighing what queues borrowed in the last half hour, so that this short trace shows them)."""
+    config = replace(
+        Config.measured(), starvation_after=3600.0, usage_half_life=1800.0, backfill=backfill
+    )
     return EnginePolicy("kohort", QUEUE_SPECS, NODES, config)
 
 
@@ -105,6 +107,8 @@ class Recorder:
     """The cycles an engine ran: when, and what they decided."""
 
     cycles: list[tuple[float, Decisions]] = field(default_factory=list)
+    # The starvation guard's backfill reservation after each cycle.
+    reservations: list[Any] = field(default_factory=list)
 
     def wrap(self, engine: Any) -> None:
         cycle = engine.cycle
@@ -112,6 +116,7 @@ class Recorder:
         def recorded(now: float) -> Decisions:
             decisions: Decisions = cycle(now)
             self.cycles.append((now, decisions))
+            self.reservations.append(engine.reservation)
             return decisions
 
         engine.cycle = recorded
@@ -277,9 +282,15 @@ class Controller:
         await self.reconciler.reconcile_once()
 
 
+@pytest.fixture(params=[False, True], ids=["holding-nodes", "backfill"])
+def backfill(request: pytest.FixtureRequest) -> bool:
+    chosen: bool = request.param
+    return chosen
+
+
 @pytest.fixture
-async def controller() -> AsyncIterator[Controller]:
-    running = Controller(kohort())
+async def controller(backfill: bool) -> AsyncIterator[Controller]:
+    running = Controller(kohort(backfill))
     running.cache.start()
     await running.cache.wait_synced()
     yield running
@@ -287,9 +298,9 @@ async def controller() -> AsyncIterator[Controller]:
 
 
 async def test_the_controller_decides_exactly_what_the_simulator_measured(
-    controller: Controller,
+    controller: Controller, backfill: bool
 ) -> None:
-    policy = kohort()
+    policy = kohort(backfill)
     simulated = Recorder()
     simulated.wrap(policy.engine)
     recording = RecordingPolicy(policy)
@@ -305,6 +316,9 @@ async def test_the_controller_decides_exactly_what_the_simulator_measured(
     causes = {p.cause for _, d in simulated.cycles for p in d.pending.values()}
     assert {PendingCause.QUOTA, PendingCause.NO_NODE_FITS} <= causes
     assert any(d.reservations for _, d in simulated.cycles)  # the starvation guard held nodes
+    # With backfill, reservations of future capacity came from the runtimes learned meanwhile.
+    assert any(r is not None for r in simulated.reservations) == backfill
+    assert controller.recorder.reservations == simulated.reservations
     assert len(replayed) == len(simulated.cycles) == len(recording.steps)
     for (t_sim, sim), (t_ctl, ctl) in zip(simulated.cycles, replayed, strict=True):
         assert t_ctl == t_sim

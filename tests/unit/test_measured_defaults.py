@@ -55,6 +55,13 @@ def test_chart_values_reach_the_controller_and_turn_the_limits_off() -> None:
     assert (core.waste_budget, core.starvation_after) == (None, None)
 
 
+def test_the_chart_turns_backfill_reservations_on_and_off() -> None:
+    on = controller_core(*chart_controller_args({"controller": {"starvationBackfill": True}}))
+    off = controller_core(*chart_controller_args({"controller": {"starvationBackfill": False}}))
+    assert (on.backfill, off.backfill) == (True, False)
+    assert controller_core().backfill == defaults.STARVATION_BACKFILL
+
+
 def test_a_cluster_queue_without_preemption_settings_gets_the_measured_timers() -> None:
     cq = ClusterQueue.model_validate({"metadata": {"name": "team-a"}, "spec": {}})
     spec = queue_spec(cq)

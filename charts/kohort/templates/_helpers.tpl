@@ -186,6 +186,11 @@ imagePullSecrets:
 - --waste-budget={{ .Values.controller.wasteBudget }}
 - --starvation-after={{ .Values.controller.starvationAfterSeconds }}
 - --usage-half-life={{ .Values.controller.usageHalfLifeSeconds }}
+{{- if .Values.controller.starvationBackfill }}
+- --starvation-backfill
+{{- else }}
+- --no-starvation-backfill
+{{- end }}
 {{- range $class, $resource := .Values.controller.deviceClasses }}
 - --device-class={{ $class }}={{ $resource }}
 {{- end }}

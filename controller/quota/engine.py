@@ -1454,9 +1454,13 @@ class Engine:
             return
         self._block(queue, info, reason)
         first = self._options(queue, info)[0]
-        if all(amount <= queue.state.quota(fr).nominal for fr, amount in first.charge.items()):
+        within = all(amount <= queue.state.quota(fr).nominal for fr, amount in first.charge.items())
+        if within:
             self._hold = _QuotaHold(queue, info, first.charge)
-        if self.config.backfill and self._reserve_ahead(queue, info, first, log):
+        # (nodes are reserved, as quota is held, only for a gang its own quota takes, or one
+        # only nodes keep out: never against a lender's nominal quota)
+        ahead = within or reason.cause is PendingCause.NO_NODE_FITS
+        if self.config.backfill and ahead and self._reserve_ahead(queue, info, first, log):
             return
         if self.config.placement and reason.cause is PendingCause.NO_NODE_FITS:
             self._hold_nodes(info, first.shapes, log)

@@ -290,11 +290,14 @@ class ClusterState:
         self, key: GangKey, member: Member | None, gang: ManagedGang | None, now: float
     ) -> None:
         """The engine holds `member` for the gang; its queue counts it so. An admitted gang
-        that is done tells the forecasts how long its queue's gangs run."""
+        that finished (not one deleted or evicted: as the simulator, which learns only from
+        jobs that ran to their end) tells the forecasts and the engine how long its queue's
+        gangs run."""
         old = self.mirror.members.get(key)
         left = old is not None and old.state == "admitted"
         ended = None
-        if left and (member is None or member.state != "admitted") and self.is_done(key):
+        finished = gang is not None and gang.owner is not None and gang.finished is not None
+        if left and (member is None or member.state != "admitted") and finished:
             assert old is not None
             self.forecasts.ended(old.queue, old.admitted_at, now)
             ended = now

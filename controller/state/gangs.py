@@ -461,15 +461,16 @@ class GangIndex:
         return pod_devices(pod.spec.resource_claims, templates, node_has)
 
     def class_devices_changed(self, devices: ClassDevices) -> None:
-        """The devices of each class per node are now `devices`: the waiting gangs whose claims
-        ask for all of a node's devices are charged again (an admitted one keeps its charge:
-        its claims were allocated as its admission counted them)."""
+        """The devices of each class per node are now `devices`: the gangs whose claims ask for
+        all of a node's devices are charged again (an admitted one keeps the charge its
+        admission recorded, its claims were allocated so; but it now knows how many devices a
+        node of it holds, which it could not while no node's devices were known)."""
         if devices == self._class_devices:
             return
         self._class_devices = devices
         for key, gang in self.gangs.items():
             declared = gang.declared
-            if gang.owner is None or declared is None or gang.reserved:
+            if gang.owner is None or declared is None:
                 continue
             if self._takes_all(gang.namespace, declared):
                 self._take_shape(gang, declared)

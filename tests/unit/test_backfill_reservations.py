@@ -172,6 +172,29 @@ def run(
     return admitted, starts
 
 
+def test_a_gang_that_must_borrow_reserves_nothing_against_the_lenders_own_quota() -> None:
+    # Teams a and b own 8 GPUs each; a's 16-GPU gang starves while b's gang runs on b's quota.
+    # Once b's gang ends, b's next gang, within b's own quota, starts at once: nodes are
+    # reserved only for a gang its own quota takes, or that only nodes keep out.
+    def queued(name: str, queue: str, gpus: int, created: float, runtime: float) -> Gang:
+        return Gang(name, queue, (PodSet(gpus // 8, {GPU: 8}, "main"),), 0, created, runtime)
+
+    queues = [QueueSpec(q, {GPU: Quota(8)}, cohort="org") for q in ("a", "b")]
+    engine = Engine(queues, [gpu_node("n1", 8), gpu_node("n2", 8)], BACKFILL)
+    engine.add_admitted(running(queued("a-run", "a", 8, 0, 3600), "n1"))
+    engine.add_admitted(running(queued("b-run", "b", 8, 0, 1000), "n2"))
+    engine.add_pending(queued("big", "a", 16, 0, 3600))
+    engine.cycle(100)
+    assert engine.reservation is None
+    engine.finish("b-run", at=1000)
+    engine.cycle(1000)
+
+    engine.add_pending(queued("b-long", "b", 8, 1100, 7200))
+    decisions = engine.cycle(1100)
+
+    assert [a.gang for a in decisions.admissions] == ["b-long"]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds())
 def test_a_reservation_is_never_delayed_by_a_gang_admitted_after_it(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from controller.api import kinds
 from hack.objects import (
     GPU,
@@ -574,3 +576,34 @@ async def test_a_restarted_controller_leaves_a_running_all_gpus_gang_whose_nodes
     assert world.suspended("running") is False
     assert condition(world.workload("job-running"), "Evicted") is None
     assert gpus_used(world) == "8"  # what its record charged
+
+
+@pytest.mark.parametrize("slices_first", [True, False], ids=["slices-first", "slices-later"])
+async def test_a_running_gang_claiming_all_gpus_keeps_its_nodes_whichever_the_controller_sees_first(
+    started: None, slices_first: bool
+) -> None:
+    # A restarted controller may list the running gang before the nodes' slices: once the
+    # slices come, it knows how many devices the gang's pods hold on their nodes.
+    running, record = admitted_running(2, "all-gpus", 4)
+    record["status"]["admission"]["podSetAssignments"][0]["nodes"] = [
+        {"node": "n1", "count": 1},
+        {"node": "n2", "count": 1},
+    ]
+    slices = [(kinds.RESOURCE_SLICES, gpu_slice(n, 4)) for n in ("n1", "n2")]
+    world = await all_gpus_world(
+        started,
+        *((kinds.NODES, ready_node(n)) for n in ("n1", "n2")),
+        *(slices if slices_first else []),
+        (kinds.JOBS, running),
+        (kinds.WORKLOADS, record),
+    )
+    await passes(world, 3)
+    if not slices_first:
+        await put(world, kinds.RESOURCE_SLICES, gpu_slice("n1", 4), gpu_slice("n2", 4))
+        await passes(world, 3)
+
+    await put(world, kinds.JOBS, dra_job("second", 1, "all-gpus"))
+    await passes(world, 3)
+
+    assert world.suspended("second") is True
+    assert gpus_used(world) == "8"

@@ -114,6 +114,22 @@ async def test_forecasts_learn_how_long_the_queues_gangs_ran_and_leave_admitted_
     assert (shown["median"], shown["basis"]) == (format_time(NOW + 1200), "learned")
 
 
+async def test_a_job_deleted_while_it_runs_teaches_no_runtime(started: list[World]) -> None:
+    # Only gangs that ran to their end tell how long their queue's gangs run, as in the
+    # simulator: a cancelled one would make every estimate short.
+    world = await start(started, World((kinds.JOBS, held_job("cancelled", 1))))
+    await passes(world, 3)
+    assert world.suspended("cancelled") is False
+
+    await world.api.fetch("DELETE", "/apis/batch/v1/namespaces/ns/jobs/cancelled")
+    await world.api.settle()
+    await passes(world, 3)
+
+    assert world.api.read_back(kinds.JOBS, "cancelled", "ns") is None
+    assert world.state.mirror.engine.runtimes.runtime("cq").samples == ()
+    assert world.state.forecasts.history.runtime("cq").samples == ()
+
+
 async def test_forecasts_turned_off_are_never_written(started: list[World]) -> None:
     jobs = ((kinds.JOBS, held_job("first", 4)), (kinds.JOBS, held_job("second", 4)))
     world = await start(started, World(*jobs, forecast_refresh=None))

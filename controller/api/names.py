@@ -48,6 +48,8 @@ LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
 # The labels the JobSet, Kubeflow training and KubeRay operators put on their pods, telling
 # which of the owner's pod templates a pod was made from.
 JOBSET_REPLICATED_JOB_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+# And the one the JobSet controller puts on its Jobs' pods naming their JobSet.
+JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
 KUBEFLOW_REPLICA_TYPE_LABEL: Final = "training.kubeflow.org/replica-type"
 RAY_NODE_TYPE_LABEL: Final = "ray.io/node-type"
 RAY_GROUP_LABEL: Final = "ray.io/group"

@@ -36,10 +36,6 @@ EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
 
 
-# The label the JobSet controller puts on its Jobs' pods, naming their JobSet.
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-
-
 def _replicated_job(index: int) -> Path:
     return ("spec", "replicatedJobs", index)
 
@@ -143,7 +139,8 @@ class JobSetAdapter(SuspendedAdapter):
         return [
             p
             for p in pods
-            if made_by(p, kube.Job.KIND.kind) and p.metadata.labels.get(JOBSET_NAME_LABEL) == name
+            if made_by(p, kube.Job.KIND.kind)
+            and p.metadata.labels.get(names.JOBSET_NAME_LABEL) == name
         ]
 
 

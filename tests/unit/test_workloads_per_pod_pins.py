@@ -16,7 +16,7 @@ from controller.api import kube, names
 from controller.state.planner import per_host_counts
 from controller.workloads.base import Patch, PodSetFlavors, Write, ungate
 from controller.workloads.job import JobAdapter
-from controller.workloads.jobset import JOBSET_NAME_LABEL, JobSetAdapter
+from controller.workloads.jobset import JobSetAdapter
 from controller.workloads.pinning import pinned_host
 from controller.workloads.registry import REGISTRY
 from tests.fakes.workloads import make_job, make_jobset, make_pod
@@ -201,7 +201,7 @@ def test_a_jobset_planned_over_several_nodes_gates_its_templates_until_each_pod_
     raws = [pod(f"{first}-{i}") for i in range(2)]
     for raw in raws:
         raw["metadata"]["labels"][names.JOBSET_REPLICATED_JOB_LABEL] = first
-        raw["metadata"]["labels"][JOBSET_NAME_LABEL] = held["metadata"]["name"]
+        raw["metadata"]["labels"][names.JOBSET_NAME_LABEL] = held["metadata"]["name"]
     writes = adapter.release(support.view(adapter, running), typed(raws), flavors)
     assert hosts_written(raws, writes) == Counter({f"{first}-a": 1, f"{first}-b": 1})
 
@@ -233,7 +233,7 @@ def test_a_jobsets_pods_get_their_pins_as_they_are_ungated_never_through_its_tem
     for raw in raws:
         name = raw["metadata"]["name"].rsplit("-", 1)[0]
         raw["metadata"]["labels"][names.JOBSET_REPLICATED_JOB_LABEL] = name
-        raw["metadata"]["labels"][JOBSET_NAME_LABEL] = held["metadata"]["name"]
+        raw["metadata"]["labels"][names.JOBSET_NAME_LABEL] = held["metadata"]["name"]
     writes = adapter.release(support.view(adapter, running), typed(raws), flavors)
 
     assert hosts_written(raws, writes) == Counter({"h1": 1, "h2": work.count - 1, "h3": 1})
@@ -249,14 +249,14 @@ def test_a_pod_a_jobset_made_gated_for_an_earlier_release_is_released_all_the_sa
     running = support.applied(held, release)
     assert not any(support.gated(t) for t in support.templates(adapter, running))
     stale = pod("workers-0")  # its Job kept the gate of a release before this one
-    stale["metadata"]["labels"][JOBSET_NAME_LABEL] = held["metadata"]["name"]
+    stale["metadata"]["labels"][names.JOBSET_NAME_LABEL] = held["metadata"]["name"]
 
     [write] = adapter.release(support.view(adapter, running), typed([stale]), {})
 
     assert isinstance(write, Patch) and write.name == "workers-0"
 
     other = pod("workers-1")  # a pod of another JobSet's Job
-    other["metadata"]["labels"][JOBSET_NAME_LABEL] = "another"
+    other["metadata"]["labels"][names.JOBSET_NAME_LABEL] = "another"
     assert adapter.release(support.view(adapter, running), typed([other]), {}) == []
 
 

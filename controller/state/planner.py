@@ -131,10 +131,7 @@ def release(
         specs = tuple(flavors[f] for f in dict.fromkeys(chosen.values()))
         levels = next((spec.topology for spec in specs if spec.topology), ())
         hosts, domain = pins(nodes, levels, node_labels, claims_devices=pod_set in claiming)
-        per_host = per_host_counts(placed, pod_set, node_labels) if hosts else {}
-        node_hosts = {
-            node: (node_labels(node) or {}).get(HOSTNAME, node) for node in nodes if per_host
-        }
+        per_host, node_hosts = planned_hosts(placed, pod_set, node_labels) if hosts else ({}, {})
         by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain, per_host, node_hosts)
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
@@ -182,20 +179,22 @@ def pins(
     return hosts, domain
 
 
-def per_host_counts(
+def planned_hosts(
     placement: Sequence[quota.PodPlacement], pod_set: str, node_labels: NodeLabels
-) -> dict[str, int]:
-    """How many of a pod set's pods the plan puts on each host (by the nodes' hostname label;
-    nothing when one of its nodes is unknown or has none)."""
+) -> tuple[dict[str, int], dict[str, str]]:
+    """How many of a pod set's pods the plan puts on each host, and the host (hostname label)
+    of each of its planned nodes; nothing when one of its nodes is unknown or has none."""
     counts: dict[str, int] = {}
+    hosts: dict[str, str] = {}
     for placed in placement:
         if placed.pod_set != pod_set:
             continue
         host = (node_labels(placed.node) or {}).get(HOSTNAME)
         if host is None:
-            return {}
+            return {}, {}
         counts[host] = counts.get(host, 0) + placed.count
-    return counts
+        hosts[placed.node] = host
+    return counts, hosts
 
 
 def still_held(gang: ManagedGang) -> bool:

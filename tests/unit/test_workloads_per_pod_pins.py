@@ -13,7 +13,7 @@ import msgspec
 
 from controller import quota
 from controller.api import kube, names
-from controller.state.planner import per_host_counts
+from controller.state.planner import planned_hosts
 from controller.workloads.base import Patch, PodSetFlavors, Write, ungate
 from controller.workloads.job import JobAdapter
 from controller.workloads.jobset import JobSetAdapter
@@ -111,10 +111,13 @@ def test_the_plans_counts_are_read_per_host_of_each_pod_set() -> None:
         quota.PodPlacement("leader", "n2", 1),
     ]
 
-    assert per_host_counts(placement, "workers", labels.get) == {"h1": 3, "h2": 1}
-    assert per_host_counts(placement, "leader", labels.get) == {"h2": 1}
+    assert planned_hosts(placement, "workers", labels.get) == (
+        {"h1": 3, "h2": 1},
+        {"n1": "h1", "n2": "h2"},
+    )
+    assert planned_hosts(placement, "leader", labels.get) == ({"h2": 1}, {"n2": "h2"})
     unknown = [*placement, quota.PodPlacement("workers", "bare", 1)]
-    assert per_host_counts(unknown, "workers", labels.get) == {}
+    assert planned_hosts(unknown, "workers", labels.get) == ({}, {})
 
 
 # -- a Job ---------------------------------------------------------------------------------------

@@ -468,7 +468,7 @@ class SuspendedAdapter(Registrable):
         for t in held:
             mine = flavors.get(t.pod_set)
             if not self.gated(t) and not t.starts_later and mine is not None:
-                pinned = bool(mine.nodes or mine.domain) if self.PINS_ON_PODS else False
+                pinned = self.PINS_ON_PODS and bool(mine.nodes or mine.domain)
                 ops += _gate_ops(t, gated=pinned or mine.pinned_per_pod)
         value = encoded(kept) if kept else None
         ops += annotation_ops(obj.metadata, TEMPLATES_BEFORE_FLAVORS, value)

@@ -85,6 +85,13 @@ RESOURCE_FLAVORS = Kind(GROUP, VERSION, "resourceflavors", "ResourceFlavor", nam
 COHORTS = Kind(GROUP, VERSION, "cohorts", "Cohort", namespaced=False)
 TOPOLOGIES = Kind(GROUP, VERSION, "topologies", "Topology", namespaced=False)
 WORKLOADS = Kind(GROUP, VERSION, "workloads", "Workload")
+ADMISSION_CHECKS = Kind(GROUP, VERSION, "admissionchecks", "AdmissionCheck", namespaced=False)
+# The cluster-autoscaler's request for a gang's capacity (autoscaling.x-k8s.io, its CRD installed
+# with the autoscaler), and the PodTemplates it names.
+PROVISIONING_REQUESTS = Kind(
+    "autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest"
+)
+POD_TEMPLATES = Kind("", "v1", "podtemplates", "PodTemplate")
 CRDS = Kind(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )

@@ -69,6 +69,8 @@ def controller_reference(kind: Kind, meta: ObjectMeta) -> OwnerReference:
 class Condition(View):
     type: str
     status: str = "Unknown"
+    reason: str = ""
+    message: str = ""
 
 
 class Taint(View):
@@ -594,6 +596,28 @@ class GangObject(View):
     watches it: whether it exists is all it reads."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class ProvisioningRequestStatus(View):
+    conditions: list[Condition] = []
+    provisioning_class_details: dict[str, str] = {}
+
+
+class ProvisioningRequest(View):
+    """An autoscaler's ProvisioningRequest (autoscaling.x-k8s.io/v1): its conditions are all
+    the controller reads."""
+
+    KIND: ClassVar[Kind] = kinds.PROVISIONING_REQUESTS
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: ProvisioningRequestStatus = msgspec.field(default_factory=ProvisioningRequestStatus)
+
+    def condition(self, kind: str) -> Condition | None:
+        return next((c for c in self.status.conditions if c.type == kind), None)
+
+    def is_true(self, kind: str) -> bool:
+        found = self.condition(kind)
+        return found is not None and found.status == "True"
 
 
 class GangPolicy(View):

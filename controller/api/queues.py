@@ -159,6 +159,14 @@ class Preemption(Spec):
     evict_after_seconds: Annotated[int, Field(ge=0)] = defaults.EVICT_AFTER_SECONDS
 
 
+class AdmissionCheckReference(Spec):
+    """An AdmissionCheck the queue's gangs pass before they are released: only gangs admitted
+    on one of `onFlavors` (empty: on any flavor)."""
+
+    name: ObjectName
+    on_flavors: Annotated[list[ObjectName], Field(max_length=16)] = Field(default_factory=list)
+
+
 class ClusterQueueSpec(Spec):
     cohort: ObjectName | None = None
     resource_groups: Annotated[list[ResourceGroup], Field(max_length=16)] = Field(
@@ -176,6 +184,9 @@ class ClusterQueueSpec(Spec):
             " (matchLabels, matchExpressions). Unset: every namespace; {}: every namespace too."
         ),
     )
+    admission_checks: Annotated[list[AdmissionCheckReference], Field(max_length=8)] = Field(
+        default_factory=list
+    )
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> ClusterQueueSpec:
@@ -189,7 +200,14 @@ class ClusterQueueSpec(Spec):
                             " remove borrowingLimit"
                         )
         _unique_flavors_and_resources(self.resource_groups)
+        repeated = duplicates(check.name for check in self.admission_checks)
+        if repeated:
+            raise ValueError(f"admissionChecks: {', '.join(repeated)} listed more than once")
         return self
+
+    def checks_on(self, flavor: str) -> list[str]:
+        """The AdmissionChecks a gang admitted on `flavor` passes, in the listed order."""
+        return [c.name for c in self.admission_checks if not c.on_flavors or flavor in c.on_flavors]
 
     def selects_namespace(self, labels: Mapping[str, str]) -> bool:
         """Whether workloads of a namespace with `labels` may use this queue."""
@@ -371,14 +389,25 @@ class LocalQueue(Resource):
     status: LocalQueueStatus | None = None
 
 
+class NodePoolAutoscaling(Spec):
+    """The flavor's nodes come from a pool an autoscaler grows on request: up to `maxNodes`
+    nodes (those it has now included), each offering `nodeAllocatable`. Gangs of queues with
+    a ProvisioningRequest check on the flavor may be admitted onto nodes still to be made."""
+
+    max_nodes: Annotated[int, Field(ge=0, le=10000)]
+    node_allocatable: Annotated[dict[ResourceName, Quantity], Field(min_length=1, max_length=32)]
+
+
 class ResourceFlavorSpec(Spec):
     """Which nodes a flavor stands for: label selector, taints, tolerations to add to pods, and
-    the Topology its nodes are arranged in (gangs may then ask to be placed in one domain)."""
+    the Topology its nodes are arranged in (gangs may then ask to be placed in one domain);
+    `autoscaling`: the pool its nodes come from grows on request."""
 
     node_labels: Annotated[dict[str, str], Field(max_length=8)] = Field(default_factory=dict)
     node_taints: list[Taint] = Field(default_factory=list)
     tolerations: list[Toleration] = Field(default_factory=list)
     topology_name: ObjectName | None = None
+    autoscaling: NodePoolAutoscaling | None = None
 
 
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"

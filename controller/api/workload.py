@@ -113,6 +113,20 @@ class StartForecast(Lenient):
     basis: Literal["declared", "learned", "default"]
 
 
+class AdmissionCheckState(Lenient):
+    """Where a gang admitted on quota stands with one AdmissionCheck of its ClusterQueue:
+    Pending (its request is being served), Ready, Retry (the request failed; the quota went
+    back and the gang waits out a backoff) or Rejected (out of retries). `request`: the
+    ProvisioningRequest of the current attempt; `retryCount`: failed attempts so far."""
+
+    name: str
+    state: Literal["Pending", "Ready", "Retry", "Rejected"] = "Pending"
+    message: str = ""
+    last_transition_time: str | None = None
+    retry_count: int = 0
+    request: str | None = None
+
+
 class WorkloadStatus(Lenient):
     conditions: list[Condition] = Field(default_factory=list)
     admission: AdmissionRecord | None = None
@@ -122,6 +136,7 @@ class WorkloadStatus(Lenient):
     # the gang is admitted or done.
     position: QueuePosition | None = None
     start_forecast: StartForecast | None = None
+    admission_checks: list[AdmissionCheckState] = Field(default_factory=list)
 
 
 class Workload(Resource):

@@ -588,6 +588,37 @@ class Engine:
             queue.running[name] = moved
         self._freed = True
 
+    def place_on_existing(self, name: str) -> tuple[PodPlacement, ...] | None:
+        """Move admitted gang `name` whole onto nodes that exist (not ones a pool has still to
+        add), keeping its quota and flavors, when it fits there now: its new placement, or None
+        (it stays where it was)."""
+        queue, running = self.running[name]
+        gang = running.info.gang
+        shapes: Shapes = []
+        for i, pod_set in enumerate(gang.pod_sets):
+            chosen = sorted(set(running.flavors.get(pod_set.name, {}).values()))
+            specs = [self._flavors.get(f) for f in chosen]
+            levels = next((s.topology for s in specs if s is not None and s.topology), ())
+            released = flavor_assignment.flavored(pod_set, specs)
+            shapes.append((i, self.index.shape(released, levels), pod_set.count))
+        self.index.release(running.on_nodes())
+        self._bind_ports(running, -1)
+        plan, failure = self._place(shapes)
+        if failure is not None:
+            for ps, node, n in running.plan:
+                self.index.take(node, running.info.shapes[ps][1].request, n)
+            self._bind_ports(running, +1)
+            return None
+        moved = self._running(
+            running.info, running.admitted_at, plan, running.charge, running.flavors
+        )
+        self._bind_ports(moved, +1)
+        self.running[name] = (queue, moved)
+        if queue is not None:
+            queue.running[name] = moved
+        self._freed = True
+        return self._placement_of(moved)
+
     def finish(self, name: str, at: float | None = None) -> None:
         """An admitted gang ended (or lost its admission): give back its quota and nodes. Until
         the next cycle has run, gangs that need that room wait for it rather than evict. `at`:
@@ -681,7 +712,12 @@ class Engine:
             spec = queue.spec
             groups = spec.resource_groups() if spec is not None else ()
             info.options = flavor_assignment.options(
-                info.gang, groups, self._flavors, self.index, known_only=self._require_flavors
+                info.gang,
+                groups,
+                self._flavors,
+                self.index,
+                known_only=self._require_flavors,
+                provisioned=spec.provisioned if spec is not None else frozenset(),
             )
         return info.options
 

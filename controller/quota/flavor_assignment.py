@@ -26,6 +26,7 @@ from controller.quota.snapshot import (
     DEFAULT_FLAVOR,
     FR,
     PODS,
+    PROVISIONABLE_TOLERATION,
     FlavorSpec,
     Gang,
     PodSet,
@@ -134,10 +135,12 @@ def options(
     index: NodeIndex,
     *,
     known_only: bool = False,
+    provisioned: frozenset[str] = frozenset(),
 ) -> list[FlavorOption]:
     """The gang's flavor options in preference order (empty: some pod set can take no flavor
     of a group it needs). `known_only`: a named flavor with no FlavorSpec is never taken (its
-    nodes are unknown)."""
+    nodes are unknown). `provisioned`: flavors whose nodes still to be made the gang may go
+    to."""
     # Per (pod set, group): the flavors it may take, in the group's order.
     slots: list[tuple[int, ResourceGroup, list[str]]] = []
     pods = counts_pods(groups)
@@ -181,7 +184,12 @@ def options(
             if shape is None:
                 specs = [flavors.get(name) for name in chosen_flavors[i]]
                 levels = next((s.topology for s in specs if s is not None and s.topology), ())
-                shape = shape_cache[key] = index.shape(flavored(pod_set, specs), levels)
+                released = flavored(pod_set, specs)
+                if gang.provision and provisioned.intersection(chosen_flavors[i]):
+                    released = replace(
+                        released, tolerations=(*released.tolerations, PROVISIONABLE_TOLERATION)
+                    )
+                shape = shape_cache[key] = index.shape(released, levels)
             shapes.append((i, shape, pod_set.count))
         out.append(FlavorOption(tuple(per_set), charge, shapes))
     return out

@@ -100,6 +100,9 @@ class QueueSpec:
     evict_after: float = 0.0
     groups: tuple[ResourceGroup, ...] = ()
     fungibility: Fungibility = Fungibility()
+    # Flavors whose pools this queue's gangs may be admitted onto before the nodes exist (a
+    # ProvisioningRequest check asks for them).
+    provisioned: frozenset[str] = frozenset()
 
     def resource_groups(self) -> tuple[ResourceGroup, ...]:
         if self.groups:
@@ -157,6 +160,13 @@ class FlavorSpec:
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     topology: tuple[str, ...] = ()
+
+
+# Nodes a flavor's pool can still add carry this taint; pods of a gang whose queue has a
+# provisioning check on that flavor tolerate it in the placement check (never on real nodes).
+PROVISIONABLE = "kohort.dev/provisionable"
+PROVISIONABLE_TAINT = Taint(PROVISIONABLE)
+PROVISIONABLE_TOLERATION = Toleration(PROVISIONABLE, "Exists", "", "NoSchedule")
 
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
@@ -313,6 +323,8 @@ class Gang:
     priority: int = 0
     created: float = 0.0
     max_runtime: float | None = None
+    # False: it may not be admitted onto nodes still to be provisioned (its requests failed).
+    provision: bool = True
 
 
 @dataclass(frozen=True, slots=True)

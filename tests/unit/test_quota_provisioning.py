@@ -77,4 +77,4 @@ def test_a_gang_moves_onto_real_nodes_once_they_fit_it_whole_and_keeps_its_quota
     e.add_pending(gang("late", "q", 1, 8, created=5))
     (late,) = e.cycle(11.0).admissions
     assert [p.node for p in late.placement] == ["~new-a100-0"]  # the real nodes are g's now
-    assert e.queues["q"].state.usage[("a100", GPU)] == 16 * G
+    assert e.queues["q"].state.usage[("a100", GPU)] == 24 * G  # g keeps its 16, late takes 8

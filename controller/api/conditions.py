@@ -55,6 +55,12 @@ class Reason(enum.StrEnum):
     # An admitted gang's release (its PodGroup, its unsuspend) keeps failing; past
     # --release-timeout it is evicted for it.
     RELEASE_FAILED = "ReleaseFailed"
+    # A gang admitted onto nodes its flavor's pool has still to add waits for them; the
+    # request for them failed (the check's Retry and Rejected evict for it); it was released
+    # onto them.
+    PROVISIONING = "Provisioning"
+    ADMISSION_CHECK = "AdmissionCheck"
+    PROVISIONED = "Provisioned"
     FINISHED = "Finished"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"

@@ -32,12 +32,14 @@ from controller.api import common
 from controller.api.conditions import QueueCondition, WorkloadCondition
 from controller.api.names import GROUP, VERSION
 from controller.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
+from controller.api.checks import AdmissionCheck
 from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from controller.api.workload import Workload
 
 Schema = dict[str, Any]
-RESOURCES = (ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload)
+RESOURCES = (AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload)
 SHORT_NAMES = {
+    "AdmissionCheck": ["kac"],
     "ClusterQueue": ["cq"],
     "Cohort": ["coh"],
     "LocalQueue": ["lq"],
@@ -92,6 +94,15 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
     ],
     "ResourceFlavor": [
         {"name": "Topology", "type": "string", "jsonPath": ".spec.topologyName"},
+        {"name": "MaxNodes", "type": "integer", "jsonPath": ".spec.autoscaling.maxNodes"},
+        _AGE,
+    ],
+    "AdmissionCheck": [
+        {
+            "name": "Class",
+            "type": "string",
+            "jsonPath": ".spec.provisioningRequest.provisioningClassName",
+        },
         _AGE,
     ],
     "Topology": [
@@ -326,7 +337,9 @@ def model_schema(model: type[BaseModel]) -> Schema:
 
 
 def crd(
-    resource: type[ClusterQueue | Cohort | LocalQueue | ResourceFlavor | Topology | Workload],
+    resource: type[
+        AdmissionCheck | ClusterQueue | Cohort | LocalQueue | ResourceFlavor | Topology | Workload
+    ],
 ) -> Schema:
     """The CustomResourceDefinition of one kind, as a plain dict ready for YAML or the API."""
     spec_model = resource.model_fields["spec"].annotation

@@ -13,6 +13,7 @@ from typing import Any
 
 from controller.api import kinds, kube
 from controller.api.kinds import Kind
+from controller.api.checks import AdmissionCheck
 from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from controller.api.workload import Workload
 from controller.cluster.clients import Client, decoder
@@ -32,6 +33,8 @@ OPTIONAL = frozenset(
         kinds.VOLCANO_PODGROUPS,
         kinds.COHORTS,
         kinds.TOPOLOGIES,
+        kinds.ADMISSION_CHECKS,
+        kinds.PROVISIONING_REQUESTS,
         kinds.RESOURCE_CLAIM_TEMPLATES,
         kinds.RESOURCE_SLICES,
         kinds.DEVICE_CLASSES,
@@ -54,6 +57,10 @@ def models(registry: Registry, podgroup_kind: Kind | None) -> dict[Kind, type[An
         kinds.RESOURCE_FLAVORS: ResourceFlavor,
         # The levels of a flavor's nodes, for gangs that ask to be placed in one domain.
         kinds.TOPOLOGIES: Topology,
+        # What gangs pass between quota and release, and the autoscaler's answers for those
+        # waiting for new nodes (its CRD comes with the autoscaler).
+        kinds.ADMISSION_CHECKS: AdmissionCheck,
+        kinds.PROVISIONING_REQUESTS: kube.ProvisioningRequest,
         kinds.WORKLOADS: Workload,
         kinds.PODS: kube.Pod,
         kinds.NODES: kube.Node,

@@ -20,6 +20,7 @@ from controller.cluster.clients import JSON_PATCH, MERGE_PATCH, ApiError, Client
 from controller.cluster.informers import Informer
 from controller.state.objects import COMPONENT, as_patch
 from controller.state.steps import (
+    CreateObject,
     CreatePodGroup,
     CreateWorkload,
     DeletePodGroup,
@@ -143,6 +144,12 @@ class Writers:
                     await self._write(
                         kind, api.make(_raw, kind, podgroup, podgroup.metadata.namespace)
                     )
+                except ApiError as err:
+                    if err.status != 409:
+                        raise
+            case CreateObject(kind=kind, namespace=namespace, body=body):
+                try:
+                    await api.make(_raw, kind, body, namespace)
                 except ApiError as err:
                     if err.status != 409:
                         raise

@@ -13,20 +13,22 @@ it), the writes (`planner`, pure functions), the releases that keep failing
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.api import kinds
 from controller.api.conditions import Reason
 from controller.api.kinds import Kind
-from controller.api.times import parse_time
+from controller.api.times import format_time, parse_time
+from controller.api.workload import AdmissionCheckState
 from controller.quota import Pending, PendingCause
 from controller.quota.engine import Engine
 from controller.quota.outcomes import Admission, Decisions, Eviction, EvictionCause
 from controller.settings import Settings
-from controller.state import objects, planner
+from controller.state import objects, planner, provisioning
 from controller.state.forecasts import Forecaster
 from controller.state.gangs import GangIndex, GangKey, ManagedGang, key_of
 from controller.state.gpus import GpuCounts, gpu_counts
@@ -36,7 +38,8 @@ from controller.state.objects import PodGroupSettings
 from controller.state.positions import PositionReport
 from controller.state.releases import ReleaseFailure, ReleaseFailures
 from controller.state.reporter import QueueReport, Reporter, counted, in_local_queue
-from controller.state.steps import FailedWrite, Step
+from controller.state.steps import CreateObject, FailedWrite, Step
+from controller.workloads.base import Delete
 from controller.state.timers import Timers
 from controller.workloads.capabilities import RecordOwner
 from controller.workloads.registry import REGISTRY, Registry
@@ -156,6 +159,16 @@ class ClusterState:
             self.index.workload_changed(old, new)
         elif kind == self.podgroups.kind:
             self.index.podgroup_changed(old, new)
+        elif kind == kinds.PROVISIONING_REQUESTS:
+            meta = (new or old).metadata
+            requests = self.inventory.provisioning_requests
+            if new is None:
+                requests.pop((meta.namespace, meta.name), None)
+            else:
+                requests[(meta.namespace, meta.name)] = new
+            workload = meta.labels.get(provisioning.WORKLOAD_LABEL)
+            if workload:
+                self.index.dirty.add((meta.namespace, workload))
         elif kind == kinds.RESOURCE_CLAIM_TEMPLATES:
             self.index.template_changed(old, new)
             meta = (new or old).metadata
@@ -240,8 +253,21 @@ class ClusterState:
             mirror.take_flavors(inventory.flavor_specs())
         if inventory.nodes_changed:
             inventory.nodes_changed = False
-            mirror.take_nodes(inventory.core_nodes(mirror.admitted))
+            held = mirror.held_new_nodes() if mirror.members else self._recorded_new_nodes()
+            nodes = inventory.core_nodes(mirror.admitted) + inventory.pool_nodes(held)
+            mirror.take_nodes(nodes)
             inventory.dirty_nodes.clear()
+
+    def _recorded_new_nodes(self) -> set[str]:
+        """The nodes still to be added that gangs' records plan them on (before the engine
+        holds any gang: after a start or a reset)."""
+        return {
+            p.node
+            for gang in self.index
+            if gang.reserved and gang.shape is not None
+            for p in gang.placement()
+            if provisioning.is_new(p.node)
+        }
 
     def _restore_recent(self, queues: Iterable[str]) -> None:
         """A ClusterQueue the engine has no recent usage for yet (this controller has just
@@ -386,6 +412,8 @@ class ClusterState:
             )
             self._evictions.append((gang.key, eviction.queue, Reason.PODS_READY_TIMEOUT))
             return self._evict(gang, Reason.PODS_READY_TIMEOUT, eviction.describe(), None, now)
+        if provisioning.waits_for_nodes(gang.placement()):
+            return self._wait_for_nodes(gang, now)
         assigned = gang.admitted_flavors()
         flavors = self.inventory.flavors
         missing = planner.missing_flavors(assigned, flavors)
@@ -409,6 +437,114 @@ class ClusterState:
             return planner.not_released(gang, missing)
         # (released before its flavor was deleted: the flavor's nodes matter no more)
         return steps + planner.started(gang, now)
+
+    def _wait_for_nodes(self, gang: ManagedGang, now: float) -> list[Step]:
+        """A gang admitted onto nodes its flavor's pool has still to add: its
+        ProvisioningRequest made, its check's state recorded as the request's conditions say;
+        a request that failed or expired sends it back to its queue (its quota goes back) for
+        another attempt after a backoff, or, out of attempts, to wait for nodes that exist. It
+        is released once it fits whole on real nodes (`decide`)."""
+        assert gang.shape is not None and gang.workload is not None
+        placement = gang.placement()
+        queue = gang.admitted_in() or ""
+        flavors = sorted(
+            {provisioning.flavor_of_new(p.node) for p in placement if provisioning.is_new(p.node)}
+        )
+        inventory = self.inventory
+        check = provisioning.check_for(
+            inventory.cluster_queues.get(queue), flavors, inventory.admission_checks
+        )
+        if check is None:
+            why = (
+                f"no AdmissionCheck of ClusterQueue {queue} asks for new nodes of flavor(s)"
+                f" {', '.join(flavors)} any more"
+            )
+            return self._evict(gang, Reason.ADMISSION_CHECK, why, None, now)
+        wl = gang.workload
+        before = provisioning.check_state(wl, check.name)
+        retries = before.retry_count if before is not None else 0
+        name = provisioning.request_name(gang.name, check.name, retries + 1)
+        request = inventory.provisioning_requests.get((gang.namespace, name))
+        verdict = provisioning.verdict(request)
+        if verdict.state == "Retry":
+            return self._retry_check(gang, check, name, retries + 1, verdict.message, now)
+        steps: list[Step] = []
+        if request is None:
+            pod_sets = planner.flavored_pod_sets(gang, inventory.flavors)
+            counts = provisioning.pods_on_new_nodes(placement)
+            steps += [
+                CreateObject(kind, gang.namespace, body)
+                for kind, body in provisioning.request_objects(wl, name, check, pod_sets, counts)
+            ]
+        new = provisioning.new_node_count(placement)
+        waiting = (
+            f"waiting for {new} new node(s) of flavor(s) {', '.join(flavors)}: AdmissionCheck"
+            f" {check.name}, ProvisioningRequest {name}: {verdict.message}"
+        )
+        state = AdmissionCheckState(
+            name=check.name,
+            state=verdict.state,
+            message=verdict.message,
+            retry_count=retries,
+            request=name,
+            last_transition_time=(
+                before.last_transition_time
+                if before is not None and before.state == verdict.state
+                else format_time(now)
+            ),
+        )
+        if before != state or (wl.status and wl.status.pending_reason != waiting):
+            steps = planner.waiting_for_nodes(gang, state, waiting, now, created=request is None) + steps
+        return steps
+
+    def _retry_check(
+        self,
+        gang: ManagedGang,
+        check: provisioning.Check,
+        request: str,
+        retries: int,
+        why: str,
+        now: float,
+    ) -> list[Step]:
+        """The request failed: back to the queue after the check's backoff (quota released
+        meanwhile), or, past its limit, rejected: the gang then waits for nodes that exist."""
+        limit = check.settings.retry_strategy.backoff_limit_count
+        rejected = retries > limit
+        delay = 0.0 if rejected else provisioning.backoff(check.settings, retries)
+        if rejected:
+            text = (
+                f"AdmissionCheck {check.name} rejected the gang: ProvisioningRequest {request}"
+                f" failed ({why}) after {retries} attempt(s); it now waits for nodes that exist"
+            )
+        else:
+            text = (
+                f"AdmissionCheck {check.name}: ProvisioningRequest {request} failed ({why});"
+                f" attempt {retries + 1} of {limit + 1} in {delay:.0f}s"
+            )
+        state = AdmissionCheckState(
+            name=check.name,
+            state="Rejected" if rejected else "Retry",
+            message=text,
+            retry_count=retries,
+            request=request,
+            last_transition_time=format_time(now),
+        )
+        log.info("evicting %s: %s", gang.id, text)
+        self._evictions.append((gang.key, gang.admitted_in() or "", Reason.ADMISSION_CHECK))
+        self.reporter.told(gang.key, PendingCause.REQUEUED, now)
+        back = planner.Requeue(float(math.ceil(now + delay)), delay)
+        steps = planner.evict(
+            gang,
+            reason=Reason.ADMISSION_CHECK,
+            why=text,
+            preempted=None,
+            back=back,
+            now=now,
+            podgroups=self.podgroups,
+        )
+        return planner.with_check_state(steps, state) + [
+            Delete(kinds.PROVISIONING_REQUESTS, gang.namespace, request)
+        ]
 
     def _still_failing(self, gang: ManagedGang) -> ReleaseFailure | None:
         """The gang's release failures, while some of it is still held (its failures end once
@@ -459,10 +595,14 @@ class ClusterState:
 
     def decide(self, now: float) -> Decisions:
         """One engine cycle (the engine holds its decisions from now on; the writes come from
-        `plan_*`)."""
+        `plan_*`); first, gangs that waited for new nodes and now fit whole on real ones move
+        there, and are released as admissions onto them."""
+        settled = self.mirror.settle(now)
         decisions, touched = self.mirror.decide(now)
-        for key in touched:
+        for key in [*touched, *(key_of(a.gang) for a in settled)]:
             self._touch_nodes(key)
+        if settled:
+            decisions = replace(decisions, admissions=(*settled, *decisions.admissions))
         return decisions
 
     def plan_evictions(self, evictions: Iterable[Eviction], now: float) -> Work:

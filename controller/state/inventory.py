@@ -7,7 +7,7 @@ or nodes the engine must take in; the gangs to look at again); it decides nothin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -15,9 +15,11 @@ from controller import quota
 from controller.api import kinds, kube
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, parse_quantity
+from controller.api.checks import AdmissionCheck
 from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from controller.quota.snapshot import HostPort
 from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
+from controller.state import provisioning
 from controller.state.gangs import GangIndex, GangKey
 from controller.workloads.base import GangShape
 from controller.workloads.devices import (
@@ -99,6 +101,10 @@ class Inventory:
         self._flavor_objects: dict[str, ResourceFlavor] = {}
         # Each Topology's levels.
         self.topologies: dict[str, tuple[str, ...]] = {}
+        # AdmissionChecks by name, and the ProvisioningRequests of gangs waiting for nodes, by
+        # (namespace, name).
+        self.admission_checks: dict[str, AdmissionCheck] = {}
+        self.provisioning_requests: dict[tuple[str, str], kube.ProvisioningRequest] = {}
         # (namespace, LocalQueue) -> its ClusterQueue, and the object
         self.local_queues: dict[tuple[str, str], str] = {}
         self.local_queue_objects: dict[tuple[str, str], LocalQueue] = {}
@@ -165,8 +171,23 @@ class Inventory:
     ) -> tuple[tuple[quota.QueueSpec, ...], tuple[quota.CohortSpec, ...]]:
         """The core's view of these queues and cohorts, in name order."""
         return (
-            tuple(queue_spec(self.cluster_queues[n]) for n in sorted(queues)),
+            tuple(self._queue_spec(self.cluster_queues[n]) for n in sorted(queues)),
             tuple(cohort_spec(self.cohorts[n]) for n in sorted(cohorts)),
+        )
+
+    def _queue_spec(self, cq: ClusterQueue) -> quota.QueueSpec:
+        spec = queue_spec(cq)
+        if not cq.spec.admission_checks:
+            return spec
+        grown = provisioning.provisioned_flavors(
+            cq, self.admission_checks, self._flavor_objects
+        )
+        return replace(spec, provisioned=grown) if grown else spec
+
+    def pool_nodes(self, held: Iterable[str]) -> list[quota.Node]:
+        """The nodes autoscaled flavors' pools can still add (see provisioning.pool_nodes)."""
+        return provisioning.pool_nodes(
+            self._flavor_objects.values(), self._labels_of.values(), held
         )
 
     def node_labels(self, node: str) -> Mapping[str, str] | None:
@@ -230,6 +251,10 @@ class Inventory:
                 self.queues_changed = True
         elif kind == kinds.RESOURCE_FLAVORS:
             self._flavor_changed(old, new)
+        elif kind == kinds.ADMISSION_CHECKS:
+            _keep(self.admission_checks, old, new, new)
+            if old is None or new is None or old.spec != new.spec:
+                self.queues_changed = True
         elif kind == kinds.TOPOLOGIES:
             self._topology_changed(old, new)
         elif kind == kinds.LOCAL_QUEUES:
@@ -318,6 +343,10 @@ class Inventory:
     def _flavor_changed(self, old: Any, new: Any) -> None:
         _keep(self._flavor_objects, old, new, new)
         self._take_flavor((new or old).metadata.name)
+        before = old.spec.autoscaling if old is not None else None
+        after = new.spec.autoscaling if new is not None else None
+        if before != after:  # the nodes its pool can add, and the queues that may use them
+            self.nodes_changed = self.queues_changed = True
 
     def _take_flavor(self, name: str) -> None:
         """The core's view of flavor `name` (as its object and its Topology are now)."""

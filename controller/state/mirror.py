@@ -18,6 +18,7 @@ from controller.quota import Pending, PendingCause
 from controller.quota.engine import Engine
 from controller.quota.outcomes import Decisions
 from controller.quota.snapshot import HostPort
+from controller.state import provisioning
 from controller.state.gangs import GangKey, ManagedGang, id_of, key_of
 from controller.state.inventory import Inventory
 
@@ -56,6 +57,7 @@ def core_gang(gang: ManagedGang, queue: str) -> quota.Gang:
         priority=gang.workload.spec.priority,
         created=gang.created(),
         max_runtime=gang.max_runtime(),
+        provision=not provisioning.rejected(gang.workload),
     )
 
 
@@ -129,6 +131,8 @@ class EngineMirror:
         self._core = core
         self.engine = Engine((), (), core, require_flavors=True)
         self.members: dict[GangKey, Member] = {}
+        # Admitted gangs planned (in part) on nodes a pool has still to add.
+        self.waiting_for_nodes: set[GangKey] = set()
         self._specs: tuple[tuple[quota.QueueSpec, ...], tuple[quota.CohortSpec, ...]] = ((), ())
         self._flavor_specs: tuple[quota.FlavorSpec, ...] = ()
 
@@ -136,6 +140,7 @@ class EngineMirror:
         """Forget everything: the next `follow`s build it again from the records."""
         self.engine = Engine((), (), self._core, require_flavors=True)
         self.members.clear()
+        self.waiting_for_nodes.clear()
         self._specs, self._flavor_specs = ((), ()), ()
 
     # -- reading ----------------------------------------------------------------------------
@@ -247,3 +252,44 @@ class EngineMirror:
             self.members.pop(key, None)
         else:
             self.members[key] = member
+        if member is not None and provisioning.waits_for_nodes(member.placement):
+            self.waiting_for_nodes.add(key)
+        else:
+            self.waiting_for_nodes.discard(key)
+
+    def held_new_nodes(self) -> set[str]:
+        """The nodes still to be added that admitted gangs are planned on."""
+        return {
+            p.node
+            for key in self.waiting_for_nodes
+            for p in self.members[key].placement
+            if provisioning.is_new(p.node)
+        }
+
+    def settle(self, now: float) -> list[quota.Admission]:
+        """Gangs planned on nodes still to be added that now fit whole on real nodes, moved
+        there: each as an admission onto its new placement (its quota and flavors as before)."""
+        settled: list[quota.Admission] = []
+        recorded_at = parse_time(format_time(now)) or now
+        for key in sorted(self.waiting_for_nodes):
+            member = self.members[key]
+            assert member.gang is not None and member.queue is not None
+            placement = self.engine.place_on_existing(id_of(key))
+            if placement is None:
+                continue
+            admission = quota.Admission(
+                member.gang.name, member.queue, placement, flavors=member.flavors
+            )
+            self._set(
+                key,
+                Member(
+                    "admitted",
+                    member.queue,
+                    member.gang,
+                    recorded_at,
+                    _recorded_placement(admission, member.gang),
+                    flavors=member.flavors,
+                ),
+            )
+            settled.append(admission)
+        return settled

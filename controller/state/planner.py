@@ -10,16 +10,25 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller import quota
 from controller.api import names
-from controller.api.conditions import Reason
+from controller.api.conditions import Reason, WorkloadCondition, set_condition
+from controller.api.times import format_time
+from controller.api.workload import AdmissionCheckState
 from controller.quota import Admission, Pending, PendingCause
-from controller.state import objects
+from controller.quota import flavor_assignment
+from controller.state import objects, provisioning
 from controller.state.gangs import ManagedGang
 from controller.state.objects import EvictionRecord, PodGroupSettings
-from controller.state.steps import CreateWorkload, DeletePodGroup, DeleteWorkload, Step
+from controller.state.steps import (
+    CreateWorkload,
+    DeletePodGroup,
+    DeleteWorkload,
+    Step,
+    WriteWorkloadStatus,
+)
 from controller.workloads.base import Delete, Finished, PodSetFlavors
 
 log = logging.getLogger("kohort.state")
@@ -217,6 +226,49 @@ def not_released(gang: ManagedGang, missing: list[str]) -> list[Step]:
     ]
 
 
+def flavored_pod_sets(
+    gang: ManagedGang, flavors: Mapping[str, quota.FlavorSpec]
+) -> list[quota.PodSet]:
+    """The gang's pod sets as they will be released on their admitted flavors (the flavors'
+    node labels and tolerations added)."""
+    assert gang.shape is not None
+    given = gang.admitted_flavors()
+    out = []
+    for pod_set in gang.shape.pod_sets:
+        names_ = sorted(set(given.get(pod_set.name, {}).values()))
+        specs = [flavors.get(name) for name in names_]
+        out.append(flavor_assignment.flavored(pod_set, specs))
+    return out
+
+
+def waiting_for_nodes(
+    gang: ManagedGang, state: AdmissionCheckState, waiting: str, now: float, *, created: bool
+) -> list[Step]:
+    """A gang that holds its quota and waits for new nodes: Admitted False (reason
+    Provisioning), its check's state, why it waits; an Event when its request is made."""
+    status = objects.released_status(gang, waiting)
+    status.conditions = set_condition(
+        status.conditions, WorkloadCondition.ADMITTED, False, Reason.PROVISIONING, waiting, now
+    )
+    status.admission_checks = provisioning.with_state(status.admission_checks, state)
+    steps: list[Step] = [objects.status_write(gang, status)]
+    if created:
+        steps.append(objects.event(gang, Reason.PROVISIONING, waiting))
+    return steps
+
+
+def with_check_state(steps: list[Step], state: AdmissionCheckState) -> list[Step]:
+    """`steps` with the check's state added to the Workload status they write."""
+    out: list[Step] = []
+    for step in steps:
+        if isinstance(step, WriteWorkloadStatus):
+            status = step.status.model_copy(deep=True)
+            status.admission_checks = provisioning.with_state(status.admission_checks, state)
+            step = replace(step, status=status)
+        out.append(step)
+    return out
+
+
 def release_failing(gang: ManagedGang, text: str) -> list[Step]:
     """An admitted gang whose release keeps failing: its Workload says why, with a Warning
     Event, each time what it says changes."""
@@ -356,6 +408,20 @@ def admission(
     record: list[Step] = [objects.status_write(gang, status)]
     releasing: list[Step] = []
     missing = missing_flavors(decided.flavors, flavors)
+    if provisioning.waits_for_nodes(decided.placement):
+        new = provisioning.new_node_count(decided.placement)
+        text = f"quota reserved; waiting for {new} new node(s) to be provisioned"
+        status.pending_reason = text
+        status.conditions = set_condition(
+            status.conditions, WorkloadCondition.ADMITTED, False, Reason.PROVISIONING, text, now
+        )
+        message = f"Quota reserved by ClusterQueue {decided.queue}: {decided.describe()}; {text}"
+        record.append(objects.event(gang, Reason.QUOTA_RESERVED, message))
+        return AdmissionWrites(record, [], [])
+    for check in status.admission_checks:
+        if check.state == "Pending":  # (it waited for new nodes, and fits on real ones now)
+            check.state, check.message = "Ready", "placed on nodes that exist"
+            check.last_transition_time = format_time(now)
     if missing:
         status.pending_reason = objects.missing_flavors(missing)
     else:

@@ -7,6 +7,7 @@ concurrently. A step names everything its write needs, so carrying it out decide
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from controller.api import kube
 from controller.api.conditions import Reason
@@ -62,6 +63,16 @@ class DeletePodGroup:
 
 
 @dataclass(frozen=True)
+class CreateObject:
+    """Create an object kohort made up (a ProvisioningRequest, its PodTemplates); one that
+    exists already is left as it is."""
+
+    kind: Kind
+    namespace: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class RecordEvent:
     """An Event about one object."""
 
@@ -98,6 +109,7 @@ Step = (
     | DeleteWorkload
     | CreatePodGroup
     | DeletePodGroup
+    | CreateObject
     | RecordEvent
     | WriteQueueStatus
     | WriteLocalQueueStatus

@@ -1,0 +1,310 @@
+"""Gangs admitted onto nodes an autoscaled pool has still to add: the nodes the placement check
+may count, the ProvisioningRequest that asks for them, and what its conditions mean.
+
+Rule: pure functions of the API objects. A pool's nodes still to be made are named
+`~new-<flavor>-<i>` (no node can be named so); a gang whose recorded placement names one waits
+for its request, holding its quota, and is released only once it fits whole on real nodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from controller import quota
+from controller.api import kinds, kube
+from controller.api.checks import AdmissionCheck, ProvisioningRequestCheck
+from controller.api.quantity import QuantityError, format_quantity, parse_quantity
+from controller.api.queues import ClusterQueue, ResourceFlavor
+from controller.api.workload import AdmissionCheckState, Workload
+from controller.quota.snapshot import PROVISIONABLE_TAINT
+from controller.workloads.pod_rules import NODE_NAME_KEY
+from controller.workloads.taints import repelling_taints, view_toleration
+
+PREFIX = "~new-"
+HOSTNAME = "kubernetes.io/hostname"
+# The label that ties a ProvisioningRequest (and its PodTemplates) to its gang's Workload.
+WORKLOAD_LABEL = "kohort.dev/workload"
+# What the autoscaler reads on the pods of a provisioned gang (the annotation names the request
+# whose capacity they take), and what keeps it from draining a running gang's node.
+CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
+CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+MAX_NAME = 253
+
+
+def is_new(node: str) -> bool:
+    """Whether `node` names a node a pool has still to add."""
+    return node.startswith(PREFIX)
+
+
+def flavor_of_new(node: str) -> str:
+    """The flavor of a node still to be added (`~new-<flavor>-<i>`)."""
+    return node[len(PREFIX) :].rsplit("-", 1)[0]
+
+
+def waits_for_nodes(placement: Iterable[quota.PodPlacement]) -> bool:
+    return any(is_new(p.node) for p in placement)
+
+
+def _allocatable(amounts: Mapping[str, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for resource, amount in amounts.items():
+        try:
+            out[resource] = parse_quantity(amount)
+        except QuantityError:
+            out[resource] = 0
+    return out
+
+
+def _in_pool(flavor: ResourceFlavor, labels: Mapping[str, str]) -> bool:
+    wanted = flavor.spec.node_labels
+    return bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
+
+
+def pool_nodes(
+    flavors: Iterable[ResourceFlavor],
+    node_labels: Iterable[Mapping[str, str]],
+    held: Iterable[str],
+) -> list[quota.Node]:
+    """The nodes each autoscaled flavor's pool can still add: its maxNodes less the nodes it
+    has (matching the flavor's nodeLabels, Ready or not) and less those admitted gangs hold;
+    the ones held are always among them (their gangs keep their place until they move)."""
+    labels = list(node_labels)
+    held_names = set(held)
+    out: list[quota.Node] = []
+    for flavor in flavors:
+        scaling = flavor.spec.autoscaling
+        if scaling is None:
+            continue
+        name = flavor.metadata.name
+        have = sum(1 for node in labels if _in_pool(flavor, node))
+        mine = sorted(n for n in held_names if is_new(n) and flavor_of_new(n) == name)
+        room = max(0, scaling.max_nodes - have - len(mine))
+        names = list(mine)
+        i = 0
+        while room > 0:
+            candidate = f"{PREFIX}{name}-{i}"
+            if candidate not in held_names:
+                names.append(candidate)
+                room -= 1
+            i += 1
+        taints = (*repelling_taints(flavor.spec.node_taints), PROVISIONABLE_TAINT)
+        allocatable = _allocatable(scaling.node_allocatable)
+        for node in names:
+            out.append(
+                quota.Node(
+                    name=node,
+                    allocatable=allocatable,
+                    labels={**flavor.spec.node_labels, HOSTNAME: node, NODE_NAME_KEY: node},
+                    taints=taints,
+                )
+            )
+    return out
+
+
+def provisioned_flavors(
+    cq: ClusterQueue, checks: Mapping[str, AdmissionCheck], flavors: Mapping[str, ResourceFlavor]
+) -> frozenset[str]:
+    """The queue's flavors whose pools a ProvisioningRequest check of the queue may grow."""
+    out: set[str] = set()
+    for group in cq.spec.resource_groups:
+        for flavor in group.flavors:
+            found = flavors.get(flavor.name)
+            if found is None or found.spec.autoscaling is None:
+                continue
+            if any(name in checks for name in cq.spec.checks_on(flavor.name)):
+                out.add(flavor.name)
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Check:
+    """The provisioning check a waiting gang passes: its name and settings."""
+
+    name: str
+    settings: ProvisioningRequestCheck
+
+
+def check_for(
+    cq: ClusterQueue | None, flavors: Iterable[str], checks: Mapping[str, AdmissionCheck]
+) -> Check | None:
+    """The first ProvisioningRequest check the queue lists for one of `flavors`."""
+    if cq is None:
+        return None
+    for flavor in flavors:
+        for name in cq.spec.checks_on(flavor):
+            found = checks.get(name)
+            if found is not None:
+                return Check(name, found.spec.provisioning_request)
+    return None
+
+
+def request_name(workload: str, check: str, attempt: int) -> str:
+    """`<workload>-<check>-<attempt>`, shortened with a hash when too long for a name."""
+    name = f"{workload}-{check}-{attempt}"
+    if len(name) <= MAX_NAME - 16:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[: MAX_NAME - 32]}-{digest}"
+
+
+def pods_on_new_nodes(placement: Iterable[quota.PodPlacement]) -> dict[str, int]:
+    """Per pod set, how many of its pods are planned on nodes still to be added."""
+    counts: dict[str, int] = {}
+    for p in placement:
+        if is_new(p.node):
+            counts[p.pod_set] = counts.get(p.pod_set, 0) + p.count
+    return counts
+
+
+def new_node_count(placement: Iterable[quota.PodPlacement]) -> int:
+    return len({p.node for p in placement if is_new(p.node)})
+
+
+def _owner(workload: Workload) -> dict[str, Any]:
+    return {
+        "apiVersion": workload.api_version,
+        "kind": "Workload",
+        "name": workload.metadata.name,
+        "uid": workload.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": False,
+    }
+
+
+def request_objects(
+    workload: Workload,
+    name: str,
+    check: Check,
+    pod_sets: Sequence[quota.PodSet],
+    counts: Mapping[str, int],
+) -> list[tuple[kinds.Kind, dict[str, Any]]]:
+    """The PodTemplates (one per pod set with pods on new nodes: what one pod asks of a node)
+    and the ProvisioningRequest for `counts` of them, owned by the gang's Workload."""
+    namespace = workload.metadata.namespace
+    meta_labels = {WORKLOAD_LABEL: workload.metadata.name}
+    objects: list[tuple[kinds.Kind, dict[str, Any]]] = []
+    refs: list[dict[str, Any]] = []
+    for pod_set in pod_sets:
+        count = counts.get(pod_set.name, 0)
+        if count <= 0:
+            continue
+        template = f"{name}-{pod_set.name}"[:MAX_NAME]
+        requests = {r: format_quantity(a) for r, a in sorted(pod_set.requests.items()) if a > 0}
+        spec: dict[str, Any] = {
+            "containers": [
+                {"name": "main", "image": "registry.k8s.io/pause", "resources": {"requests": requests}}
+            ],
+        }
+        if pod_set.node_selector:
+            spec["nodeSelector"] = dict(pod_set.node_selector)
+        if pod_set.tolerations:
+            spec["tolerations"] = [
+                _toleration(t) for t in pod_set.tolerations if t.key != PROVISIONABLE_TAINT.key
+            ]
+        objects.append(
+            (
+                kinds.POD_TEMPLATES,
+                {
+                    "apiVersion": "v1",
+                    "kind": "PodTemplate",
+                    "metadata": {
+                        "name": template,
+                        "namespace": namespace,
+                        "labels": meta_labels,
+                        "ownerReferences": [_owner(workload)],
+                    },
+                    "template": {"metadata": {"labels": meta_labels}, "spec": spec},
+                },
+            )
+        )
+        refs.append({"podTemplateRef": {"name": template}, "count": count})
+    body: dict[str, Any] = {
+        "apiVersion": kinds.PROVISIONING_REQUESTS.api_version,
+        "kind": "ProvisioningRequest",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": meta_labels,
+            "ownerReferences": [_owner(workload)],
+        },
+        "spec": {
+            "provisioningClassName": check.settings.provisioning_class_name,
+            "podSets": refs,
+        },
+    }
+    if check.settings.parameters:
+        body["spec"]["parameters"] = dict(check.settings.parameters)
+    objects.append((kinds.PROVISIONING_REQUESTS, body))
+    return objects
+
+
+def _toleration(toleration: quota.Toleration) -> Any:
+    return msgspec.to_builtins(view_toleration(toleration))
+
+
+State = Literal["Pending", "Ready", "Retry", "Rejected"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a request's conditions say of the check: its state and why."""
+
+    state: State
+    message: str
+
+
+def verdict(request: kube.ProvisioningRequest | None) -> Verdict:
+    """The check's state from its request's conditions (the autoscaler's mapping: Provisioned
+    is Ready; Failed, BookingExpired and CapacityRevoked before the gang is released call for
+    another attempt)."""
+    if request is None:
+        return Verdict("Pending", "its ProvisioningRequest is being created")
+    for kind in ("CapacityRevoked", "BookingExpired", "Failed"):
+        found = request.condition(kind)
+        if found is not None and found.status == "True":
+            text = found.message or found.reason or kind
+            return Verdict("Retry", f"{kind}: {text}")
+    provisioned = request.condition("Provisioned")
+    if provisioned is not None and provisioned.status == "True":
+        return Verdict("Ready", provisioned.message or "capacity provisioned")
+    accepted = request.condition("Accepted")
+    if provisioned is not None and provisioned.message:
+        return Verdict("Pending", provisioned.message)
+    if accepted is not None and accepted.status == "True":
+        return Verdict("Pending", accepted.message or "accepted by the autoscaler")
+    return Verdict("Pending", "waiting for the autoscaler to accept it")
+
+
+def check_state(workload: Workload | None, name: str) -> AdmissionCheckState | None:
+    status = workload.status if workload else None
+    if status is None:
+        return None
+    return next((c for c in status.admission_checks if c.name == name), None)
+
+
+def rejected(workload: Workload | None) -> bool:
+    """Whether one of the gang's checks ran out of retries (it then waits for real nodes)."""
+    status = workload.status if workload else None
+    return status is not None and any(c.state == "Rejected" for c in status.admission_checks)
+
+
+def with_state(
+    states: Sequence[AdmissionCheckState], new: AdmissionCheckState
+) -> list[AdmissionCheckState]:
+    """`states` with the one of `new.name` replaced (or added)."""
+    kept = [s for s in states if s.name != new.name]
+    return [*kept, new]
+
+
+def backoff(settings: ProvisioningRequestCheck, retries: int) -> float:
+    """Seconds before attempt `retries + 1`: base doubling with each failed attempt, capped."""
+    strategy = settings.retry_strategy
+    return float(
+        min(strategy.backoff_max_seconds, strategy.backoff_base_seconds * 2 ** max(0, retries - 1))
+    )

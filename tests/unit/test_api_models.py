@@ -235,7 +235,8 @@ def test_generated_crds_are_structural() -> None:
 
     crds = all_crds()
     assert [c["spec"]["names"]["kind"] for c in crds] == [
-        "ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Topology", "Workload"
+        "AdmissionCheck", "ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Topology",
+        "Workload",
     ]  # fmt: skip
     for c in crds:
         root = c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

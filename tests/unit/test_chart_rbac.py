@@ -20,7 +20,14 @@ READ = ("get", "list", "watch")
 CONTROLLER_NEEDS: set[Permission] = {
     *(
         ("kohort.dev", r, v)
-        for r in ("clusterqueues", "cohorts", "localqueues", "resourceflavors", "topologies")
+        for r in (
+            "admissionchecks",
+            "clusterqueues",
+            "cohorts",
+            "localqueues",
+            "resourceflavors",
+            "topologies",
+        )
         for v in READ
     ),
     ("kohort.dev", "clusterqueues/status", "patch"),
@@ -49,6 +56,9 @@ CONTROLLER_NEEDS: set[Permission] = {
     *(("scheduling.volcano.sh", "podgroups", v) for v in (*READ, "create", "delete")),
     ("scheduling.volcano.sh", "queues", "get"),
     ("scheduling.volcano.sh", "queues", "create"),
+    # Autoscaled pools: a gang's ProvisioningRequest and its PodTemplates.
+    *(("autoscaling.x-k8s.io", "provisioningrequests", v) for v in (*READ, "create", "delete")),
+    ("", "podtemplates", "create"),
     ("", "events", "create"),
 }
 LEADER_ELECTION_NEEDS: set[Permission] = {

@@ -29,10 +29,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from controller.api import common
+from controller.api.checks import AdmissionCheck
 from controller.api.conditions import QueueCondition, WorkloadCondition
 from controller.api.names import GROUP, VERSION
 from controller.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN, QUANTITY_PATTERN
-from controller.api.checks import AdmissionCheck
 from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from controller.api.workload import Workload
 

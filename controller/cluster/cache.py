@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.api import kinds, kube
-from controller.api.kinds import Kind
 from controller.api.checks import AdmissionCheck
+from controller.api.kinds import Kind
 from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from controller.api.workload import Workload
 from controller.cluster.clients import Client, decoder

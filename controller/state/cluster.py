@@ -39,8 +39,8 @@ from controller.state.positions import PositionReport
 from controller.state.releases import ReleaseFailure, ReleaseFailures
 from controller.state.reporter import QueueReport, Reporter, counted, in_local_queue
 from controller.state.steps import CreateObject, FailedWrite, Step
-from controller.workloads.base import Delete
 from controller.state.timers import Timers
+from controller.workloads.base import Delete
 from controller.workloads.capabilities import RecordOwner
 from controller.workloads.registry import REGISTRY, Registry
 from controller.workloads.standalone import STANDALONE
@@ -494,7 +494,8 @@ class ClusterState:
             ),
         )
         if before != state or (wl.status and wl.status.pending_reason != waiting):
-            steps = planner.waiting_for_nodes(gang, state, waiting, now, created=request is None) + steps
+            told = planner.waiting_for_nodes(gang, state, waiting, now, created=request is None)
+            steps = [*told, *steps]
         return steps
 
     def _retry_check(
@@ -542,9 +543,8 @@ class ClusterState:
             now=now,
             podgroups=self.podgroups,
         )
-        return planner.with_check_state(steps, state) + [
-            Delete(kinds.PROVISIONING_REQUESTS, gang.namespace, request)
-        ]
+        gone = Delete(kinds.PROVISIONING_REQUESTS, gang.namespace, request)
+        return [*planner.with_check_state(steps, state), gone]
 
     def _still_failing(self, gang: ManagedGang) -> ReleaseFailure | None:
         """The gang's release failures, while some of it is still held (its failures end once

@@ -13,13 +13,13 @@ from typing import Any
 
 from controller import quota
 from controller.api import kinds, kube
+from controller.api.checks import AdmissionCheck
 from controller.api.kinds import Kind
 from controller.api.quantity import QuantityError, parse_quantity
-from controller.api.checks import AdmissionCheck
 from controller.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from controller.quota.snapshot import HostPort
-from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
 from controller.state import provisioning
+from controller.state.cohorts import cohort_spec, flavor_spec, queue_spec, tree_of, trees_used
 from controller.state.gangs import GangIndex, GangKey
 from controller.workloads.base import GangShape
 from controller.workloads.devices import (
@@ -179,9 +179,7 @@ class Inventory:
         spec = queue_spec(cq)
         if not cq.spec.admission_checks:
             return spec
-        grown = provisioning.provisioned_flavors(
-            cq, self.admission_checks, self._flavor_objects
-        )
+        grown = provisioning.provisioned_flavors(cq, self.admission_checks, self._flavor_objects)
         return replace(spec, provisioned=grown) if grown else spec
 
     def pool_nodes(self, held: Iterable[str]) -> list[quota.Node]:

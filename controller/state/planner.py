@@ -17,8 +17,7 @@ from controller.api import names
 from controller.api.conditions import Reason, WorkloadCondition, set_condition
 from controller.api.times import format_time
 from controller.api.workload import AdmissionCheckState
-from controller.quota import Admission, Pending, PendingCause
-from controller.quota import flavor_assignment
+from controller.quota import Admission, Pending, PendingCause, flavor_assignment
 from controller.state import objects, provisioning
 from controller.state.gangs import ManagedGang
 from controller.state.objects import EvictionRecord, PodGroupSettings

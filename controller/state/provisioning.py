@@ -196,11 +196,8 @@ def request_objects(
             continue
         template = f"{name}-{pod_set.name}"[:MAX_NAME]
         requests = {r: format_quantity(a) for r, a in sorted(pod_set.requests.items()) if a > 0}
-        spec: dict[str, Any] = {
-            "containers": [
-                {"name": "main", "image": "registry.k8s.io/pause", "resources": {"requests": requests}}
-            ],
-        }
+        container = {"name": "main", "image": "pause", "resources": {"requests": requests}}
+        spec: dict[str, Any] = {"containers": [container]}
         if pod_set.node_selector:
             spec["nodeSelector"] = dict(pod_set.node_selector)
         if pod_set.tolerations:

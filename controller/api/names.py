@@ -65,6 +65,9 @@ SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kohort.dev/podset-slice-required-to
 SLICE_SIZE_ANNOTATION: Final = "kohort.dev/podset-slice-size"
 # The most a Job runs, in seconds, as its user declares it (start-time forecasts read it; a Job's
 # own spec.activeDeadlineSeconds says the same).
+# The cluster-autoscaler never drains a node for a pod that carries it "false": a gang's pods
+# carry it, since losing one pod stops the whole gang (finished pods hold no node).
+SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 MAX_RUNTIME_ANNOTATION: Final = "kohort.dev/max-runtime-seconds"
 # Kueue's keys of the same meanings, read too (kohort's win when both are set), so that a
 # manifest written for Kueue is placed alike unchanged.

@@ -29,11 +29,6 @@ PREFIX = "~new-"
 HOSTNAME = "kubernetes.io/hostname"
 # The label that ties a ProvisioningRequest (and its PodTemplates) to its gang's Workload.
 WORKLOAD_LABEL = "kohort.dev/workload"
-# What the autoscaler reads on the pods of a provisioned gang (the annotation names the request
-# whose capacity they take), and what keeps it from draining a running gang's node.
-CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
-CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
-SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 MAX_NAME = 253
 
 

@@ -415,14 +415,15 @@ def pod_template_fields(
     """
     spec = _member(template, "spec")
     wanted_labels = {names.QUEUE_LABEL: mutation.queue, names.MANAGED_LABEL: names.MANAGED_VALUE}
-    wanted_metadata: JSONDict = {"labels": wanted_labels}
+    annotations: JSONDict = {names.SAFE_TO_EVICT_ANNOTATION: "false"}
+    wanted_metadata: JSONDict = {"labels": wanted_labels, "annotations": annotations}
     if gang is not None:
         # Always the gang of this object: a template copied from another workload names the
         # other's gang, which its pods must not join.
         wanted_labels[names.POD_GROUP_LABEL] = gang
         backend = mutation.placement.backend
         if backend is Backend.VOLCANO:
-            wanted_metadata["annotations"] = {names.VOLCANO_GROUP_ANNOTATION: gang}
+            annotations[names.VOLCANO_GROUP_ANNOTATION] = gang
         if backend is Backend.COSCHEDULING:
             wanted_labels[names.COSCHEDULING_GROUP_LABEL] = gang
     fields: JSONDict = {"metadata": wanted_metadata}

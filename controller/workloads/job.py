@@ -182,7 +182,7 @@ class JobAdapter(Registrable):
             names.MANAGED_LABEL: names.MANAGED_VALUE,
             names.POD_GROUP_LABEL: gang,
         }
-        wanted_annotations: dict[str, str] = {}
+        wanted_annotations: dict[str, str] = {names.SAFE_TO_EVICT_ANNOTATION: "false"}
         backend = placement.backend
         if backend is Backend.VOLCANO:
             wanted_annotations[names.VOLCANO_GROUP_ANNOTATION] = gang

@@ -51,7 +51,10 @@ def test_missing_maps_are_added_whole_in_one_operation() -> None:
     ops = patch_of(mutate(make_review(make_job()), SETTINGS))
     [metadata] = [op for op in ops if op["path"] == "/spec/template/metadata"]
     assert metadata["value"]["labels"][names.QUEUE_LABEL] == "research"
-    assert metadata["value"]["annotations"] == {names.VOLCANO_GROUP_ANNOTATION: "job-train"}
+    assert metadata["value"]["annotations"] == {
+        names.SAFE_TO_EVICT_ANNOTATION: "false",  # the autoscaler never drains a gang's node
+        names.VOLCANO_GROUP_ANNOTATION: "job-train",
+    }
     assert len(ops) == 3  # template metadata with labels and annotations, schedulerName, suspend
 
 

@@ -195,7 +195,8 @@ class Pending:
     # REQUEUED: when it goes back in the queue (seconds) and why it was evicted.
     until: float | None = None
     eviction: str | None = None
-    # INCOMPLETE, DEVICES: what is missing or wrong.
+    # INCOMPLETE, DEVICES: what is missing or wrong; NO_NODE_FITS, NEVER_FITS: the nodes
+    # autoscaled pools can still add, when they were counted.
     detail: str | None = None
     # Nodes the starvation guard holds free for this gang.
     held_nodes: tuple[str, ...] = ()
@@ -214,7 +215,8 @@ class Pending:
         if cause is PendingCause.QUOTA and self.quota is not None:
             return "Waiting for quota: " + self.quota.describe()
         if cause is PendingCause.NO_NODE_FITS and self.placement is not None:
-            return "Quota ok but no node fits: " + self.placement.describe()
+            text = "Quota ok but no node fits: " + self.placement.describe()
+            return f"{text} ({self.detail})" if self.detail else text
         if cause is PendingCause.STRICT_FIFO and self.blocker is not None:
             why = self.blocker.describe()
             return f"StrictFIFO: waiting behind {self.behind} ({why[:1].lower()}{why[1:]})"
@@ -252,7 +254,8 @@ class Pending:
         if cause in PERMANENT and self.ceiling is not None:
             return "Inadmissible: " + self.ceiling.describe()
         if cause is PendingCause.NEVER_FITS and self.placement is not None:
-            return "Inadmissible: " + self.placement.describe()
+            text = "Inadmissible: " + self.placement.describe()
+            return f"{text} ({self.detail})" if self.detail else text
         if cause is PendingCause.NAMESPACE_NOT_SELECTED:
             return (
                 f"Inadmissible: ClusterQueue {self.queue} does not admit workloads from namespace"

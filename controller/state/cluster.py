@@ -46,6 +46,7 @@ from controller.workloads.registry import REGISTRY, Registry
 from controller.workloads.standalone import STANDALONE
 
 log = logging.getLogger("kohort.state")
+_NODE_CAUSES = frozenset({PendingCause.NO_NODE_FITS, PendingCause.NEVER_FITS})
 
 Work = dict[GangKey, list[Step]]
 
@@ -306,6 +307,7 @@ class ClusterState:
         why = want.member.why
         if why is None and want.member.state == "pending":
             why = self.mirror.reason(gang)
+            why = self._with_pools(want.member.queue, why)
         if why is not None:
             report = self.reporter.pending(gang, why, now)
             if report:
@@ -658,8 +660,21 @@ class ClusterState:
             if gang is None or gang.finished is not None:
                 work[key_of(gang_id)] = []
             else:
-                work[gang.key] = self.reporter.pending(gang, why, now)
+                member = self.mirror.members.get(gang.key)
+                told = self._with_pools(member.queue if member else None, why) or why
+                work[gang.key] = self.reporter.pending(gang, told, now)
         return work
+
+    def _with_pools(self, queue: str | None, why: Pending | None) -> Pending | None:
+        """`why` a gang does not fit on nodes, saying which autoscaled pools were counted."""
+        if why is None or queue is None or why.cause not in _NODE_CAUSES:
+            return why
+        runtime = self.engine.queues.get(queue)
+        grown = runtime.spec.provisioned if runtime is not None and runtime.spec else frozenset()
+        if not grown:
+            return why
+        pools = self.inventory.pools(grown)
+        return replace(why, detail=f"counting what autoscaled pools can add: {pools}")
 
     def plan_forecasts(self, now: float) -> Work:
         """The start forecasts that moved, to write, when a refresh is due (none otherwise)."""

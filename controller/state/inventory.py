@@ -182,6 +182,16 @@ class Inventory:
         grown = provisioning.provisioned_flavors(cq, self.admission_checks, self._flavor_objects)
         return replace(spec, provisioned=grown) if grown else spec
 
+    def pools(self, flavors: Iterable[str]) -> str:
+        """What the pools of these autoscaled flavors may grow to, in words."""
+        shown = []
+        for name in sorted(flavors):
+            found = self._flavor_objects.get(name)
+            scaling = found.spec.autoscaling if found is not None else None
+            if scaling is not None:
+                shown.append(f"flavor {name} grows to {scaling.max_nodes} node(s) at most")
+        return "; ".join(shown)
+
     def pool_nodes(self, held: Iterable[str]) -> list[quota.Node]:
         """The nodes autoscaled flavors' pools can still add (see provisioning.pool_nodes)."""
         return provisioning.pool_nodes(

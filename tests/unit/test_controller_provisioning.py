@@ -1,0 +1,199 @@
+"""Gangs of a queue with a ProvisioningRequest check on an autoscaled flavor, against an API
+server in memory: a gang that needs new nodes holds its quota and asks for them with one
+ProvisioningRequest, is released only once it fits whole on real nodes, and a request that
+fails gives the quota back and is made again after the check's backoff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.api import kinds, names
+from controller.api.times import parse_time
+from hack.objects import condition, flavored_cluster_queue, local_queue
+from tests.unit.controller_world import NOW, World, held_job, passes, start
+
+JSON = dict[str, Any]
+
+POOL = {"pool": "gpu"}
+
+
+def pool_flavor(max_nodes: int) -> JSON:
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu-pool"},
+        "spec": {
+            "nodeLabels": POOL,
+            "autoscaling": {"maxNodes": max_nodes, "nodeAllocatable": {"cpu": "8", "pods": "110"}},
+        },
+    }
+
+
+def check(limit: int = 3) -> JSON:
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": "provision"},
+        "spec": {
+            "provisioningRequest": {
+                "retryStrategy": {"backoffLimitCount": limit, "backoffBaseSeconds": 60}
+            }
+        },
+    }
+
+
+def queue_with_check() -> JSON:
+    cq = flavored_cluster_queue("cq", {"gpu-pool": {"cpu": "32"}})
+    cq["spec"]["admissionChecks"] = [{"name": "provision", "onFlavors": ["gpu-pool"]}]
+    return cq
+
+
+def node(name: str) -> JSON:
+    return {
+        "metadata": {"name": name, "labels": {**POOL, "kubernetes.io/hostname": name}},
+        "status": {
+            "allocatable": {"cpu": "8", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def world(*extra: tuple[kinds.Kind, JSON], max_nodes: int = 4, limit: int = 3) -> World:
+    return World(
+        (kinds.RESOURCE_FLAVORS, pool_flavor(max_nodes)),
+        (kinds.ADMISSION_CHECKS, check(limit)),
+        (kinds.CLUSTER_QUEUES, queue_with_check()),
+        (kinds.LOCAL_QUEUES, local_queue("ns", "lq", "cq")),
+        (kinds.JOBS, held_job("train", 2, cpu="8")),
+        *extra,
+        placement=True,
+    )
+
+
+def requests(w: World) -> list[JSON]:
+    return w.api.all(kinds.PROVISIONING_REQUESTS)
+
+
+def set_condition(w: World, request: JSON, kind: str, message: str) -> None:
+    request = dict(request)
+    request["status"] = {
+        "conditions": [{"type": kind, "status": "True", "reason": kind, "message": message}]
+    }
+    w.api.put(kinds.PROVISIONING_REQUESTS, request)
+
+
+def check_state(w: World) -> JSON:
+    wl = w.workload("job-train")
+    assert wl is not None
+    [state] = wl["status"]["admissionChecks"]
+    return dict(state)
+
+
+async def test_a_gang_that_needs_new_nodes_holds_its_quota_and_asks_for_them_once(
+    started: list[World],
+) -> None:
+    w = await start(started, world())
+    await passes(w, 3)
+
+    assert w.suspended("train") is True  # nothing runs before its nodes exist
+    wl = w.workload("job-train")
+    assert (condition(wl, "QuotaReserved") or {}).get("status") == "True"
+    admitted = condition(wl, "Admitted") or {}
+    assert (admitted.get("status"), admitted.get("reason")) == ("False", "Provisioning")
+    [request] = requests(w)
+    assert request["metadata"]["name"] == "job-train-provision-1"
+    assert request["spec"]["provisioningClassName"] == (
+        "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    )
+    [pod_set] = request["spec"]["podSets"]
+    assert pod_set["count"] == 2
+    [template] = w.api.all(kinds.POD_TEMPLATES)
+    assert template["metadata"]["name"] == pod_set["podTemplateRef"]["name"]
+    spec = template["template"]["spec"]
+    assert spec["nodeSelector"] == POOL
+    assert spec["containers"][0]["resources"]["requests"] == {"cpu": "8"}
+    state = check_state(w)
+    assert (state["name"], state["state"], state["request"]) == (
+        "provision",
+        "Pending",
+        "job-train-provision-1",
+    )
+    assert "2 new node(s)" in (wl or {})["status"]["pendingReason"]
+
+    await passes(w, 2)
+    assert len(requests(w)) == 1  # asked once
+
+
+async def test_the_gang_is_released_pinned_to_the_new_nodes_once_they_exist(
+    started: list[World],
+) -> None:
+    w = await start(started, world())
+    await passes(w, 3)
+    [request] = requests(w)
+
+    w.api.put(kinds.NODES, node("gpu-aaaaa"))
+    await passes(w, 1)
+    assert w.suspended("train") is True  # one of two nodes: it never starts on part of them
+    w.api.put(kinds.NODES, node("gpu-bbbbb"))
+    set_condition(w, request, "Provisioned", "2 nodes added")
+    await passes(w, 2)
+
+    assert w.suspended("train") is False
+    wl = w.workload("job-train")
+    assert (condition(wl, "Admitted") or {}).get("status") == "True"
+    [assignment] = (wl or {})["status"]["admission"]["podSetAssignments"]
+    assert sorted(n["node"] for n in assignment["nodes"]) == ["gpu-aaaaa", "gpu-bbbbb"]
+    assert check_state(w)["state"] == "Ready"
+
+
+async def test_a_failed_request_gives_the_quota_back_and_is_made_again_after_the_backoff(
+    started: list[World],
+) -> None:
+    w = await start(started, world())
+    await passes(w, 3)
+    [request] = requests(w)
+
+    set_condition(w, request, "Failed", "max size of node group gpu reached")
+    await passes(w, 2)
+
+    wl = w.workload("job-train")
+    assert (condition(wl, "QuotaReserved") or {}).get("status") == "False"
+    assert (condition(wl, "Evicted") or {}).get("reason") == "AdmissionCheck"
+    state = check_state(w)
+    assert (state["state"], state["retryCount"]) == ("Retry", 1)
+    assert "max size of node group gpu reached" in state["message"]
+    requeue_at = parse_time((wl or {})["status"]["requeueState"]["requeueAt"])
+    assert requeue_at is not None and requeue_at >= NOW + 60
+    assert requests(w) == []  # the failed request is deleted
+    cq = w.api.read_back(kinds.CLUSTER_QUEUES, "cq")
+    used = [
+        r["total"]
+        for f in (cq or {}).get("status", {}).get("flavorsUsage", [])
+        for r in f["resources"]
+    ]
+    assert set(used) <= {"0"}
+
+
+async def test_a_gang_that_fits_on_nodes_that_exist_is_released_without_a_request(
+    started: list[World],
+) -> None:
+    w = await start(started, world((kinds.NODES, node("n1")), (kinds.NODES, node("n2"))))
+    await passes(w, 2)
+
+    assert w.suspended("train") is False
+    assert requests(w) == []
+
+
+async def test_a_gang_larger_than_the_pool_can_ever_be_is_told_so_and_asks_for_nothing(
+    started: list[World],
+) -> None:
+    w = await start(started, world(max_nodes=1))
+    await passes(w, 2)
+
+    wl = w.workload("job-train")
+    assert w.suspended("train") is True
+    assert (condition(wl, "QuotaReserved") or {}).get("status") != "True"
+    assert requests(w) == []
+    reason = (wl or {})["status"].get("pendingReason", "")
+    assert reason.startswith("Inadmissible")
+    assert "flavor gpu-pool grows to 1 node(s) at most" in reason

@@ -479,12 +479,17 @@ class Provisioner:
                 nodes.append(
                     p.GroupNode(node["metadata"]["name"], group, node["metadata"]["name"] in busy)
                 )
-        self.empty_since = {n.name: self.empty_since.get(n.name, now) for n in nodes if not n.busy}
         # The nodes holding booked pods stay, and so do the nodes made for a request whose
-        # booking holds, even before they are Ready.
+        # booking holds, even before they are Ready. A node's unneeded time runs only while it
+        # is neither busy nor held.
         held = p.book(scan.rooms(ready_only=False), bookings)
         for booking in bookings:
             held.update(booking.nodes)
+        self.empty_since = {
+            n.name: self.empty_since.get(n.name, now)
+            for n in nodes
+            if not n.busy and n.name not in held
+        }
         groups = [t.group for t in scan.templates]
         unneeded = self.flags.scale_down_unneeded_time
         for name in p.scale_down(nodes, self.empty_since, now, unneeded, held, groups):

@@ -326,6 +326,13 @@ def test_nodes_booked_for_pods_still_to_come_outlive_the_unneeded_time(api: Fake
     running.scan_once(T0)
     running.scan_once(T0 + dt.timedelta(minutes=1))
     assert len(api.nodes()) == 1
+    # Unneeded from when the booking stops holding it, not from when it was made.
+    api.delete(f"/apis/autoscaling.x-k8s.io/v1/namespaces/{NS}/provisioningrequests/one")
+    running.scan_once(T0 + dt.timedelta(minutes=2))
+    running.scan_once(T0 + dt.timedelta(minutes=2, seconds=4))
+    assert len(api.nodes()) == 1
+    running.scan_once(T0 + dt.timedelta(minutes=2, seconds=5))
+    assert api.nodes() == {}
 
 
 def test_unneeded_nodes_go_after_the_delay_and_busy_ones_and_foreign_ones_stay(

@@ -103,12 +103,23 @@ def conditions(rest: RestClient, ns: str, name: str) -> dict[str, tuple[str, str
     return {c["type"]: (c["status"], c["message"]) for c in found}
 
 
-def answered(rest: RestClient, ns: str, name: str, kind: str) -> dict[str, tuple[str, str]]:
-    return until(
+def answered(rest: RestClient, ns: str, name: str, kind: str) -> tuple[str, str]:
+    """The request's condition `kind` (status, message), once it has one."""
+    found = until(
         f"{name} to get {kind}",
         lambda: conditions(rest, ns, name),
         lambda found: kind in found,
     )
+    return found[kind]
+
+
+def provisioned_nodes(cluster: LocalCluster, ns: str, name: str) -> list[str]:
+    """The nodes made for a request, once it is Provisioned and they are Ready."""
+    status, message = answered(cluster.rest, ns, name, "Provisioned")
+    assert status == "True", message
+    made = details(cluster.rest, ns, name)["nodes"].split(",")
+    cluster.wait_nodes_ready(made)
+    return made
 
 
 def details(rest: RestClient, ns: str, name: str) -> dict[str, str]:
@@ -135,12 +146,9 @@ def test_an_atomic_request_for_two_eight_gpu_pods_makes_two_nodes_that_become_re
     rest = autoscaled.rest
     request(rest, ns, "two", ATOMIC_SCALE_UP, pods=2, gpu="8")
 
-    status, message = answered(rest, ns, "two", "Provisioned")["Provisioned"]
-    assert status == "True", message
-    assert conditions(rest, ns, "two")["Accepted"][0] == "True"
-    made = details(rest, ns, "two")["nodes"].split(",")
+    made = provisioned_nodes(autoscaled, ns, "two")
     assert len(made) == 2
-    autoscaled.wait_nodes_ready(made)
+    assert conditions(rest, ns, "two")["Accepted"][0] == "True"
     for name in made:
         node: dict[str, Any] = rest.get(f"/api/v1/nodes/{name}")
         assert name.startswith("gpu-")
@@ -155,7 +163,7 @@ def test_an_atomic_request_for_five_eight_gpu_pods_fails_naming_the_groups_max(
     rest = autoscaled.rest
     request(rest, ns, "five", ATOMIC_SCALE_UP, pods=5, gpu="8")
 
-    status, message = answered(rest, ns, "five", "Failed")["Failed"]
+    status, message = answered(rest, ns, "five", "Failed")
     assert status == "True"
     assert message == (
         "node group gpu would need 5 new node(s), but its max-count is 4 and it has 0 node(s)"
@@ -168,16 +176,12 @@ def test_raising_the_groups_max_in_the_configmap_lets_a_new_request_for_five_suc
 ) -> None:
     rest = autoscaled.rest
     request(rest, ns, "five", ATOMIC_SCALE_UP, pods=5, gpu="8")
-    assert answered(rest, ns, "five", "Failed")["Failed"][0] == "True"
+    assert answered(rest, ns, "five", "Failed")[0] == "True"
 
     autoscaled.set_node_groups([dataclasses.replace(GPU_GROUP, max_count=6)])
     try:
         request(rest, ns, "five-again", ATOMIC_SCALE_UP, pods=5, gpu="8")
-        status, message = answered(rest, ns, "five-again", "Provisioned")["Provisioned"]
-        assert status == "True", message
-        made = details(rest, ns, "five-again")["nodes"].split(",")
-        assert len(made) == 5
-        autoscaled.wait_nodes_ready(made)
+        assert len(provisioned_nodes(autoscaled, ns, "five-again")) == 5
     finally:
         autoscaled.set_node_groups([GPU_GROUP])
 
@@ -189,7 +193,7 @@ def test_check_capacity_with_room_is_provisioned_without_new_nodes(
     before = node_names(rest)
     request(rest, ns, "fits", CHECK_CAPACITY, pods=2, cpu="4")
 
-    status, message = answered(rest, ns, "fits", "Provisioned")["Provisioned"]
+    status, message = answered(rest, ns, "fits", "Provisioned")
     assert (status, message) == ("True", "2 pod(s) fit on the Ready nodes' free capacity")
     assert node_names(rest) <= before
 
@@ -200,7 +204,7 @@ def test_check_capacity_without_room_is_not_provisioned_and_says_what_is_missing
     rest = autoscaled.rest
     request(rest, ns, "too-big", CHECK_CAPACITY, pods=1, cpu="64")
 
-    status, message = answered(rest, ns, "too-big", "Provisioned")["Provisioned"]
+    status, message = answered(rest, ns, "too-big", "Provisioned")
     assert status == "False"
     assert "no room for 1 more, e.g. a pod of ppt-too-big (cpu=64)" in message
 
@@ -210,9 +214,7 @@ def test_unneeded_nodes_are_removed_after_the_delay_and_nodes_it_did_not_make_st
 ) -> None:
     rest = autoscaled.rest
     request(rest, ns, "one", ATOMIC_SCALE_UP, pods=1, gpu="8")
-    answered(rest, ns, "one", "Provisioned")
-    [made] = details(rest, ns, "one")["nodes"].split(",")
-    autoscaled.wait_nodes_ready([made])
+    [made] = provisioned_nodes(autoscaled, ns, "one")
     rest.delete(f"{REQUESTS.format(ns=ns)}/one")  # no booking holds it any more
     deleted_at = time.monotonic()
 
@@ -226,9 +228,7 @@ def test_a_node_running_a_pod_is_kept_and_goes_once_the_pod_is_gone(
 ) -> None:
     rest = autoscaled.rest
     request(rest, ns, "one", ATOMIC_SCALE_UP, pods=1, gpu="8")
-    answered(rest, ns, "one", "Provisioned")
-    [made] = details(rest, ns, "one")["nodes"].split(",")
-    autoscaled.wait_nodes_ready([made])
+    [made] = provisioned_nodes(autoscaled, ns, "one")
     pod = {
         "metadata": {"name": "trainer", "annotations": {CONSUMER_ANNOTATION: "one"}},
         "spec": {

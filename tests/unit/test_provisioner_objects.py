@@ -6,7 +6,9 @@ from typing import Any
 
 import yaml
 
-from hack.localcluster import NodeGroup
+from hack.devcli import parse_node_group
+from hack.localcluster import Autoscaler, NodeGroup
+from hack.localcluster import Taint as LocalTaint
 from hack.provisioner import parse_args, pod_shape, read_templates
 from hack.provisioning import Requirement, Taint, Toleration
 
@@ -91,3 +93,25 @@ def test_the_command_line_follows_the_kwok_provider_and_autoscaler_defaults() ->
     assert flags.booking_time.total_seconds() == 600
     assert flags.scale_down_unneeded_time.total_seconds() == 600
     assert flags.skip_taint is False
+
+
+def test_dev_up_declares_an_autoscaled_group_as_name_max_and_a_pools_shape() -> None:
+    group = parse_node_group("spot:4:gpus=8,cpu=64,label.tier=spot,taint.spot=yes:NoSchedule")
+    assert (group.name, group.max_count, group.min_count, group.gpus, group.cpu) == (
+        "spot",
+        4,
+        0,
+        8,
+        "64",
+    )
+    assert group.labels == {"tier": "spot"}
+    assert group.taints == (LocalTaint("spot", "yes", "NoSchedule"),)
+
+
+def test_the_local_cluster_starts_the_provisioner_with_its_flags_and_without_the_taint() -> None:
+    assert Autoscaler(scale_down_unneeded_time=4).flags() == [
+        "--scan-interval=0.5",
+        "--booking-time=600.0",
+        "--scale-down-unneeded-time=4",
+        "--skip-taint",
+    ]

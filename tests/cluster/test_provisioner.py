@@ -273,3 +273,16 @@ def _create(rest: RestClient, path: str, obj: dict[str, Any]) -> bool:
             return False
         raise
     return True
+
+
+def test_deleting_a_node_made_for_a_booked_request_revokes_its_capacity(
+    autoscaled: LocalCluster, ns: str
+) -> None:
+    rest = autoscaled.rest
+    request(rest, ns, "one", ATOMIC_SCALE_UP, pods=1, gpu="8")
+    [made] = provisioned_nodes(autoscaled, ns, "one")
+    rest.delete(f"/api/v1/nodes/{made}")
+
+    status, message = answered(rest, ns, "one", "CapacityRevoked")
+    assert status == "True"
+    assert message == f"node(s) {made} made for the request were deleted"

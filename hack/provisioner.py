@@ -146,13 +146,21 @@ def read_templates(configmap: Mapping[str, Any] | None, label_key: str) -> list[
             continue
         annotations = meta.get("annotations") or {}
         status = node.get("status") or {}
+        try:
+            bounds = (
+                int(annotations.get(MIN_ANNOTATION, 0)),
+                int(annotations.get(MAX_ANNOTATION, 200)),
+            )
+        except ValueError:
+            log(f"node group {name} left out: its min-count or max-count is not a whole number")
+            continue
         group = p.NodeGroup(
             name=name,
             labels=labels,
             taints=_taints(node.get("spec") or {}),
             allocatable=_resources(status.get("allocatable") or status.get("capacity")),
-            min_count=int(annotations.get(MIN_ANNOTATION, 0)),
-            max_count=int(annotations.get(MAX_ANNOTATION, 200)),
+            min_count=bounds[0],
+            max_count=bounds[1],
         )
         templates.append(Template(group, node))
     return templates
@@ -273,12 +281,13 @@ class Provisioner:
         now = now or dt.datetime.now(dt.UTC)
         scan = self.read()
         scan.requests.sort(key=lambda r: str(r["metadata"]["creationTimestamp"]))
-        pods_of = {_key(r): self._pods(r) for r in scan.requests}
+        # Finished requests hold nothing: their PodTemplates are not read again.
+        pods_of = {_key(r): self._pods(r) for r in scan.requests if not self._finished(r)}
         for request in list(scan.requests):
             if _true(request, "Provisioned") and not self._finished(request):
                 scan.replace(self._keep_booking(scan, request, now))
         for request in list(scan.requests):
-            if not _true(request, "Provisioned") and not self._finished(request):
+            if _key(request) in pods_of and not _true(request, "Provisioned"):
                 self._answer(scan, request, pods_of, now)
         self._scale_down(scan, self._bookings(scan, pods_of), now)
 
@@ -502,7 +511,7 @@ class Provisioner:
             started = time.monotonic()
             try:
                 self.scan_once()
-            except (ApiError, OSError) as err:
+            except (ApiError, OSError, yaml.YAMLError) as err:
                 log(f"scan failed, retrying: {err}")
             time.sleep(max(0.0, self.flags.scan_interval - (time.monotonic() - started)))
 

@@ -115,3 +115,18 @@ def test_the_local_cluster_starts_the_provisioner_with_its_flags_and_without_the
         "--scale-down-unneeded-time=4",
         "--skip-taint",
     ]
+
+
+def test_a_group_whose_max_count_is_not_a_number_is_left_out() -> None:
+    items = [
+        {
+            "metadata": {
+                "labels": {"kwok-nodegroup": "gpu"},
+                "annotations": {"cluster-autoscaler.kwok.nodegroup/max-count": "lots"},
+            }
+        },
+        {"metadata": {"labels": {"kwok-nodegroup": "cpu"}}},
+    ]
+    listing = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items})
+    templates = read_templates({"data": {"templates": listing}}, "kwok-nodegroup")
+    assert [t.group.name for t in templates] == ["cpu"]

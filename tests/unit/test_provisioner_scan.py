@@ -356,3 +356,14 @@ def test_unneeded_nodes_go_after_the_delay_and_busy_ones_and_foreign_ones_stay(
     running.scan_once(T0 + dt.timedelta(seconds=7))
     running.scan_once(T0 + dt.timedelta(seconds=12))
     assert list(api.nodes()) == ["static-0"]
+
+
+def test_a_request_whose_pod_template_is_missing_fails_naming_it(api: FakeApi) -> None:
+    api.request("orphan", ATOMIC_SCALE_UP, pods=1)
+    api.delete(f"/api/v1/namespaces/{NS}/podtemplates/ppt-orphan")
+    provisioner(api).scan_once(T0)
+    assert api.conditions("orphan")["Failed"] == (
+        "True",
+        f"PodTemplate {NS}/ppt-orphan does not exist",
+    )
+    assert api.nodes() == {}

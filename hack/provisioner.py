@@ -395,7 +395,7 @@ class Provisioner:
         details = {NODES_DETAIL: ",".join(names)}
         provisioned = ("Provisioned", "True", "CapacityIsProvisioned", message)
         log(f"request {_key(request)}: provisioned: {message}")
-        scan.replace(self._set(request, now, provisioned, details))
+        scan.replace(self._set(request, now, provisioned, details, guarded=False))
 
     def _check_capacity(
         self,
@@ -439,8 +439,13 @@ class Provisioner:
         now: dt.datetime,
         condition: tuple[str, str, str, str],
         details: Mapping[str, str] | None = None,
+        *,
+        guarded: bool = True,
     ) -> dict[str, Any]:
-        """Write one condition (and class details) to the request's status; the updated request."""
+        """Write one condition (and class details) to the request's status; the updated request.
+
+        Guarded writes fail on a request changed since it was read (the next scan decides again);
+        the answer after nodes were made is not guarded, or a conflict would make them twice."""
         kind, status, reason, message = condition
         conditions = [
             c
@@ -462,7 +467,9 @@ class Provisioner:
             }
         )
         patch: dict[str, Any] = {
-            "metadata": {"resourceVersion": request["metadata"]["resourceVersion"]},
+            "metadata": {"resourceVersion": request["metadata"]["resourceVersion"]}
+            if guarded
+            else {},
             "status": {"conditions": conditions},
         }
         if details is not None:

@@ -34,6 +34,7 @@ class FakeApi(RestClient):
         super().__init__("https://127.0.0.1:1", Path("/nonexistent"))
         self.objects: dict[str, dict[str, Any]] = {}
         self.version = 0
+        self.writes: list[dict[str, Any]] = []  # the status patches, in order
 
     def put(self, path: str, obj: dict[str, Any]) -> None:
         self.version += 1
@@ -59,7 +60,9 @@ class FakeApi(RestClient):
     def patch(self, path: str, patch: dict[str, Any]) -> Any:
         assert path.endswith("/status")
         obj = self.objects[path.removesuffix("/status")]
-        assert patch["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+        if "resourceVersion" in patch["metadata"]:
+            assert patch["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+        self.writes.append(patch)
         obj.setdefault("status", {}).update(patch["status"])
         self.put(path.removesuffix("/status"), obj)
         return copy.deepcopy(obj)
@@ -367,3 +370,14 @@ def test_a_request_whose_pod_template_is_missing_fails_naming_it(api: FakeApi) -
         f"PodTemplate {NS}/ppt-orphan does not exist",
     )
     assert api.nodes() == {}
+
+
+def test_the_answer_after_nodes_are_made_is_written_even_if_the_request_changed_meanwhile(
+    api: FakeApi,
+) -> None:
+    api.request("two", ATOMIC_SCALE_UP, pods=2)
+    provisioner(api).scan_once(T0)
+    accepted, provisioned = api.writes
+    assert "resourceVersion" in accepted["metadata"]
+    assert provisioned["metadata"] == {}
+    assert provisioned["status"]["conditions"][-1]["type"] == "Provisioned"

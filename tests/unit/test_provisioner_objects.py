@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -9,7 +11,7 @@ import yaml
 from hack.devcli import parse_node_group
 from hack.localcluster import Autoscaler, NodeGroup
 from hack.localcluster import Taint as LocalTaint
-from hack.provisioner import parse_args, pod_shape, read_templates
+from hack.provisioner import parse_args, pod_shape, read_templates, rest_client
 from hack.provisioning import Requirement, Taint, Toleration
 
 
@@ -130,3 +132,37 @@ def test_a_group_whose_max_count_is_not_a_number_is_left_out() -> None:
     listing = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items})
     templates = read_templates({"data": {"templates": listing}}, "kwok-nodegroup")
     assert [t.group.name for t in templates] == ["cpu"]
+
+
+def test_a_kubeconfig_with_inline_certificates_gives_a_client_of_its_current_context(
+    tmp_path: Path,
+) -> None:
+    data = {
+        "current-context": "local",
+        "contexts": [{"name": "local", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": "https://127.0.0.1:6443",
+                    "certificate-authority-data": base64.b64encode(b"CA").decode(),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "u",
+                "user": {
+                    "client-certificate": str(tmp_path / "u.crt"),
+                    "client-key-data": base64.b64encode(b"KEY").decode(),
+                },
+            }
+        ],
+    }
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(data))
+    client = rest_client(kubeconfig)
+    assert client.server == "https://127.0.0.1:6443"
+    assert client.ca_file.read_bytes() == b"CA"
+    assert client.cert_file == tmp_path / "u.crt"
+    assert client.key_file is not None and client.key_file.read_bytes() == b"KEY"

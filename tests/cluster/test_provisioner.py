@@ -286,3 +286,31 @@ def test_deleting_a_node_made_for_a_booked_request_revokes_its_capacity(
     status, message = answered(rest, ns, "one", "CapacityRevoked")
     assert status == "True"
     assert message == f"node(s) {made} made for the request were deleted"
+
+
+def test_a_requests_class_and_pod_sets_cannot_be_changed_and_it_asks_for_at_most_32_sets(
+    autoscaled: LocalCluster, ns: str
+) -> None:
+    rest = autoscaled.rest
+    request(rest, ns, "fixed", CHECK_CAPACITY, pods=1, cpu="1")
+    path = f"{REQUESTS.format(ns=ns)}/fixed"
+    changes = (
+        {"spec": {"provisioningClassName": ATOMIC_SCALE_UP}},
+        {"spec": {"podSets": [{"podTemplateRef": {"name": "ppt-fixed"}, "count": 2}]}},
+    )
+    for change in changes:
+        with pytest.raises(ApiError) as refused:
+            rest.patch(path, change)
+        assert refused.value.status == 422
+        assert "immutable" in str(refused.value)
+
+    too_many = [{"podTemplateRef": {"name": "ppt-fixed"}, "count": 1}] * 33
+    body = {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": "wide"},
+        "spec": {"provisioningClassName": CHECK_CAPACITY, "podSets": too_many},
+    }
+    with pytest.raises(ApiError) as refused:
+        rest.create(REQUESTS.format(ns=ns), body)
+    assert refused.value.status == 422

@@ -1,6 +1,7 @@
 """`kohort dev`: start, inspect and stop the local control plane.
 
 kohort dev up --pool gpu:3:gpus=8,cpu=64,memory=512Gi    # detached; prints the kubeconfig
+kohort dev up --autoscaler spot:4:gpus=8                 # + a node group grown on demand
 kohort dev status
 kohort dev down
 kohort dev demo                                          # the README's first command
@@ -15,7 +16,15 @@ from typing import Any
 
 from controller.workloads.base import Backend
 from hack import demo, testenv
-from hack.localcluster import ClusterOptions, LocalCluster, NodePool, Taint, stop_from_state
+from hack.localcluster import (
+    Autoscaler,
+    ClusterOptions,
+    LocalCluster,
+    NodeGroup,
+    NodePool,
+    Taint,
+    stop_from_state,
+)
 from hack.rest import RestClient
 from hack.tables import format_table
 
@@ -51,6 +60,24 @@ def parse_pool(text: str) -> NodePool:
     return NodePool(name, count, labels=labels, taints=tuple(taints), **shape)
 
 
+def parse_node_group(text: str) -> NodeGroup:
+    """NAME:MAX[:key=value,...], the keys of a pool (but dra_gpus): an empty group of at most
+    MAX nodes of that shape, grown by the stand-in autoscaler (hack/provisioner.py)."""
+    pool = parse_pool(text)
+    if pool.dra_gpus:
+        raise argparse.ArgumentTypeError(f"node group {text!r}: dra_gpus is not supported")
+    return NodeGroup(
+        pool.name,
+        max_count=pool.count,
+        cpu=pool.cpu,
+        memory=pool.memory,
+        gpus=pool.gpus,
+        pods=pool.pods,
+        labels=pool.labels,
+        taints=pool.taints,
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="dev_command", required=True, metavar="ACTION")
     for action, help_text in (
@@ -79,6 +106,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 choices=["volcano", "kube-scheduler", "both", "none"],
                 default="both",
                 help="which schedulers place pods (default: %(default)s)",
+            )
+            p.add_argument(
+                "--autoscaler",
+                action="append",
+                type=parse_node_group,
+                metavar="GROUP",
+                help="start the stand-in autoscaler for ProvisioningRequests with node group"
+                " NAME:MAX[:key=value,...] (keys as --pool), repeatable"
+                " (docs/autoscaled-clusters.md)",
             )
             p.add_argument(
                 "--gang-backend",
@@ -131,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler="kube-scheduler" if native else args.scheduler,
         gang_api=args.gang_api if native else None,
         tie_to_parent=not keep,
+        autoscaler=Autoscaler(groups=tuple(args.autoscaler)) if args.autoscaler else None,
     )
     cluster = LocalCluster(options, work_dir)
     cluster.start()

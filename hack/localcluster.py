@@ -17,6 +17,7 @@ import functools
 import json
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -35,7 +36,7 @@ from certs.authority import (
     public_key_to_pem,
 )
 from controller.api import kinds
-from hack import dra, processes, testenv, workload_controllers
+from hack import dra, processes, provisioner, testenv, workload_controllers
 from hack.processes import ManagedProcess
 from hack.rest import ApiError, RestClient
 
@@ -199,6 +200,67 @@ class NodePool:
 
 
 @dataclass(frozen=True)
+class NodeGroup:
+    """A node group of the stand-in autoscaler (hack/provisioner.py): no nodes at first, then
+    nodes of this shape made on demand, up to `max_count`, named `<name>-<5 characters>`.
+
+    Written as a Node template to the ConfigMap the kwok cloud provider reads (see
+    LocalCluster.set_node_groups), so cluster-autoscaler could read the same groups."""
+
+    name: str
+    max_count: int = 200
+    min_count: int = 0
+    cpu: str = "32"
+    memory: str = "256Gi"
+    gpus: int = 0
+    pods: int = 110
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Taint] = ()
+
+    def template(self) -> dict[str, Any]:
+        shape = NodePool(
+            self.name,
+            1,
+            self.cpu,
+            self.memory,
+            self.gpus,
+            pods=self.pods,
+            labels={provisioner.DEFAULT_GROUP_LABEL: self.name, **self.labels},
+            taints=self.taints,
+        )
+        [node] = shape.node_objects()
+        node["metadata"]["name"] = f"{self.name}-template"
+        del node["metadata"]["labels"]["kubernetes.io/hostname"]
+        node["metadata"]["annotations"] = {
+            provisioner.MIN_ANNOTATION: str(self.min_count),
+            provisioner.MAX_ANNOTATION: str(self.max_count),
+            "node.alpha.kubernetes.io/ttl": "0",
+        }
+        return node
+
+
+@dataclass(frozen=True)
+class Autoscaler:
+    """The stand-in autoscaler's node groups and flags (python -m hack.provisioner --help)."""
+
+    groups: Sequence[NodeGroup] = ()
+    scan_interval: float = 0.5
+    booking_time: float = 600.0
+    scale_down_unneeded_time: float = 600.0
+    # The provisioner taints new nodes kwok-provider=true:NoSchedule by default, as the kwok
+    # provider does; here it does not, so that ordinary pods (kohort's gangs) run on them.
+    skip_taint: bool = True
+
+    def flags(self) -> list[str]:
+        flags = [
+            f"--scan-interval={self.scan_interval}",
+            f"--booking-time={self.booking_time}",
+            f"--scale-down-unneeded-time={self.scale_down_unneeded_time}",
+        ]
+        return [*flags, "--skip-taint"] if self.skip_taint else flags
+
+
+@dataclass(frozen=True)
 class ClusterOptions:
     node_pools: Sequence[NodePool] = (NodePool("cpu", 2),)
     scheduler: Scheduler = "both"
@@ -221,6 +283,9 @@ class ClusterOptions:
     # More kube-controller-manager flags (bench_scale: a node monitor grace period that kwok's
     # lease heartbeats keep up with on a loaded machine).
     controller_manager_flags: tuple[str, ...] = ()
+    # The stand-in cluster-autoscaler for ProvisioningRequests (hack/provisioner.py), with its
+    # node groups; None: no autoscaler and no ProvisioningRequest CRD.
+    autoscaler: Autoscaler | None = None
 
 
 def free_port() -> int:
@@ -275,6 +340,8 @@ class LocalCluster:
             for name in self.options.workload_controllers:
                 self.start_workload_controller(name)
             self.add_nodes(*self.options.node_pools)
+            if self.options.autoscaler is not None:
+                self.start_autoscaler(self.options.autoscaler)
         except BaseException:
             self.stop()
             raise
@@ -708,6 +775,43 @@ class LocalCluster:
             path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{config['metadata']['name']}"
             self.rest.apply(path, config)
         return proc
+
+    def start_autoscaler(self, autoscaler: Autoscaler) -> ManagedProcess:
+        """Install the ProvisioningRequest CRD, write the node groups and start the stand-in
+        autoscaler (hack/provisioner.py) against this control plane."""
+        self.apply_crds(testenv.provisioning_request_crd_files())
+        self.set_node_groups(autoscaler.groups)
+        argv = [
+            sys.executable,
+            "-m",
+            "hack.provisioner",
+            f"--kubeconfig={self.kubeconfig}",
+            *autoscaler.flags(),
+        ]
+        repo = Path(__file__).resolve().parent.parent
+        proc = self._spawn("provisioner", argv, env={"PYTHONPATH": str(repo)})
+        processes.wait_until(
+            "the provisioner's first scan",
+            lambda: "watching" in proc.log_tail(),
+            START_TIMEOUT,
+            [proc],
+        )
+        return proc
+
+    def set_node_groups(self, groups: Sequence[NodeGroup]) -> None:
+        """Write the node groups as the kwok provider's templates ConfigMap; the running
+        autoscaler reads it again on its next scan."""
+        listing = {"apiVersion": "v1", "kind": "List", "items": [g.template() for g in groups]}
+        configmap = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": provisioner.TEMPLATES_CONFIGMAP, "namespace": "kube-system"},
+            "data": {"templates": yaml.safe_dump(listing)},
+        }
+        self.rest.apply(
+            f"/api/v1/namespaces/kube-system/configmaps/{provisioner.TEMPLATES_CONFIGMAP}",
+            configmap,
+        )
 
     def _serves(self, url: str) -> bool:
         """Whether a webhook URL has a handler (an empty review gets anything but 404)."""

@@ -94,3 +94,8 @@ def volcano_crd_files() -> list[Path]:
     if not files:
         raise TestenvMissing(f"no Volcano CRDs found under {chart}")
     return files
+
+
+def provisioning_request_crd_files() -> list[Path]:
+    """The ProvisioningRequest CRD that hack/provisioner.py answers (written in hack/crds/)."""
+    return [HACK_DIR / "crds" / "autoscaling.x-k8s.io_provisioningrequests.yaml"]

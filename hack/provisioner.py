@@ -192,6 +192,11 @@ def _parse_time(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def _arrived(pod: Mapping[str, Any]) -> bool:
+    """Whether a bound consumer took its request's capacity: any pod not being deleted."""
+    return not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
 def _counts(pod: Mapping[str, Any]) -> bool:
     """Whether a pod holds its node: not terminated, and neither a DaemonSet nor a mirror pod."""
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
@@ -320,7 +325,8 @@ class Provisioner:
         for pod in scan.pods:
             meta = pod["metadata"]
             consumes = (meta.get("annotations") or {}).get(CONSUMER_ANNOTATION)
-            if consumes and (pod.get("spec") or {}).get("nodeName") and _counts(pod):
+            # (one that ran and finished arrived too: its capacity is no longer awaited)
+            if consumes and (pod.get("spec") or {}).get("nodeName") and _arrived(pod):
                 key = f"{meta.get('namespace', '')}/{consumes}"
                 bound[key] = bound.get(key, 0) + 1
         bookings = []

@@ -313,6 +313,8 @@ class PlacementAnnotations(MetaView, frozen=True):
     kueue_slice_size: str | None = msgspec.field(
         default=None, name=names.KUEUE_SLICE_SIZE_ANNOTATION
     )
+    # Not about topology: the ProvisioningRequest whose capacity a released pod takes.
+    consumes: str | None = msgspec.field(default=None, name=names.CONSUME_REQUEST_ANNOTATION)
 
 
 class TemplateMeta(View):

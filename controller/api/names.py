@@ -68,6 +68,10 @@ SLICE_SIZE_ANNOTATION: Final = "kohort.dev/podset-slice-size"
 # The cluster-autoscaler never drains a node for a pod that carries it "false": a gang's pods
 # carry it, since losing one pod stops the whole gang (finished pods hold no node).
 SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# What the cluster-autoscaler reads on a pod that takes the capacity of a ProvisioningRequest:
+# the request, and its class (kohort puts them on the pods of a gang released onto new nodes).
+CONSUME_REQUEST_ANNOTATION: Final = "autoscaling.x-k8s.io/consume-provisioning-request"
+PROVISIONING_CLASS_ANNOTATION: Final = "autoscaling.x-k8s.io/provisioning-class-name"
 MAX_RUNTIME_ANNOTATION: Final = "kohort.dev/max-runtime-seconds"
 # Kueue's keys of the same meanings, read too (kohort's win when both are set), so that a
 # manifest written for Kueue is placed alike unchanged.

@@ -438,7 +438,10 @@ class ClusterState:
             self._unreleased.add(gang.key)
             return planner.not_released(gang, missing)
         # (released before its flavor was deleted: the flavor's nodes matter no more)
-        return steps + planner.started(gang, now)
+        consume = provisioning.consume_writes(
+            gang.workload, gang.pods.values(), self.inventory.request_classes()
+        )
+        return [*steps, *consume, *planner.started(gang, now)]
 
     def _wait_for_nodes(self, gang: ManagedGang, now: float) -> list[Step]:
         """A gang admitted onto nodes its flavor's pool has still to add: its

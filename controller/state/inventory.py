@@ -182,6 +182,13 @@ class Inventory:
         grown = provisioning.provisioned_flavors(cq, self.admission_checks, self._flavor_objects)
         return replace(spec, provisioned=grown) if grown else spec
 
+    def request_classes(self) -> dict[str, str]:
+        """Each AdmissionCheck's ProvisioningRequest class, by check name."""
+        return {
+            name: check.spec.provisioning_request.provisioning_class_name
+            for name, check in self.admission_checks.items()
+        }
+
     def pools(self, flavors: Iterable[str]) -> str:
         """What the pools of these autoscaled flavors may grow to, in words."""
         shown = []

@@ -16,12 +16,13 @@ from typing import Any, Literal
 import msgspec
 
 from controller import quota
-from controller.api import kinds, kube
+from controller.api import kinds, kube, names
 from controller.api.checks import AdmissionCheck, ProvisioningRequestCheck
 from controller.api.quantity import QuantityError, format_quantity, parse_quantity
 from controller.api.queues import ClusterQueue, ResourceFlavor
 from controller.api.workload import AdmissionCheckState, Workload
 from controller.quota.snapshot import PROVISIONABLE_TAINT
+from controller.workloads.base import Patch
 from controller.workloads.pod_rules import NODE_NAME_KEY
 from controller.workloads.taints import repelling_taints, view_toleration
 
@@ -30,6 +31,7 @@ HOSTNAME = "kubernetes.io/hostname"
 # The label that ties a ProvisioningRequest (and its PodTemplates) to its gang's Workload.
 WORKLOAD_LABEL = "kohort.dev/workload"
 MAX_NAME = 253
+_OVERCOMMITTED = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 
 def is_new(node: str) -> bool:
@@ -190,8 +192,15 @@ def request_objects(
         if count <= 0:
             continue
         template = f"{name}-{pod_set.name}"[:MAX_NAME]
-        requests = {r: format_quantity(a) for r, a in sorted(pod_set.requests.items()) if a > 0}
-        container = {"name": "main", "image": "pause", "resources": {"requests": requests}}
+        requests = {
+            r: format_quantity(a)
+            for r, a in sorted(pod_set.requests.items())
+            if a > 0 and r != "pods"
+        }
+        # Extended resources (GPUs) and hugepages are not overcommitted: limits equal requests.
+        limits = {r: a for r, a in requests.items() if r not in _OVERCOMMITTED}
+        resources = {"requests": requests, "limits": limits} if limits else {"requests": requests}
+        container = {"name": "main", "image": "pause", "resources": resources}
         spec: dict[str, Any] = {"containers": [container]}
         if pod_set.node_selector:
             spec["nodeSelector"] = dict(pod_set.node_selector)
@@ -271,6 +280,40 @@ def verdict(request: kube.ProvisioningRequest | None) -> Verdict:
     if accepted is not None and accepted.status == "True":
         return Verdict("Pending", accepted.message or "accepted by the autoscaler")
     return Verdict("Pending", "waiting for the autoscaler to accept it")
+
+
+def consume_writes(
+    workload: Workload | None, pods: Iterable[kube.Pod], classes: Mapping[str, str]
+) -> list[Patch]:
+    """The annotations that tell the autoscaler a released gang's pods take its provisioned
+    request's capacity (its booking ends once they are bound), on the pods lacking them (those
+    that finished too: a short gang may be done before the write).
+    `classes`: each check's request class."""
+    status = workload.status if workload else None
+    ready = [
+        c
+        for c in (status.admission_checks if status else [])
+        if c.state == "Ready" and c.request and c.name in classes
+    ]
+    if not ready:
+        return []
+    check = ready[0]
+    assert check.request is not None
+    wanted = {
+        names.CONSUME_REQUEST_ANNOTATION: check.request,
+        names.PROVISIONING_CLASS_ANNOTATION: classes[check.name],
+    }
+    writes: list[Patch] = []
+    for pod in pods:
+        have = pod.metadata.annotations
+        gone = pod.metadata.deletion_timestamp is not None
+        if gone or (have is not None and have.consumes == check.request):
+            continue
+        body = {"metadata": {"annotations": wanted}}
+        writes.append(
+            Patch(kinds.PODS, pod.metadata.namespace, pod.metadata.name, body, expected=True)
+        )
+    return writes
 
 
 def check_state(workload: Workload | None, name: str) -> AdmissionCheckState | None:

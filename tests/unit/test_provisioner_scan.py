@@ -122,7 +122,9 @@ class FakeApi(RestClient):
             },
         )
 
-    def pod(self, name: str, node: str, *, consumes: str = "", gpus: int = 8) -> None:
+    def pod(
+        self, name: str, node: str, *, consumes: str = "", gpus: int = 8, phase: str = "Running"
+    ) -> None:
         annotations = {CONSUMER_ANNOTATION: consumes} if consumes else {}
         self.put(
             f"/api/v1/namespaces/{NS}/pods/{name}",
@@ -133,7 +135,7 @@ class FakeApi(RestClient):
                     "nodeName": node,
                     "containers": [{"resources": {"requests": {GPU: str(gpus)}}}],
                 },
-                "status": {"phase": "Running"},
+                "status": {"phase": phase},
             },
         )
 
@@ -289,6 +291,19 @@ def test_a_booking_is_consumed_once_the_requests_pods_are_bound(api: FakeApi) ->
     api.request("b-second", CHECK_CAPACITY, pods=1, gpus=8)
     running.scan_once(T0 + dt.timedelta(seconds=1))
     assert api.conditions("b-second")["Provisioned"][0] == "True"
+
+
+def test_the_nodes_of_a_gang_that_finished_within_its_booking_go_after_the_unneeded_time(
+    api: FakeApi,
+) -> None:
+    running = provisioner(api)
+    api.request("short", ATOMIC_SCALE_UP, pods=1)
+    running.scan_once(T0)
+    [node] = api.nodes()
+    api.pod("done", node, consumes="short", phase="Succeeded")  # it came, ran and finished
+    running.scan_once(T0 + dt.timedelta(seconds=1))
+    running.scan_once(T0 + dt.timedelta(seconds=10))
+    assert api.nodes() == {}
 
 
 def test_an_unknown_class_fails_with_a_clear_message(api: FakeApi) -> None:

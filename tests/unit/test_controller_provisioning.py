@@ -197,3 +197,28 @@ async def test_a_gang_larger_than_the_pool_can_ever_be_is_told_so_and_asks_for_n
     reason = (wl or {})["status"].get("pendingReason", "")
     assert reason.startswith("Inadmissible")
     assert "flavor gpu-pool grows to 1 node(s) at most" in reason
+
+
+async def test_a_controller_that_starts_over_keeps_the_waiting_gangs_nodes_and_asks_nothing_twice(
+    started: list[World],
+) -> None:
+    w = await start(started, world(max_nodes=3))
+    await passes(w, 3)
+    [request] = requests(w)
+    before = check_state(w)
+
+    w.state.reset()  # as a new leader would: the engine rebuilt from the records
+    w.api.put(kinds.JOBS, held_job("other", 1, cpu="8"))
+    await passes(w, 3)
+
+    assert [r["metadata"]["name"] for r in requests(w)] == [
+        request["metadata"]["name"],
+        "job-other-provision-1",
+    ]
+    assert check_state(w) == before
+    other = w.workload("job-other")
+    [mine] = (w.workload("job-train") or {})["status"]["admission"]["podSetAssignments"]
+    [theirs] = (other or {})["status"]["admission"]["podSetAssignments"]
+    held = {n["node"] for n in mine["nodes"]}
+    assert len(held) == 2
+    assert not held & {n["node"] for n in theirs["nodes"]}  # the pool's third node, not one of g's

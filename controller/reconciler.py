@@ -269,6 +269,9 @@ class Reconciler:
             failed |= await self._perform(plan.records, stats, then=plan.releases, written=recorded)
         # (a release that fails is tried again next pass: its gang is admitted all the same)
         for admission in (a for a in decisions.admissions if key_of(a.gang) in recorded):
+            if key_of(admission.gang) in plan.moved:
+                log.info("%s moved onto new nodes in %s", admission.gang, admission.queue)
+                continue
             stats.admitted += 1
             log.info("admitted %s in %s", admission.gang, admission.queue)
             waited = plan.waited.get(key_of(admission.gang), 0.0)

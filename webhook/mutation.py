@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api import kinds, names
-from controller.workloads.base import Denied, Mutation, queue_in, queue_of
-from controller.workloads.edits import Editor, merge_operations
+from controller.workloads.base import Denied, Mutation, WorkloadAdapter, queue_in, queue_of
+from controller.workloads.edits import Editor, JSONDict, lookup, merge_operations
 from controller.workloads.pod import of_unmanaged_job
 from controller.workloads.pruned import ObjectMeta
 from controller.workloads.registry import REGISTRY, Registry
@@ -85,7 +85,8 @@ def mutate(
         return reviews.allow(request.uid)
     if queue is None:
         return reviews.allow(request.uid)
-    mutation = Mutation(queue, settings.placement, request.uid)
+    safe_to_evict = old is None or _carries_safe_to_evict(adapter, old)
+    mutation = Mutation(queue, settings.placement, request.uid, safe_to_evict=safe_to_evict)
     merged = registry.merged_defaults_for(request.group, request.version, request.kind)
     if old is None and merged is not None:
         # The whole default is one merge: the patch comes straight from the object.
@@ -109,6 +110,16 @@ def mutate(
     except TypeError as err:  # a field of the wrong JSON type where an object or list belongs
         return reviews.deny(request.uid, f"{request.subject}: {err}", code=400)
     return reviews.allow(request.uid, patch=editor.operations, warnings=warnings)
+
+
+def _carries_safe_to_evict(adapter: WorkloadAdapter, obj: JSONDict) -> bool:
+    """Whether every pod template of a stored workload carries the autoscaler's safe-to-evict
+    (what the webhook gives new workloads)."""
+    for path in adapter.templates(obj):
+        annotations = lookup(obj, [*path, "metadata", "annotations"])
+        if not isinstance(annotations, dict) or names.SAFE_TO_EVICT_ANNOTATION not in annotations:
+            return False
+    return True
 
 
 def fast_answer(

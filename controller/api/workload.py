@@ -117,13 +117,15 @@ class AdmissionCheckState(Lenient):
     """Where a gang admitted on quota stands with one AdmissionCheck of its ClusterQueue:
     Pending (its request is being served), Ready, Retry (the request failed; the quota went
     back and the gang waits out a backoff) or Rejected (out of retries). `request`: the
-    ProvisioningRequest of the current attempt; `retryCount`: failed attempts so far."""
+    ProvisioningRequest of the current attempt; `retryCount`: failed attempts so far;
+    `attempts`: requests made so far (the next is named after attempts + 1)."""
 
     name: str
     state: Literal["Pending", "Ready", "Retry", "Rejected"] = "Pending"
     message: str = ""
     last_transition_time: str | None = None
     retry_count: int = 0
+    attempts: int = 0
     request: str | None = None
 
 

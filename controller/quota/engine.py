@@ -588,10 +588,10 @@ class Engine:
             queue.running[name] = moved
         self._freed = True
 
-    def place_on_existing(self, name: str) -> tuple[PodPlacement, ...] | None:
+    def place_on_existing(self, name: str, now: float) -> tuple[PodPlacement, ...] | None:
         """Move admitted gang `name` whole onto nodes that exist (not ones a pool has still to
         add), keeping its quota and flavors, when it fits there now: its new placement, or None
-        (it stays where it was)."""
+        (it stays where it was). It counts as admitted `now` (when it can start)."""
         queue, running = self.running[name]
         gang = running.info.gang
         shapes: Shapes = []
@@ -609,9 +609,7 @@ class Engine:
                 self.index.take(node, running.info.shapes[ps][1].request, n)
             self._bind_ports(running, +1)
             return None
-        moved = self._running(
-            running.info, running.admitted_at, plan, running.charge, running.flavors
-        )
+        moved = self._running(running.info, now, plan, running.charge, running.flavors)
         self._bind_ports(moved, +1)
         self.running[name] = (queue, moved)
         if queue is not None:

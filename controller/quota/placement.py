@@ -26,6 +26,8 @@ from controller.quota import kueue_tas
 from controller.quota.domains import DomainAssigner, DomainChoice
 from controller.quota.outcomes import NoFit, PlacementShortfall
 from controller.quota.snapshot import (
+    PROVISIONABLE_TAINT,
+    PROVISIONABLE_TOLERATION,
     HostPort,
     Node,
     NodeAffinity,
@@ -177,6 +179,9 @@ class NodeIndex:
         ] = {}
         self._empty: NodeIndex | None = None
         self.reserved: set[int] = set()
+        # Nodes a pool has still to add: a gang goes there only when nodes that exist cannot
+        # take it.
+        self.to_be_made = tuple(i for i, n in enumerate(ordered) if PROVISIONABLE_TAINT in n.taints)
 
     def vector(self, amounts: Mapping[str, int]) -> Vector:
         return tuple(amounts.get(r, 0) for r in self.order)
@@ -310,6 +315,22 @@ class NodeIndex:
         taken, or ([], failure) with nothing taken. Bigger pods are placed first. A gang whose
         pods constrain each other, or ask for a topology, is placed by `constrained`.
         """
+        hidden = [i for i in self.to_be_made if i not in self.reserved]
+        if hidden and any(PROVISIONABLE_TOLERATION in s.tolerations for _, s, _ in shapes):
+            for i in hidden:
+                self.reserve(i)
+            try:
+                plan, failure = self._place(shapes, packing)
+            finally:
+                for i in hidden:
+                    self.unreserve(i)
+            if failure is None:
+                return plan, None
+        return self._place(shapes, packing)
+
+    def _place(
+        self, shapes: Sequence[tuple[int, PodShape, int]], packing: Packing
+    ) -> tuple[list[tuple[int, int, int]], PlaceFailure | None]:
         if any(shape.rules is not None for _, shape, _ in shapes):
             from controller.quota.constrained import GangPlacer
 

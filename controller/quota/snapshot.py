@@ -141,6 +141,8 @@ class Toleration:
     seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
+        if taint.key == PROVISIONABLE and self.key != PROVISIONABLE:
+            return False  # (nodes still to be made: only the placement check's own toleration)
         if self.effect and self.effect != taint.effect:
             return False
         if self.key == "" and self.operator == "Exists":

@@ -40,7 +40,6 @@ from controller.state.releases import ReleaseFailure, ReleaseFailures
 from controller.state.reporter import QueueReport, Reporter, counted, in_local_queue
 from controller.state.steps import CreateObject, FailedWrite, Step
 from controller.state.timers import Timers
-from controller.workloads.base import Delete
 from controller.workloads.capabilities import RecordOwner
 from controller.workloads.registry import REGISTRY, Registry
 from controller.workloads.standalone import STANDALONE
@@ -66,12 +65,14 @@ class Synced:
 
 @dataclass(frozen=True)
 class AdmissionPlan:
-    """The admissions' records, their releases (each written after its record), and how long
-    each gang waited."""
+    """The admissions' records, their releases (each written after its record), how long
+    each gang waited, and the gangs that held their quota already (they waited for new nodes
+    and now move onto real ones: not admitted again)."""
 
     records: Work
     releases: Work
     waited: dict[GangKey, float]
+    moved: set[GangKey] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ class ClusterState:
         self._unreleased: set[GangKey] = set()
         # Managed gangs whose name a submitted Workload holds (told once, see _bookkeeping).
         self._taken: set[GangKey] = set()
+        # Gangs waiting for new nodes whose ProvisioningRequest the API server refused: why.
+        self._requests_refused: dict[GangKey, str] = {}
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -167,7 +170,7 @@ class ClusterState:
                 requests.pop((meta.namespace, meta.name), None)
             else:
                 requests[(meta.namespace, meta.name)] = new
-            workload = meta.labels.get(provisioning.WORKLOAD_LABEL)
+            workload = provisioning.workload_of(meta)
             if workload:
                 self.index.dirty.add((meta.namespace, workload))
         elif kind == kinds.RESOURCE_CLAIM_TEMPLATES:
@@ -176,6 +179,8 @@ class ClusterState:
             self.inventory.template_changed(meta.namespace, meta.name)
         else:
             self.inventory.observe(kind, old, new)
+            if kind in (kinds.ADMISSION_CHECKS, kinds.CLUSTER_QUEUES):
+                self.index.dirty.update(self.mirror.waiting_for_nodes)  # (their check may go)
             if kind == kinds.RESOURCE_FLAVORS and new is not None:
                 self.index.dirty.update(self._unreleased)  # they may be released now
             elif kind == kinds.LOCAL_QUEUES:
@@ -209,6 +214,10 @@ class ClusterState:
         """The writes the API server refused in a pass: each refused release of an admitted
         gang is counted, and the gang looked at again when it is due to be evicted for it."""
         for key, failure in refused:
+            if isinstance(failure.step, CreateObject):
+                self._requests_refused[key] = failure.error
+                self.index.dirty.add(key)
+                continue
             failing = self.releases.failed(key, failure, now)
             evict_at = self._evict_unreleased_at(failing) if failing is not None else None
             if evict_at is not None:
@@ -254,10 +263,14 @@ class ClusterState:
             mirror.take_flavors(inventory.flavor_specs())
         if inventory.nodes_changed:
             inventory.nodes_changed = False
-            held = mirror.held_new_nodes() if mirror.members else self._recorded_new_nodes()
-            nodes = inventory.core_nodes(mirror.admitted) + inventory.pool_nodes(held)
-            mirror.take_nodes(nodes)
-            inventory.dirty_nodes.clear()
+            self._take_nodes()
+
+    def _take_nodes(self) -> None:
+        """Give the engine every Ready node, and the nodes autoscaled pools can still add."""
+        inventory, mirror = self.inventory, self.mirror
+        held = mirror.held_new_nodes() if mirror.members else self._recorded_new_nodes()
+        mirror.take_nodes(inventory.core_nodes(mirror.admitted) + inventory.pool_nodes(held))
+        inventory.dirty_nodes.clear()
 
     def _recorded_new_nodes(self) -> set[str]:
         """The nodes still to be added that gangs' records plan them on (before the engine
@@ -391,6 +404,9 @@ class ClusterState:
         if resized is not None:
             log.info("evicting %s: %s", gang.id, resized)
             return self._evict(gang, Reason.RESIZED, resized, None, now)
+        if provisioning.waits_for_nodes(gang.placement()):
+            # (no pods-ready deadline: its pods are not released until its nodes exist)
+            return self._wait_for_nodes(gang, now)
         timeout = self.settings.pods_ready_timeout
         deadline = planner.pods_ready_deadline(gang, now, timeout)
         failing = self._still_failing(gang)
@@ -414,8 +430,6 @@ class ClusterState:
             )
             self._evictions.append((gang.key, eviction.queue, Reason.PODS_READY_TIMEOUT))
             return self._evict(gang, Reason.PODS_READY_TIMEOUT, eviction.describe(), None, now)
-        if provisioning.waits_for_nodes(gang.placement()):
-            return self._wait_for_nodes(gang, now)
         assigned = gang.admitted_flavors()
         flavors = self.inventory.flavors
         missing = planner.missing_flavors(assigned, flavors)
@@ -446,9 +460,10 @@ class ClusterState:
     def _wait_for_nodes(self, gang: ManagedGang, now: float) -> list[Step]:
         """A gang admitted onto nodes its flavor's pool has still to add: its
         ProvisioningRequest made, its check's state recorded as the request's conditions say;
-        a request that failed or expired sends it back to its queue (its quota goes back) for
-        another attempt after a backoff, or, out of attempts, to wait for nodes that exist. It
-        is released once it fits whole on real nodes (`decide`)."""
+        a request that failed or expired, or that the API server refused, sends it back to its
+        queue (its quota goes back) for another attempt after a backoff, or, out of attempts,
+        to wait for nodes that exist. It is released once it fits whole on real nodes
+        (`decide`)."""
         assert gang.shape is not None and gang.workload is not None
         placement = gang.placement()
         queue = gang.admitted_in() or ""
@@ -468,18 +483,25 @@ class ClusterState:
         wl = gang.workload
         before = provisioning.check_state(wl, check.name)
         retries = before.retry_count if before is not None else 0
-        name = provisioning.request_name(gang.name, check.name, retries + 1)
+        attempts = before.attempts if before is not None else 0
+        name = before.request if before is not None else None
+        if name is None:
+            attempts += 1
+            name = provisioning.request_name(gang.name, check.name, attempts)
         request = inventory.provisioning_requests.get((gang.namespace, name))
-        verdict = provisioning.verdict(request)
+        refused = self._requests_refused.pop(gang.key, None)
+        if refused is not None:
+            verdict = provisioning.Verdict("Retry", f"the API server refused it: {refused}")
+        else:
+            verdict = provisioning.verdict(request)
         if verdict.state == "Retry":
-            return self._retry_check(gang, check, name, retries + 1, verdict.message, now)
+            return self._retry_check(gang, check, name, retries + 1, attempts, verdict.message, now)
         steps: list[Step] = []
         if request is None:
             pod_sets = planner.flavored_pod_sets(gang, inventory.flavors)
-            counts = provisioning.pods_on_new_nodes(placement)
             steps += [
                 CreateObject(kind, gang.namespace, body)
-                for kind, body in provisioning.request_objects(wl, name, check, pod_sets, counts)
+                for kind, body in provisioning.request_objects(wl, name, check, pod_sets)
             ]
         new = provisioning.new_node_count(placement)
         waiting = (
@@ -491,6 +513,7 @@ class ClusterState:
             state=verdict.state,
             message=verdict.message,
             retry_count=retries,
+            attempts=attempts,
             request=name,
             last_transition_time=(
                 before.last_transition_time
@@ -509,11 +532,13 @@ class ClusterState:
         check: provisioning.Check,
         request: str,
         retries: int,
+        attempts: int,
         why: str,
         now: float,
     ) -> list[Step]:
         """The request failed: back to the queue after the check's backoff (quota released
-        meanwhile), or, past its limit, rejected: the gang then waits for nodes that exist."""
+        meanwhile, the request and its PodTemplates deleted), or, past its limit, rejected:
+        the gang then waits for nodes that exist."""
         limit = check.settings.retry_strategy.backoff_limit_count
         rejected = retries > limit
         delay = 0.0 if rejected else provisioning.backoff(check.settings, retries)
@@ -532,7 +557,8 @@ class ClusterState:
             state="Rejected" if rejected else "Retry",
             message=text,
             retry_count=retries,
-            request=request,
+            attempts=attempts,
+            request=None,
             last_transition_time=format_time(now),
         )
         log.info("evicting %s: %s", gang.id, text)
@@ -548,8 +574,11 @@ class ClusterState:
             now=now,
             podgroups=self.podgroups,
         )
-        gone = Delete(kinds.PROVISIONING_REQUESTS, gang.namespace, request)
-        return [*planner.with_check_state(steps, state), gone]
+        assert gang.shape is not None
+        gone = provisioning.request_deletes(
+            gang.namespace, request, [ps.name for ps in gang.shape.pod_sets]
+        )
+        return [*planner.with_check_state(steps, state), *gone]
 
     def _still_failing(self, gang: ManagedGang) -> ReleaseFailure | None:
         """The gang's release failures, while some of it is still held (its failures end once
@@ -586,7 +615,7 @@ class ClusterState:
             jitter=lambda: self.rng.uniform(1.0, 1.1),
         )
         self.reporter.told(gang.key, PendingCause.REQUEUED, now)
-        return planner.evict(
+        steps = planner.evict(
             gang,
             reason=reason,
             why=why,
@@ -595,6 +624,25 @@ class ClusterState:
             now=now,
             podgroups=self.podgroups,
         )
+        return steps + self._drop_requests(gang)
+
+    def _drop_requests(self, gang: ManagedGang) -> list[Step]:
+        """An evicted gang that waited for new nodes gives up its ProvisioningRequest (its next
+        admission makes a new one, for where it goes then)."""
+        status = gang.workload.status if gang.workload else None
+        if (
+            status is None
+            or gang.shape is None
+            or not provisioning.waits_for_nodes(gang.placement())
+        ):
+            return []
+        pod_sets = [ps.name for ps in gang.shape.pod_sets]
+        return [
+            step
+            for check in status.admission_checks
+            if check.request and check.state not in ("Ready",)
+            for step in provisioning.request_deletes(gang.namespace, check.request, pod_sets)
+        ]
 
     # -- one cycle's decisions -------------------------------------------------------------------
 
@@ -603,6 +651,8 @@ class ClusterState:
         `plan_*`); first, gangs that waited for new nodes and now fit whole on real ones move
         there, and are released as admissions onto them."""
         settled = self.mirror.settle(now)
+        if settled:  # the nodes still to be made they held: no more than the pools can add
+            self._take_nodes()
         decisions, touched = self.mirror.decide(now)
         for key in [*touched, *(key_of(a.gang) for a in settled)]:
             self._touch_nodes(key)
@@ -636,6 +686,7 @@ class ClusterState:
                 plan.records[key], plan.releases[key] = [], []
                 continue
             self.reporter.forget(key)
+            checks, dropped = self._checks_on_admission(gang, admission, now)
             writes = planner.admission(
                 gang,
                 admission,
@@ -644,7 +695,9 @@ class ClusterState:
                 podgroups=self.podgroups,
                 node_labels=self.inventory.node_labels,
                 checked_devices=self.inventory.checked_devices(),
+                checks=checks,
             )
+            writes.release.extend(dropped)
             if writes.missing:
                 self._unreleased.add(key)
             else:
@@ -652,7 +705,42 @@ class ClusterState:
             self.releases.planned(key, writes.release)
             plan.records[key], plan.releases[key] = writes.record, writes.release
             plan.waited[key] = now - gang.waiting_since()
+            if gang.reserved:
+                plan.moved.add(key)
         return plan
+
+    def _checks_on_admission(
+        self, gang: ManagedGang, admission: Admission, now: float
+    ) -> tuple[list[AdmissionCheckState] | None, list[Step]]:
+        """The gang's checks' states once admitted, and the requests it needs no more (it
+        moved onto real nodes before they were provisioned: they would add nodes for nothing)."""
+        status = gang.workload.status if gang.workload else None
+        if status is None or not status.admission_checks:
+            return None, []
+        requests = self.inventory.provisioning_requests
+        ns = gang.namespace
+
+        def provisioned(name: str) -> bool:
+            found = requests.get((ns, name))
+            return found is not None and found.is_true("Provisioned")
+
+        moved = gang.reserved
+        states = provisioning.on_admission(
+            status.admission_checks,
+            waiting=provisioning.waits_for_nodes(admission.placement),
+            moved=moved,
+            provisioned=provisioned,
+            now=format_time(now),
+        )
+        kept = {s.request for s in states if s.request}
+        pod_sets = [ps.name for ps in gang.shape.pod_sets] if gang.shape else []
+        dropped: list[Step] = [
+            step
+            for old in status.admission_checks
+            if old.request and old.request not in kept
+            for step in provisioning.request_deletes(ns, old.request, pod_sets)
+        ]
+        return states, dropped
 
     def plan_reasons(self, reasons: Mapping[str, Pending], now: float) -> Work:
         """The pending reasons that changed, to write (none for a gang done since the cycle

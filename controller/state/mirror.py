@@ -274,7 +274,7 @@ class EngineMirror:
         for key in sorted(self.waiting_for_nodes):
             member = self.members[key]
             assert member.gang is not None and member.queue is not None
-            placement = self.engine.place_on_existing(id_of(key))
+            placement = self.engine.place_on_existing(id_of(key), recorded_at)
             if placement is None:
                 continue
             admission = quota.Admission(

@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from controller import quota
 from controller.api import names
 from controller.api.conditions import Reason, WorkloadCondition, set_condition
-from controller.api.times import format_time
 from controller.api.workload import AdmissionCheckState
 from controller.quota import Admission, Pending, PendingCause, flavor_assignment
 from controller.state import objects, provisioning
@@ -399,8 +398,13 @@ def admission(
     podgroups: PodGroupSettings,
     node_labels: NodeLabels = lambda node: None,
     checked_devices: frozenset[str] = frozenset(),
+    checks: list[AdmissionCheckState] | None = None,
 ) -> AdmissionWrites:
+    """The record of an admission (`checks`: its AdmissionChecks' states from now on, None:
+    as they were) and the release of its gang, unless it waits for new nodes."""
     status = objects.admitted_status(gang, decided, now)
+    if checks is not None:
+        status.admission_checks = checks
     unchecked = objects.unchecked(gang, checked_devices)
     if unchecked:
         status.conditions = objects.placement_not_checked(status.conditions, unchecked, now)
@@ -417,10 +421,6 @@ def admission(
         message = f"Quota reserved by ClusterQueue {decided.queue}: {decided.describe()}; {text}"
         record.append(objects.event(gang, Reason.QUOTA_RESERVED, message))
         return AdmissionWrites(record, [], [])
-    for check in status.admission_checks:
-        if check.state == "Pending":  # (it waited for new nodes, and fits on real ones now)
-            check.state, check.message = "Ready", "placed on nodes that exist"
-            check.last_transition_time = format_time(now)
     if missing:
         status.pending_reason = objects.missing_flavors(missing)
     else:

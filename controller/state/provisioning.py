@@ -9,7 +9,7 @@ for its request, holding its quota, and is released only once it fits whole on r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,19 +17,17 @@ import msgspec
 
 from controller import quota
 from controller.api import kinds, kube, names
-from controller.api.checks import AdmissionCheck, ProvisioningRequestCheck
+from controller.api.checks import CHECK_CAPACITY, AdmissionCheck, ProvisioningRequestCheck
 from controller.api.quantity import QuantityError, format_quantity, parse_quantity
 from controller.api.queues import ClusterQueue, ResourceFlavor
 from controller.api.workload import AdmissionCheckState, Workload
 from controller.quota.snapshot import PROVISIONABLE_TAINT
-from controller.workloads.base import Patch
+from controller.workloads.base import Delete, Patch
 from controller.workloads.pod_rules import NODE_NAME_KEY
 from controller.workloads.taints import repelling_taints, view_toleration
 
 PREFIX = "~new-"
 HOSTNAME = "kubernetes.io/hostname"
-# The label that ties a ProvisioningRequest (and its PodTemplates) to its gang's Workload.
-WORKLOAD_LABEL = "kohort.dev/workload"
 MAX_NAME = 253
 _OVERCOMMITTED = frozenset({"cpu", "memory", "ephemeral-storage"})
 
@@ -114,9 +112,17 @@ def provisioned_flavors(
             found = flavors.get(flavor.name)
             if found is None or found.spec.autoscaling is None:
                 continue
-            if any(name in checks for name in cq.spec.checks_on(flavor.name)):
+            if any(_adds_nodes(checks.get(name)) for name in cq.spec.checks_on(flavor.name)):
                 out.add(flavor.name)
     return frozenset(out)
+
+
+def _adds_nodes(check: AdmissionCheck | None) -> bool:
+    """Whether a check asks the autoscaler for new nodes (check-capacity only books capacity
+    that exists, which kohort's placement check already sees)."""
+    return check is not None and check.spec.provisioning_request.provisioning_class_name != (
+        CHECK_CAPACITY
+    )
 
 
 @dataclass(frozen=True)
@@ -136,7 +142,7 @@ def check_for(
     for flavor in flavors:
         for name in cq.spec.checks_on(flavor):
             found = checks.get(name)
-            if found is not None:
+            if found is not None and _adds_nodes(found):
                 return Check(name, found.spec.provisioning_request)
     return None
 
@@ -148,15 +154,6 @@ def request_name(workload: str, check: str, attempt: int) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:10]
     return f"{name[: MAX_NAME - 32]}-{digest}"
-
-
-def pods_on_new_nodes(placement: Iterable[quota.PodPlacement]) -> dict[str, int]:
-    """Per pod set, how many of its pods are planned on nodes still to be added."""
-    counts: dict[str, int] = {}
-    for p in placement:
-        if is_new(p.node):
-            counts[p.pod_set] = counts.get(p.pod_set, 0) + p.count
-    return counts
 
 
 def new_node_count(placement: Iterable[quota.PodPlacement]) -> int:
@@ -174,24 +171,43 @@ def _owner(workload: Workload) -> dict[str, Any]:
     }
 
 
+def workload_of(meta: kube.ObjectMeta) -> str | None:
+    """The Workload that owns a ProvisioningRequest (None: not one of kohort's)."""
+    return next(
+        (
+            o.name
+            for o in meta.owner_references
+            if o.kind == "Workload" and o.api_version == kinds.WORKLOADS.api_version
+        ),
+        None,
+    )
+
+
+def template_name(request: str, pod_set: str) -> str:
+    return f"{request}-{pod_set}"[:MAX_NAME]
+
+
+def request_deletes(namespace: str, request: str, pod_sets: Iterable[str]) -> list[Delete]:
+    """Delete a request and its PodTemplates."""
+    return [
+        Delete(kinds.PROVISIONING_REQUESTS, namespace, request),
+        *(Delete(kinds.POD_TEMPLATES, namespace, template_name(request, p)) for p in pod_sets),
+    ]
+
+
 def request_objects(
-    workload: Workload,
-    name: str,
-    check: Check,
-    pod_sets: Sequence[quota.PodSet],
-    counts: Mapping[str, int],
+    workload: Workload, name: str, check: Check, pod_sets: Sequence[quota.PodSet]
 ) -> list[tuple[kinds.Kind, dict[str, Any]]]:
-    """The PodTemplates (one per pod set with pods on new nodes: what one pod asks of a node)
-    and the ProvisioningRequest for `counts` of them, owned by the gang's Workload."""
+    """The PodTemplates (one per pod set: what one pod asks of a node) and the
+    ProvisioningRequest for all the gang's pods, owned by the gang's Workload. All of them: the
+    autoscaler fits what it can on the free room of nodes that exist first (where kohort planned
+    the gang's other pods), and adds nodes for the rest."""
     namespace = workload.metadata.namespace
-    meta_labels = {WORKLOAD_LABEL: workload.metadata.name}
     objects: list[tuple[kinds.Kind, dict[str, Any]]] = []
     refs: list[dict[str, Any]] = []
     for pod_set in pod_sets:
-        count = counts.get(pod_set.name, 0)
-        if count <= 0:
-            continue
-        template = f"{name}-{pod_set.name}"[:MAX_NAME]
+        count = pod_set.count
+        template = template_name(name, pod_set.name)
         requests = {
             r: format_quantity(a)
             for r, a in sorted(pod_set.requests.items())
@@ -208,6 +224,8 @@ def request_objects(
             spec["tolerations"] = [
                 _toleration(t) for t in pod_set.tolerations if t.key != PROVISIONABLE_TAINT.key
             ]
+        if pod_set.node_affinity:
+            spec["affinity"] = {"nodeAffinity": _required(pod_set.node_affinity)}
         objects.append(
             (
                 kinds.POD_TEMPLATES,
@@ -217,10 +235,9 @@ def request_objects(
                     "metadata": {
                         "name": template,
                         "namespace": namespace,
-                        "labels": meta_labels,
                         "ownerReferences": [_owner(workload)],
                     },
-                    "template": {"metadata": {"labels": meta_labels}, "spec": spec},
+                    "template": {"spec": spec},
                 },
             )
         )
@@ -228,12 +245,7 @@ def request_objects(
     body: dict[str, Any] = {
         "apiVersion": kinds.PROVISIONING_REQUESTS.api_version,
         "kind": "ProvisioningRequest",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": meta_labels,
-            "ownerReferences": [_owner(workload)],
-        },
+        "metadata": {"name": name, "namespace": namespace, "ownerReferences": [_owner(workload)]},
         "spec": {
             "provisioningClassName": check.settings.provisioning_class_name,
             "podSets": refs,
@@ -243,6 +255,30 @@ def request_objects(
         body["spec"]["parameters"] = dict(check.settings.parameters)
     objects.append((kinds.PROVISIONING_REQUESTS, body))
     return objects
+
+
+def _required(affinity: quota.snapshot.NodeAffinity) -> dict[str, Any]:
+    """A required node affinity as a pod spec holds it."""
+    terms = []
+    for term in affinity:
+        expressions, fields = [], []
+        for r in term:
+            if r.key == NODE_NAME_KEY:
+                fields.append(
+                    {"key": "metadata.name", "operator": r.operator, "values": list(r.values)}
+                )
+            else:
+                item: dict[str, Any] = {"key": r.key, "operator": r.operator}
+                if r.values:
+                    item["values"] = list(r.values)
+                expressions.append(item)
+        found: dict[str, Any] = {}
+        if expressions:
+            found["matchExpressions"] = expressions
+        if fields:
+            found["matchFields"] = fields
+        terms.append(found)
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
 
 
 def _toleration(toleration: quota.Toleration) -> Any:
@@ -335,6 +371,38 @@ def with_state(
     """`states` with the one of `new.name` replaced (or added)."""
     kept = [s for s in states if s.name != new.name]
     return [*kept, new]
+
+
+def on_admission(
+    states: Sequence[AdmissionCheckState],
+    *,
+    waiting: bool,
+    moved: bool,
+    provisioned: Callable[[str], bool],
+    now: str,
+) -> list[AdmissionCheckState]:
+    """The checks' states as an admission leaves them (Rejected ones stay): onto nodes still to
+    be made, Pending for a new request; moved onto real nodes, Ready, keeping the request only
+    when it was provisioned (its pods then consume it); admitted straight onto real nodes,
+    Ready with no request."""
+    out: list[AdmissionCheckState] = []
+    for state in states:
+        if state.state == "Rejected":
+            out.append(state)
+            continue
+        new = state.model_copy()
+        if waiting:
+            new.state, new.request = "Pending", None
+            new.message = "a ProvisioningRequest is being made"
+        elif moved and state.request and provisioned(state.request):
+            new.state, new.message = "Ready", "placed on the nodes provisioned for it"
+        else:
+            new.state, new.request = "Ready", None
+            new.message = "placed on nodes that exist: nothing to provision"
+        if new.state != state.state:
+            new.last_transition_time = now
+        out.append(new)
+    return out
 
 
 def backoff(settings: ProvisioningRequestCheck, retries: int) -> float:

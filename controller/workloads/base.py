@@ -124,6 +124,10 @@ class Mutation:
     placement: Placement = field(default_factory=Placement)
     # Stands in for the object's name when only metadata.generateName is set at CREATE.
     request_uid: str = ""
+    # Whether its pod templates get the autoscaler's safe-to-evict: at CREATE, and at UPDATE
+    # only when the stored object's templates carry it (a running workload's templates must not
+    # change: its pods would roll).
+    safe_to_evict: bool = True
 
 
 class Denied(Exception):
@@ -415,8 +419,13 @@ def pod_template_fields(
     """
     spec = _member(template, "spec")
     wanted_labels = {names.QUEUE_LABEL: mutation.queue, names.MANAGED_LABEL: names.MANAGED_VALUE}
-    annotations: JSONDict = {names.SAFE_TO_EVICT_ANNOTATION: "false"}
-    wanted_metadata: JSONDict = {"labels": wanted_labels, "annotations": annotations}
+    annotations: JSONDict = {}
+    theirs = _member(_member(template, "metadata"), "annotations")
+    if mutation.safe_to_evict and names.SAFE_TO_EVICT_ANNOTATION not in theirs:
+        annotations[names.SAFE_TO_EVICT_ANNOTATION] = "false"
+    wanted_metadata: JSONDict = {"labels": wanted_labels}
+    if annotations:
+        wanted_metadata["annotations"] = annotations
     if gang is not None:
         # Always the gang of this object: a template copied from another workload names the
         # other's gang, which its pods must not join.
@@ -424,6 +433,7 @@ def pod_template_fields(
         backend = mutation.placement.backend
         if backend is Backend.VOLCANO:
             annotations[names.VOLCANO_GROUP_ANNOTATION] = gang
+            wanted_metadata["annotations"] = annotations
         if backend is Backend.COSCHEDULING:
             wanted_labels[names.COSCHEDULING_GROUP_LABEL] = gang
     fields: JSONDict = {"metadata": wanted_metadata}

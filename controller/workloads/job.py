@@ -182,7 +182,9 @@ class JobAdapter(Registrable):
             names.MANAGED_LABEL: names.MANAGED_VALUE,
             names.POD_GROUP_LABEL: gang,
         }
-        wanted_annotations: dict[str, str] = {names.SAFE_TO_EVICT_ANNOTATION: "false"}
+        wanted_annotations: dict[str, str] = {}
+        if not (isinstance(annotations, dict) and names.SAFE_TO_EVICT_ANNOTATION in annotations):
+            wanted_annotations[names.SAFE_TO_EVICT_ANNOTATION] = "false"
         backend = placement.backend
         if backend is Backend.VOLCANO:
             wanted_annotations[names.VOLCANO_GROUP_ANNOTATION] = gang

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -273,3 +274,29 @@ def test_mutation_never_changes_the_review_it_is_given() -> None:
     before = json.dumps(review, sort_keys=True)
     mutate(review, SETTINGS)
     assert json.dumps(review, sort_keys=True) == before
+
+
+def test_a_new_workloads_pods_carry_safe_to_evict_false_for_the_autoscaler() -> None:
+    stored = mutated(make_statefulset())
+    annotations = stored["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[names.SAFE_TO_EVICT_ANNOTATION] == "false"
+
+
+def test_an_update_of_a_workload_made_before_safe_to_evict_leaves_its_template_as_it_is() -> None:
+    stored = mutated(make_statefulset())
+    del stored["spec"]["template"]["metadata"]["annotations"][names.SAFE_TO_EVICT_ANNOTATION]
+    changed = copy.deepcopy(stored)
+    changed["metadata"]["labels"]["team"] = "a"
+    response = mutate(make_review(changed, operation="UPDATE", old=stored), SETTINGS)
+    result = jsonpatch.apply_patch(changed, patch_of(response))
+    assert result["spec"]["template"] == stored["spec"]["template"]  # its pods do not roll
+
+
+def test_a_users_own_safe_to_evict_is_kept() -> None:
+    job = make_job()
+    job["spec"]["template"].setdefault("metadata", {})["annotations"] = {
+        names.SAFE_TO_EVICT_ANNOTATION: "true"
+    }
+    patched = jsonpatch.apply_patch(job, patch_of(mutate(make_review(job), SETTINGS)))
+    annotations = patched["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[names.SAFE_TO_EVICT_ANNOTATION] == "true"

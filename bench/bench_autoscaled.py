@@ -165,7 +165,8 @@ async def _run_with(
         requests = (await _get(cluster, REQUESTS.format(ns=ns)))["items"]
         by_gang: dict[str, list[dict[str, Any]]] = {}
         for request in requests:
-            owner = (request["metadata"].get("labels") or {}).get("kohort.dev/workload", "")
+            owners = request["metadata"].get("ownerReferences") or [{}]
+            owner = owners[0].get("name", "")
             by_gang.setdefault(owner, []).append(request)
         bound = await _bound(cluster, ns)
         for gang in gangs:

@@ -477,6 +477,29 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         }
         self.cluster.rest.patch(f"/api/v1/nodes/{self.name}/status", patch)
 
+    def host_network_pod(self, name: str, image: str, command: list[str]) -> dict[str, Any]:
+        """A pod of one container "main" running `command` of a locally imported `image` on
+        this node's network namespace, Ready once it runs (an exec probe every second)."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "hostNetwork": True,
+                "nodeSelector": {REAL_NODE_LABEL: "true"},
+                "tolerations": [{**REAL_NODE_TAINT, "operator": "Equal"}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": image,
+                        "imagePullPolicy": "Never",
+                        "command": command,
+                        "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+                    }
+                ],
+            },
+        }
+
     # ---- the chart -------------------------------------------------------------------------
 
     def chart_values(self, image: str, *, controller_replicas: int = 1) -> dict[str, Any]:
@@ -572,11 +595,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             if not name or name == "POD":
                 continue
             pod = labels.get("io.kubernetes.pod.name", "")
-            sizes[f"{pod}/{name}"] = _rss(int(fields[1]))
+            sizes[f"{pod}/{name}"] = process_rss(int(fields[1]))
         return sizes
 
 
-def _rss(pid: int) -> int:
+def process_rss(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024

@@ -92,25 +92,7 @@ def test_the_kubelet_joins_as_a_ready_node_at_127_0_0_1_beside_the_kwok_nodes(
 
 def test_a_host_network_pod_of_the_image_runs_as_its_nonroot_user(setup: Setup) -> None:
     rest = setup.cluster.rest
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "whoami", "namespace": "default"},
-        "spec": {
-            "hostNetwork": True,
-            "nodeSelector": {REAL_NODE_LABEL: "true"},
-            "tolerations": [{**REAL_NODE_TAINT, "operator": "Equal"}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": IMAGE,
-                    "imagePullPolicy": "Never",
-                    "command": ["sh", "-c", "id && exec sleep 600"],
-                    "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
-                }
-            ],
-        },
-    }
+    pod = setup.node.host_network_pod("whoami", IMAGE, ["sh", "-c", "id && exec sleep 600"])
     rest.create("/api/v1/namespaces/default/pods", pod)
     try:
         path = "/api/v1/namespaces/default/pods/whoami"

@@ -17,7 +17,9 @@ ever asked: containerd pulls only images it does not have), and its only CNI net
 `loopback`, which is enough for containerd to call the network ready and is never used by the
 hostNetwork pods this node is for (a pod with its own network namespace would get only `lo`).
 The kubelet refuses 127.0.0.1 as its node IP ("nodeIP can't be loopback address"), so it leaves
-the node's addresses alone and `start()` writes them into the node's status.
+the node's addresses alone and `start()` writes them into the node's status. With `own_netns`
+the node runs in a network namespace made for it, whose loopback reaches the API server through
+hack/netns_relay.py: pods of two nodes can then listen on the same ports.
 
 `why_not()` says why such a node cannot run on this machine, or returns None.
 """
@@ -96,7 +98,17 @@ def why_not() -> str | None:
 
 
 class RealNode:
-    def __init__(self, cluster: LocalCluster, work_dir: Path | None = None, name: str = ""):
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        work_dir: Path | None = None,
+        name: str = "",
+        *,
+        own_netns: bool = False,
+    ):
+        """`own_netns`: the node (containerd, the kubelet, its host-network pods) runs in a
+        network namespace made for it, whose loopback reaches only the API server (through
+        hack/netns_relay.py); two such nodes can run pods listening on the same ports."""
         self.cluster = cluster
         self.dir = Path(work_dir or tempfile.mkdtemp(prefix="kohort-realnode-"))
         self.name = name or f"real-{self.dir.name.lower().replace('_', '-')[-12:].strip('-')}"
@@ -107,6 +119,7 @@ class RealNode:
         self.started_at = 0.0
         self.ready_after = 0.0
         self._made_paths: list[Path] = []
+        self.netns = f"kohort-{self.name}" if own_netns else ""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -114,6 +127,8 @@ class RealNode:
         self.started_at = time.monotonic()
         self._made_paths = [path for path in FIXED_PATHS if not path.exists()]
         try:
+            if self.netns:
+                self._make_netns()
             self._start_containerd()
             self.import_archive(self._pause_archive(), PAUSE_IMAGE)
             self._authorize()
@@ -152,6 +167,8 @@ class RealNode:
         self._unmount()
         self._remove_cgroups()
         self._remove_fixed_paths()
+        if self.netns and Path("/run/netns", self.netns).exists():
+            subprocess.run(["ip", "netns", "delete", self.netns], capture_output=True, check=False)
 
     # ---- images ----------------------------------------------------------------------------
 
@@ -308,7 +325,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "containerd serving", lambda: self.ctr("version").returncode == 0, 60, [proc]
         )
 
+    def _make_netns(self) -> None:
+        for command in (
+            ["netns", "add", self.netns],
+            ["-n", self.netns, "link", "set", "lo", "up"],
+        ):
+            subprocess.run(["ip", *command], capture_output=True, text=True, check=True)
+        api = self.cluster.server.removeprefix("https://")
+        relay = [sys.executable, "-m", "hack.netns_relay", f"/run/netns/{self.netns}", api]
+        proc = processes.start("relay", relay, self.log_dir, tie_to_parent=True, env=_on_path())
+        self.procs.append(proc)
+        processes.wait_until(
+            "the API server relay", lambda: "relaying" in proc.log_path.read_text(), 30, [proc]
+        )
+
     def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+        if self.netns:
+            argv = ["nsenter", f"--net=/run/netns/{self.netns}", *argv]
         proc = processes.start(name, argv, self.log_dir, tie_to_parent=True)
         self.procs.append(proc)
         return proc
@@ -503,19 +536,25 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     # ---- the chart -------------------------------------------------------------------------
 
     def chart_values(self, image: str, *, controller_replicas: int = 1) -> dict[str, Any]:
-        """Values that run charts/kohort's Deployments on this node: its image (never pulled),
-        on the host network at free ports, listening on 127.0.0.1, the webhook reached at its
-        URL there, and the in-cluster API address pointed at the API server on 127.0.0.1."""
+        """Values that run charts/kohort's Deployments on the real nodes: the image (never
+        pulled), on the host network at free ports, listening on 127.0.0.1, the in-cluster API
+        address pointed at the API server on 127.0.0.1, and the webhook on this node (which
+        must share the API server's network namespace), reached at its URL there. The
+        controller's replicas need a real node each: on one network namespace their ports
+        would clash (kube-scheduler places one per node)."""
         repository, tag = image.rsplit(":", 1)
-        env = [
-            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-            {"name": "KUBERNETES_SERVICE_PORT", "value": self.cluster.server.rsplit(":", 1)[1]},
-        ]
-        here = {
-            "nodeSelector": {REAL_NODE_LABEL: "true"},
-            "tolerations": [{**REAL_NODE_TAINT, "operator": "Equal"}],
-            "env": env,
-        }
+        api_port = self.cluster.server.rsplit(":", 1)[1]
+
+        def on_real_nodes(**selector: str) -> dict[str, Any]:
+            return {
+                "nodeSelector": {REAL_NODE_LABEL: "true", **selector},
+                "tolerations": [{**REAL_NODE_TAINT, "operator": "Equal"}],
+                "env": [
+                    {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                    {"name": "KUBERNETES_SERVICE_PORT", "value": api_port},
+                ],
+            }
+
         webhook_port = free_port()
         return {
             "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
@@ -524,7 +563,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 "healthPort": free_port(),
                 "metricsPort": free_port(),
                 "extraArgs": ["--health-host=127.0.0.1"],
-                **here,
+                **on_real_nodes(),
             },
             "webhook": {
                 "replicas": 1,
@@ -532,7 +571,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 "metricsPort": free_port(),
                 "urlOverride": f"https://127.0.0.1:{webhook_port}",
                 "extraArgs": ["--host=127.0.0.1", "--ip=127.0.0.1"],
-                **here,
+                # The API server reaches a webhook on its own loopback only: on this node.
+                **on_real_nodes(**{"kubernetes.io/hostname": self.name}),
             },
         }
 
@@ -604,6 +644,12 @@ def process_rss(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def _on_path() -> dict[str, str]:
+    """The environment of a `python -m hack...` child: this checkout's packages first."""
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": f"{REPO}:{path}" if path else str(REPO)}
 
 
 def _exists(cluster: LocalCluster, path: str) -> bool:

@@ -2,10 +2,13 @@
 kohort's Deployments on it as real pods (hack/realnode.py: the pinned Kubernetes' kubelet,
 containerd 1.6 and runc from Debian's packages, cgroup v1 allowed, nothing pulled).
 
-Everything stays on loopback: the node's address is 127.0.0.1, its pods are on the host
-network listening on 127.0.0.1, the API server calls the webhook at its URL there (the chart's
-URL mode) and the pods reach the API server there (the in-cluster address pointed at it).
-The gang that kohort admits goes to the kwok nodes: the real node is tainted for them.
+Two real nodes: one on the host's network namespace, one in a namespace of its own (its
+loopback relayed to the API server's port and nowhere else), so that the chart's two
+controller replicas, on the host network at the same ports, each have a node. Everything stays
+on loopback: the nodes' address is 127.0.0.1, the pods listen on 127.0.0.1, the API server
+calls the webhook at its URL there (the chart's URL mode; the webhook runs on the first node)
+and the pods reach the API server there (the in-cluster address pointed at it). The gang that
+kohort admits goes to the kwok nodes: the real nodes are tainted for them.
 
 Skips, saying why, without root, containerd, runc, the CNI loopback plugin or the kubelet
 (`bash hack/build-testenv.sh kubelet`), and without an image of the code as it is (`make
@@ -38,7 +41,8 @@ GANG_POOL = NodePool("gang", 2, cpu="8", memory="32Gi")
 @dataclass
 class Setup:
     cluster: LocalCluster
-    node: RealNode
+    node: RealNode  # on the host's network namespace, with the API server
+    second: RealNode  # in a network namespace of its own
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +56,14 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     cluster = LocalCluster(ClusterOptions(node_pools=(GANG_POOL,)), work / "cluster")
     cluster.start()
     node = RealNode(cluster, work / "node")
+    second = RealNode(cluster, work / "second", own_netns=True)
     try:
-        node.start()
-        node.import_oci_layout(IMAGE_DIR / "oci", TAG, IMAGE)
-        yield Setup(cluster, node)
+        for real in (node, second):
+            real.start()
+            real.import_oci_layout(IMAGE_DIR / "oci", TAG, IMAGE)
+        yield Setup(cluster, node, second)
     finally:
+        second.stop()
         node.stop()
         cluster.stop()
 
@@ -75,10 +82,12 @@ def is_ready(obj: dict[str, Any]) -> bool:
     )
 
 
-def test_the_kubelet_joins_as_a_ready_node_at_127_0_0_1_beside_the_kwok_nodes(
-    setup: Setup,
+@pytest.mark.parametrize("which", ["node", "second"])
+def test_each_kubelet_joins_as_a_ready_node_at_127_0_0_1_beside_the_kwok_nodes(
+    setup: Setup, which: str
 ) -> None:
-    node = setup.cluster.rest.get(f"/api/v1/nodes/{setup.node.name}")
+    real: RealNode = getattr(setup, which)
+    node = setup.cluster.rest.get(f"/api/v1/nodes/{real.name}")
     assert is_ready(node)
     assert node["status"]["addresses"][0] == {"type": "InternalIP", "address": "127.0.0.1"}
     info = node["status"]["nodeInfo"]
@@ -106,7 +115,7 @@ def test_a_host_network_pod_of_the_image_runs_as_its_nonroot_user(setup: Setup) 
 
 @pytest.fixture(scope="module")
 def release(setup: Setup) -> Iterator[Setup]:
-    values = setup.node.chart_values(IMAGE)
+    values = setup.node.chart_values(IMAGE, controller_replicas=2)
     installed = setup.node.helm_install(values, RELEASE, NAMESPACE)
     assert installed.returncode == 0, installed.stderr
     try:
@@ -124,13 +133,17 @@ def deployments_ready(setup: Setup) -> dict[str, int]:
     return {d["metadata"]["name"]: d["status"].get("readyReplicas", 0) for d in items}
 
 
-def test_helm_install_runs_both_deployments_ready_on_the_real_node(release: Setup) -> None:
-    want = {f"{RELEASE}-controller": 1, f"{RELEASE}-webhook": 1}
+def test_helm_install_runs_both_deployments_ready_on_the_real_nodes(release: Setup) -> None:
+    want = {f"{RELEASE}-controller": 2, f"{RELEASE}-webhook": 1}
     processes.wait_until("both Deployments ready", lambda: deployments_ready(release) == want, 120)
     running = pods(release, NAMESPACE)
-    assert len(running) == 2
+    where = sorted(
+        (p["metadata"]["name"].rsplit("-", 2)[0], p["spec"]["nodeName"]) for p in running
+    )
+    node, second = release.node.name, release.second.name
+    controller, webhook = f"{RELEASE}-controller", f"{RELEASE}-webhook"
+    assert where == sorted([(controller, node), (controller, second), (webhook, node)])
     for pod in running:
-        assert pod["spec"]["nodeName"] == release.node.name
         assert pod["spec"]["hostNetwork"] is True
         (status,) = pod["status"]["containerStatuses"]
         assert status["ready"], status
@@ -153,7 +166,9 @@ def test_the_webhooks_rotator_writes_the_charts_secret_and_ca_bundles(release: S
             assert webhook["clientConfig"]["url"].startswith("https://127.0.0.1:")
 
 
-def test_the_controller_pod_is_elected_leader(release: Setup) -> None:
+def test_two_controller_replicas_elect_one_leader_and_the_other_stands_by(
+    release: Setup,
+) -> None:
     rest = release.cluster.rest
     lease = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{RELEASE}-controller"
 
@@ -166,17 +181,30 @@ def test_the_controller_pod_is_elected_leader(release: Setup) -> None:
             raise
 
     processes.wait_until("a leader", lambda: bool(holder()), 60)
-    (controller,) = [
-        p["metadata"]["name"]
+    controllers = {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
         for p in pods(release, NAMESPACE)
         if p["metadata"]["name"].startswith(f"{RELEASE}-controller-")
-    ]
-    # On the host network the pod's hostname is the node's: the identity is that and a suffix.
-    took = f"{holder()} took leadership of {RELEASE}-controller"
-    processes.wait_until(
-        "the controller pod's log of it",
-        lambda: took in release.node.container_log(NAMESPACE, controller, "controller"),
-        10,
+    }
+    nodes = {release.node.name: release.node, release.second.name: release.second}
+
+    def leaders() -> list[str]:
+        """The controller pods whose log says they took the Lease that the leader holds.
+        (On the host network a pod's hostname is its node's: the identity is that and a
+        suffix.)"""
+        took = f"{holder()} took leadership of {RELEASE}-controller"
+        return [
+            pod
+            for pod, node in controllers.items()
+            if took in nodes[node].container_log(NAMESPACE, pod, "controller")
+        ]
+
+    processes.wait_until("the leader's log of it", lambda: len(leaders()) == 1, 10)
+    standby = [pod for pod in controllers if pod not in leaders()]
+    (pod,) = standby
+    assert is_ready(rest.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}"))
+    assert "took leadership" not in nodes[controllers[pod]].container_log(
+        NAMESPACE, pod, "controller"
     )
 
 

@@ -4,8 +4,8 @@
 #
 #   hack/build-testenv.sh [component ...]     components: k8s k8s-gang etcd kwok volcano helm
 #                                               lws jobset kuberay training-operator (default: all
-#                                               of these); kueue (only when named: bench_scale);
-#                                               kubelet (only when named: the real node)
+#                                               of these, and kubelet: the real node); kueue
+#                                               (only when named: bench_scale)
 #   hack/build-testenv.sh --print-dir          prints the bin dir for the current pins and exits
 #
 # Each component is built once per version into ${KOHORT_TESTENV_CACHE:-~/.cache/kohort/testenv}/
@@ -125,8 +125,7 @@ build_k8s() {
   build_k8s_at "$K8S_VERSION" "" kube-apiserver kube-controller-manager kube-scheduler kubectl
 }
 
-# The kubelet of the same pinned Kubernetes, for the real node of hack/realnode.py (only when
-# named: the kwok nodes need no kubelet).
+# The kubelet of the same pinned Kubernetes, for the real node of hack/realnode.py.
 build_kubelet() {
   build_k8s_at "$K8S_VERSION" "" kubelet
 }
@@ -296,7 +295,7 @@ install_from() {
 }
 
 components=("$@")
-((${#components[@]})) || components=(etcd kwok k8s k8s-gang volcano helm lws jobset kuberay training-operator)
+((${#components[@]})) || components=(etcd kwok k8s kubelet k8s-gang volcano helm lws jobset kuberay training-operator)
 for c in "${components[@]}"; do
   case $c in
     k8s|k8s-gang|kubelet|etcd|kwok|volcano|helm|lws|jobset|kuberay|training-operator|kueue) "build_${c//-/_}" ;;

@@ -31,6 +31,7 @@ import hashlib
 import io
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -55,7 +56,7 @@ REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedul
 REPO = Path(__file__).resolve().parent.parent
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CNI_BIN_DIR = Path("/usr/lib/cni")
-TOOLS = ("containerd", "ctr", "runc")
+TOOLS = ("containerd", "ctr", "runc", "ip", "nsenter")
 # Paths the kubelet and containerd 1.6 use whatever they are told: the device plugins' socket
 # dir, the shims' socket dir, the legacy container log symlinks. `stop()` removes the ones that
 # `start()` found missing, and its symlinks.
@@ -85,7 +86,7 @@ def why_not() -> str | None:
         return "a kubelet and containerd need root"
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
-        return f"no {', '.join(missing)}: apt-get install -y containerd runc"
+        return f"no {', '.join(missing)}: apt-get install -y containerd runc iproute2 util-linux"
     if not (CNI_BIN_DIR / "loopback").exists():
         return f"no CNI loopback plugin in {CNI_BIN_DIR} (Debian: containernetworking-plugins)"
     if shutil.which("go") is None:
@@ -111,7 +112,8 @@ class RealNode:
         hack/netns_relay.py); two such nodes can run pods listening on the same ports."""
         self.cluster = cluster
         self.dir = Path(work_dir or tempfile.mkdtemp(prefix="kohort-realnode-"))
-        self.name = name or f"real-{self.dir.name.lower().replace('_', '-')[-12:].strip('-')}"
+        # Named apart from any other real node: its cgroup root and namespace carry the name.
+        self.name = name or f"real-{secrets.token_hex(3)}"
         self.socket = self.dir / "containerd.sock"
         self.cgroup_parent = f"/kohort-{self.name}"
         self.log_dir = self.dir / "logs"
@@ -152,8 +154,9 @@ class RealNode:
             raise
 
     def stop(self) -> None:
-        """Stops the kubelet, every container and shim of this node's containerd, containerd,
-        and removes its mounts and cgroups. Safe to call twice."""
+        """Stops the kubelet, every container and shim of this node's containerd, containerd
+        (and the relay), and removes its mounts, cgroups, network namespace and the fixed paths
+        it made. Safe to call twice."""
         for proc in [p for p in self.procs if p.name == "kubelet"]:
             processes.stop(proc.pid)
         if self.socket.exists():
@@ -512,14 +515,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
     def host_network_pod(self, name: str, image: str, command: list[str]) -> dict[str, Any]:
         """A pod of one container "main" running `command` of a locally imported `image` on
-        this node's network namespace, Ready once it runs (an exec probe every second)."""
+        this node and its network namespace, Ready once it runs (an exec probe every second)."""
         return {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {
                 "hostNetwork": True,
-                "nodeSelector": {REAL_NODE_LABEL: "true"},
+                "nodeSelector": {"kubernetes.io/hostname": self.name},
                 "tolerations": [{**REAL_NODE_TAINT, "operator": "Equal"}],
                 "containers": [
                     {

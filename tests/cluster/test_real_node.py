@@ -107,8 +107,14 @@ def test_a_host_network_pod_of_the_image_runs_as_its_nonroot_user(setup: Setup) 
         path = "/api/v1/namespaces/default/pods/whoami"
         processes.wait_until("the pod Ready", lambda: is_ready(rest.get(path)), 60)
         assert rest.get(path)["spec"]["nodeName"] == setup.node.name
-        printed = setup.node.container_log("default", "whoami", "main")
-        assert "uid=65532(nonroot) gid=65532(nonroot)" in printed
+        processes.wait_until(
+            "its output in the container's log",
+            lambda: (
+                "uid=65532(nonroot) gid=65532(nonroot)"
+                in setup.node.container_log("default", "whoami", "main")
+            ),
+            10,
+        )
     finally:
         rest.delete("/api/v1/namespaces/default/pods/whoami?gracePeriodSeconds=0")
 

@@ -4,7 +4,8 @@
 #
 #   hack/build-testenv.sh [component ...]     components: k8s k8s-gang etcd kwok volcano helm
 #                                               lws jobset kuberay training-operator (default: all
-#                                               of these); kueue (only when named: bench_scale)
+#                                               of these, and kubelet: the real node); kueue
+#                                               (only when named: bench_scale)
 #   hack/build-testenv.sh --print-dir          prints the bin dir for the current pins and exits
 #
 # Each component is built once per version into ${KOHORT_TESTENV_CACHE:-~/.cache/kohort/testenv}/
@@ -122,6 +123,11 @@ build_k8s_at() {
 
 build_k8s() {
   build_k8s_at "$K8S_VERSION" "" kube-apiserver kube-controller-manager kube-scheduler kubectl
+}
+
+# The kubelet of the same pinned Kubernetes, for the real node of hack/realnode.py.
+build_kubelet() {
+  build_k8s_at "$K8S_VERSION" "" kubelet
 }
 
 build_k8s_gang() {
@@ -289,11 +295,11 @@ install_from() {
 }
 
 components=("$@")
-((${#components[@]})) || components=(etcd kwok k8s k8s-gang volcano helm lws jobset kuberay training-operator)
+((${#components[@]})) || components=(etcd kwok k8s kubelet k8s-gang volcano helm lws jobset kuberay training-operator)
 for c in "${components[@]}"; do
   case $c in
-    k8s|k8s-gang|etcd|kwok|volcano|helm|lws|jobset|kuberay|training-operator|kueue) "build_${c//-/_}" ;;
-    *) echo "unknown component: $c (k8s k8s-gang etcd kwok volcano helm lws jobset kuberay training-operator kueue)" >&2
+    k8s|k8s-gang|kubelet|etcd|kwok|volcano|helm|lws|jobset|kuberay|training-operator|kueue) "build_${c//-/_}" ;;
+    *) echo "unknown component: $c (k8s k8s-gang etcd kwok volcano helm lws jobset kuberay training-operator kueue kubelet)" >&2
        exit 2 ;;
   esac
 done

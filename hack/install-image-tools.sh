@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what `make image` and tests/cluster/test_image.py use, from Debian's packages:
 # mmdebstrap and umoci build the image, podman with runc runs it, skopeo copies it into podman's
-# storage. Does nothing when all are there. Needs root (apt-get); without it the image tests skip.
+# storage; containerd (1.6 in bookworm) runs it on the real node of hack/realnode.py. Does nothing
+# when all are there. Needs root (apt-get); without it the image and real-node tests skip.
 set -euo pipefail
 
-tools=(mmdebstrap umoci podman runc skopeo)
+tools=(mmdebstrap umoci podman runc skopeo containerd)
 missing=()
 for tool in "${tools[@]}"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 ((${#missing[@]})) || exit 0

@@ -7,7 +7,7 @@ nothing here knows about Kubernetes objects or the clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from controller.quota.outcomes import PodPlacement
@@ -287,6 +287,10 @@ class PodSet:
     # The ResourceClaims each pod names directly (shared claims): never charged, so a gang
     # with one is held back by the controller.
     shared_claims: tuple[str, ...] = ()
+    # Elastic: the fewest pods of this pod set the gang may start with (None: all `count`).
+    # When the whole gang does not fit, it is admitted with the most pods of this pod set,
+    # down to `min_count`, that fit; one pod set of a gang at most is elastic.
+    min_count: int | None = None
 
 
 def node_requests(pod_set: PodSet) -> Mapping[str, int]:
@@ -303,7 +307,8 @@ def node_requests(pod_set: PodSet) -> Mapping[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class Gang:
-    """A workload: its pod sets are admitted together or not at all. `name` is unique.
+    """A workload: its pod sets are admitted together or not at all (an elastic pod set with
+    fewer pods, see `PodSet.min_count`). `name` is unique.
     `max_runtime`: the most it runs once admitted, if it declares it (a Job's
     activeDeadlineSeconds): the starvation guard's backfill takes it as its runtime."""
 
@@ -313,6 +318,27 @@ class Gang:
     priority: int = 0
     created: float = 0.0
     max_runtime: float | None = None
+
+
+def elastic_pod_set(gang: Gang) -> tuple[int, int] | None:
+    """The index and minimum count of the gang's elastic pod set, the first that declares a
+    minimum below its count (None: the gang is admitted whole or not at all)."""
+    for i, pod_set in enumerate(gang.pod_sets):
+        low = pod_set.min_count
+        if low is not None and 0 < low < pod_set.count:
+            return i, low
+    return None
+
+
+def with_count(gang: Gang, index: int, count: int) -> Gang:
+    """`gang` with `count` pods in its pod set `index` (the minimum kept at most `count`)."""
+    pod_sets = list(gang.pod_sets)
+    pod_set = pod_sets[index]
+    low = pod_set.min_count
+    pod_sets[index] = replace(
+        pod_set, count=count, min_count=None if low is None else min(low, count)
+    )
+    return replace(gang, pod_sets=tuple(pod_sets))
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,8 +67,8 @@ from controller.quota.snapshot import (
     HostPort,
     Node,
     QueueSpec,
+    admitted_as,
     elastic_pod_set,
-    with_count,
 )
 from controller.quota.state import GangInfo, QueueRuntime, RunningGang, gang_info
 
@@ -1142,7 +1142,8 @@ class Engine:
         best: GangInfo | None = None
         while low <= high:
             middle = (low + high) // 2
-            trial = gang_info(with_count(info.gang, index, middle), self.index)
+            count = {info.gang.pod_sets[index].name: middle}
+            trial = gang_info(admitted_as(info.gang, count), self.index)
             if self._fits_now(queue, trial):
                 best, low = trial, middle + 1
             else:

@@ -330,15 +330,21 @@ def elastic_pod_set(gang: Gang) -> tuple[int, int] | None:
     return None
 
 
-def with_count(gang: Gang, index: int, count: int) -> Gang:
-    """`gang` with `count` pods in its pod set `index` (the minimum kept at most `count`)."""
-    pod_sets = list(gang.pod_sets)
-    pod_set = pod_sets[index]
-    low = pod_set.min_count
-    pod_sets[index] = replace(
-        pod_set, count=count, min_count=None if low is None else min(low, count)
+def with_counts(pod_sets: tuple[PodSet, ...], counts: Mapping[str, int]) -> tuple[PodSet, ...]:
+    """`pod_sets` with each elastic one at the count `counts` gives it (pod set name -> pods
+    admitted) when that is between its minimum and its count; the others as they are."""
+    return tuple(
+        replace(ps, count=n)
+        if ps.min_count is not None
+        and ps.min_count <= (n := counts.get(ps.name, ps.count)) < ps.count
+        else ps
+        for ps in pod_sets
     )
-    return replace(gang, pod_sets=tuple(pod_sets))
+
+
+def admitted_as(gang: Gang, counts: Mapping[str, int]) -> Gang:
+    """`gang` as admitted with `counts` pods of its elastic pod set (see `with_counts`)."""
+    return replace(gang, pod_sets=with_counts(gang.pod_sets, counts))
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,7 @@ def workload_for(gang: ManagedGang, priority: int) -> Workload:
                     requests=_quantities(ps.requests),
                     node_selector=dict(ps.node_selector),
                     tolerations=[workload_toleration(t) for t in ps.tolerations],
+                    min_count=ps.min_count,
                 )
                 for ps in gang.shape.pod_sets
             ],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller import quota
 from controller.api import names
@@ -133,6 +133,11 @@ def release(
         hosts, domain = pins(nodes, levels, node_labels, claims_devices=pod_set in claiming)
         per_host, node_hosts = planned_hosts(placed, pod_set, node_labels) if hosts else ({}, {})
         by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain, per_host, node_hosts)
+    for ps in pod_sets:
+        if ps.min_count is not None:  # elastic: released with the pods admitted
+            by_pod_set[ps.name] = replace(
+                by_pod_set.get(ps.name, PodSetFlavors(())), count=ps.count
+            )
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
 
@@ -349,6 +354,7 @@ def admission(
     node_labels: NodeLabels = lambda node: None,
     checked_devices: frozenset[str] = frozenset(),
 ) -> AdmissionWrites:
+    gang = gang.admitted_as(decided.counts)  # (its elastic pod set at the count admitted)
     status = objects.admitted_status(gang, decided, now)
     unchecked = objects.unchecked(gang, checked_devices)
     if unchecked:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.quota import Decisions, Gang, PendingCause, decide
-from controller.quota.snapshot import with_count
+from controller.quota.snapshot import admitted_as
 from tests.unit.test_quota_builders import (
     gang,
     node,
@@ -117,7 +117,7 @@ def test_an_admitted_elastic_gang_fed_back_with_its_count_is_charged_that_count(
         [queue("a", 8, cohort=None)],
         [node("n1")],
         [gang("h", "a", 2, 1)],
-        [running(with_count(g, 0, 6), *["n1"] * 6)],
+        [running(admitted_as(g, {"main": 6}), *["n1"] * 6)],
     )
     assert admitted_pods(decide(snapshot, 0)) == {"h": 2}
 

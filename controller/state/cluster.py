@@ -363,6 +363,11 @@ class ClusterState:
         if resized is not None:
             log.info("evicting %s: %s", gang.id, resized)
             return self._evict(gang, Reason.RESIZED, resized, None, now)
+        counts = objects.shrunk(gang)
+        shrunk: list[Step] = []
+        if counts is not None:  # its quota given back: its ClusterQueue's usage changed
+            shrunk = objects.shrunk_record(gang, counts, now, self.podgroups)
+            self.reporter.queue_changed([gang.admitted_in() or ""])
         timeout = self.settings.pods_ready_timeout
         deadline = planner.pods_ready_deadline(gang, now, timeout)
         failing = self._still_failing(gang)
@@ -408,7 +413,7 @@ class ClusterState:
             self._unreleased.add(gang.key)
             return planner.not_released(gang, missing)
         # (released before its flavor was deleted: the flavor's nodes matter no more)
-        return steps + planner.started(gang, now)
+        return shrunk + steps + planner.started(gang, now)
 
     def _still_failing(self, gang: ManagedGang) -> ReleaseFailure | None:
         """The gang's release failures, while some of it is still held (its failures end once

@@ -323,7 +323,11 @@ class JobAdapter(Registrable):
         if name is None or parallelism < 1:
             return []
         sets = gang_pod_sets([TemplatePods("main", parallelism, template)], obj.metadata.namespace)
-        least = min_parallelism(obj)
+        # Elastic, unless its user changed parallelism since a partial release: the size they
+        # ask for then is the one to admit (a resize), none smaller.
+        partial = partial_release(obj)
+        changed = partial is not None and obj.spec.parallelism != partial.released
+        least = None if changed else min_parallelism(obj)
         if least is not None and least < parallelism:
             sets = (replace(sets[0], min_count=least), *sets[1:])
         size = parallelism if completions is None else min(parallelism, completions)
@@ -348,6 +352,11 @@ class JobAdapter(Registrable):
 
     def pod_set_of(self, pod: kube.Pod) -> str | None:
         return None
+
+    def shrinks_in_place(self, owner: kube.Job) -> bool:
+        """A Job whose parallelism is lowered keeps running: the Job controller deletes the
+        pods beyond it (for an Indexed Job, the highest indexes) and the others run on."""
+        return True
 
     def release(
         self, obj: kube.Job, pods: Sequence[kube.Pod], flavors: Flavors = NO_FLAVORS

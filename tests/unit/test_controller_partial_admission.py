@@ -147,7 +147,8 @@ def test_a_job_its_user_resized_after_a_partial_release_keeps_the_users_size_whe
     released = partially_released(indexed(8, 4), 6)
     released.spec.parallelism = released.spec.completions = 10
     [gang] = JOB.gangs(released)
-    assert gang.pod_sets[0].count == 10  # a resize: evicted and requeued with it
+    # A resize: evicted and requeued with it (no smaller count stands for it meanwhile).
+    assert (gang.pod_sets[0].count, gang.pod_sets[0].min_count) == (10, None)
     writes = JOB.hold(released, [])
     bodies = [w.body for w in writes if isinstance(w, Patch)]
     assert {"metadata": {"annotations": {names.PARTIALLY_ADMITTED_ANNOTATION: None}}} in bodies
@@ -158,3 +159,92 @@ def test_the_partial_release_record_is_readable_json() -> None:
     released = partially_released(indexed(8, 4), 6)
     kept = json.loads(released.metadata.annotations[names.PARTIALLY_ADMITTED_ANNOTATION])
     assert kept == {"parallelism": 8, "completions": 8, "released": 6}
+
+
+async def scaled_down(world: World, name: str, parallelism: int) -> None:
+    job = world.api.read_back(kinds.JOBS, name, "ns")
+    assert job is not None
+    job["spec"]["parallelism"] = parallelism
+    world.api.put(kinds.JOBS, job)
+    await world.api.settle()
+
+
+async def test_a_job_scaled_down_gives_its_quota_back_in_the_next_pass_without_eviction(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, held_job("train", 4)), cpu_quota="4"))
+    await passes(world)
+    assert queue_used(world, "cpu") == "4"
+
+    await scaled_down(world, "train", 2)
+    await passes(world, 1)
+
+    assert queue_used(world, "cpu") == "2"
+    assert job_spec(world, "train")["suspend"] is False
+    wl = world.workload("job-train")
+    assert wl is not None and condition(wl, "Evicted") is None
+    assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 2
+    [group] = world.api.all(kinds.VOLCANO_PODGROUPS)
+    assert group["spec"]["minMember"] == 2
+    reasons = [e["reason"] for e in world.api.all(kinds.EVENTS)]
+    assert "ScaledDown" in reasons and "Resized" not in reasons
+
+
+async def test_the_quota_a_scaled_down_job_gives_back_admits_the_next_job(
+    started: list[World],
+) -> None:
+    world = await start(
+        started,
+        World((kinds.JOBS, held_job("first", 4)), (kinds.JOBS, held_job("next", 2)), cpu_quota="4"),
+    )
+    await passes(world)
+    assert [job_spec(world, n)["suspend"] for n in ("first", "next")] == [False, True]
+
+    await scaled_down(world, "first", 2)
+    await passes(world, 2)
+
+    assert [job_spec(world, n)["suspend"] for n in ("first", "next")] == [False, False]
+    assert queue_used(world, "cpu") == "4"
+
+
+async def test_a_partially_admitted_job_scaled_down_below_its_admission_runs_on(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, elastic_job("train", 8, 4)), cpu_quota="6"))
+    await passes(world)
+    await scaled_down(world, "train", 5)
+    await passes(world, 2)
+
+    assert queue_used(world, "cpu") == "5"
+    wl = world.workload("job-train")
+    assert wl is not None and condition(wl, "Evicted") is None
+    assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 5
+
+
+async def test_a_job_scaled_up_after_a_partial_admission_is_requeued_with_its_new_size(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, elastic_job("train", 8, 4)), cpu_quota="6"))
+    await passes(world)
+    await scaled_down(world, "train", 7)  # (up: more than the 6 admitted)
+    await passes(world, 2)
+
+    wl = world.workload("job-train")
+    assert wl is not None
+    evicted = condition(wl, "Evicted")
+    assert evicted is not None and evicted["reason"] == "Resized"
+
+
+async def test_a_partially_admitted_job_raised_back_to_its_full_size_is_requeued_not_run_whole(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, elastic_job("train", 8, 4)), cpu_quota="6"))
+    await passes(world)
+    await scaled_down(world, "train", 8)  # (up, to what it first asked for)
+    await passes(world, 3)
+
+    # Evicted for the resize, then admitted again with the 6 pods there is room for.
+    assert "Resized" in [e["reason"] for e in world.api.all(kinds.EVENTS)]
+    spec = job_spec(world, "train")
+    assert (spec["suspend"], spec["parallelism"]) == (False, 6)
+    assert queue_used(world, "cpu") == "6"

@@ -19,14 +19,9 @@ from tests.support import eventually, pod_isolation
 pytestmark = pytest.mark.volcano
 
 
+@pytest.mark.usefixtures("drained")
 async def test_a_job_of_8_with_a_minimum_of_4_on_a_queue_with_room_for_6_runs_6_at_once(
-    stack: KohortStack,
-    cluster: LocalCluster,
-    namespace: str,
-    admin: Client,
-    test_nodes: TestNodes,
-    drained: None,
-    gang_kind: kinds.Kind,
+    stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
 ) -> None:
     stack.enroll(namespace)
     test_nodes("worker", 2, cpu="8")
@@ -56,7 +51,7 @@ async def test_a_job_of_8_with_a_minimum_of_4_on_a_queue_with_room_for_6_runs_6_
     assert wl["spec"]["podSets"][0]["count"] == 8
     assert wl["spec"]["podSets"][0]["minCount"] == 4
     assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 6
-    group = await team.podgroup("job-train", gang_kind)
+    group = await team.podgroup("job-train", kinds.VOLCANO_PODGROUPS)
     assert group is not None and group["spec"]["minMember"] == 6
     running = await admin.get(kinds.JOBS, "train", namespace)
     assert (running["spec"]["parallelism"], running["spec"]["completions"]) == (6, 8)

@@ -12,7 +12,15 @@ from controller.api import kinds, names
 from controller.cluster.clients import Client
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
-from hack.objects import Probe, cluster_queue, condition, gang_job, local_queue, reserved
+from hack.objects import (
+    Probe,
+    cluster_queue,
+    condition,
+    gang_job,
+    local_queue,
+    pending_reason,
+    reserved,
+)
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 
@@ -66,3 +74,58 @@ async def test_a_job_of_8_with_a_minimum_of_4_on_a_queue_with_room_for_6_runs_6_
     assert wl is not None and reserved(wl)
     evicted = condition(wl, "Evicted")
     assert evicted is None or evicted["status"] == "False"
+
+
+@pytest.mark.usefixtures("drained")
+async def test_a_job_scaled_down_frees_its_quota_in_the_next_pass_and_keeps_its_other_pods(
+    stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
+) -> None:
+    stack.enroll(namespace)
+    test_nodes("worker", 2, cpu="8")
+    apply_queues(
+        cluster.rest,
+        [
+            cluster_queue(f"{namespace}-cq", {"cpu": "4"}),
+            local_queue(namespace, "team", f"{namespace}-cq"),
+        ],
+    )
+    team = Probe(admin, namespace)
+    isolation = pod_isolation(namespace)
+    first = gang_job("first", queue="team", pods=4, requests={"cpu": "1"}, isolation=isolation)
+    await team.create(kinds.JOBS, first)
+    before = await eventually(
+        lambda: team.bound("job-first"),
+        lambda pods: len(pods) == 4,
+        within=90,
+        what="the first Job's 4 pods bound",
+    )
+    after = gang_job("next", queue="team", pods=2, requests={"cpu": "1"}, isolation=isolation)
+    await team.create(kinds.JOBS, after)
+    await eventually(
+        lambda: team.workload("job-next"),
+        lambda wl: wl is not None and "quota" in pending_reason(wl).lower(),
+        within=60,
+        what="the next Job waiting for quota",
+    )
+    await admin.patch(kinds.JOBS, "first", {"spec": {"parallelism": 2}}, namespace)
+
+    await eventually(
+        lambda: team.bound("job-next"),
+        lambda pods: len(pods) == 2,
+        within=90,
+        what="the next Job bound on the quota the first gave back",
+    )
+    kept = await eventually(
+        lambda: team.bound("job-first"),
+        lambda pods: len(pods) == 2,
+        within=60,
+        what="the first Job down to 2 pods",
+    )
+    assert set(kept) <= set(before), "the pods it keeps are the ones that ran"
+    wl = await team.workload("job-first")
+    assert wl is not None and reserved(wl)
+    assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 2
+    evicted = condition(wl, "Evicted")
+    assert evicted is None or evicted["status"] == "False"
+    group = await team.podgroup("job-first", kinds.VOLCANO_PODGROUPS)
+    assert group is not None and group["spec"]["minMember"] == 2

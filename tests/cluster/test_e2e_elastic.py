@@ -1,6 +1,7 @@
 """Elastic Jobs on the real control plane (issue 38): a Job that declares a minimum starts with
 the most pods its queue has room for, as one gang of that size, and the Job controller makes
-no more of its pods than that."""
+no more of its pods than that; a Job scaled down runs on with the pods it keeps, and gives the
+rest of its quota back."""
 
 from __future__ import annotations
 
@@ -9,53 +10,62 @@ import asyncio
 import pytest
 
 from controller.api import kinds, names
-from controller.cluster.clients import Client
+from controller.cluster.clients import Client, JSONDict
+from hack import objects
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import LocalCluster
-from hack.objects import (
-    Probe,
-    cluster_queue,
-    condition,
-    gang_job,
-    local_queue,
-    pending_reason,
-    reserved,
-)
 from tests.conftest import TestNodes
 from tests.support import eventually, pod_isolation
 
 pytestmark = pytest.mark.volcano
 
 
+def team_of(
+    stack: KohortStack,
+    cluster: LocalCluster,
+    namespace: str,
+    admin: Client,
+    nodes: TestNodes,
+    cpu: str,
+) -> objects.Probe:
+    """The test's namespace in kohort's care, with a LocalQueue `team` of `cpu` CPUs of quota
+    on two nodes of 8 CPUs."""
+    stack.enroll(namespace)
+    nodes("worker", 2, cpu="8")
+    queue = f"{namespace}-cq"
+    apply_queues(
+        cluster.rest,
+        [objects.cluster_queue(queue, {"cpu": cpu}), objects.local_queue(namespace, "team", queue)],
+    )
+    return objects.Probe(admin, namespace)
+
+
+def cpu_job(namespace: str, name: str, pods: int) -> JSONDict:
+    isolation = pod_isolation(namespace)
+    return objects.gang_job(
+        name, queue="team", pods=pods, requests={"cpu": "1"}, isolation=isolation
+    )
+
+
+async def bound(team: objects.Probe, gang: str, pods: int, what: str) -> list[str]:
+    """The names of the gang's bound pods, once there are `pods` of them."""
+    return await eventually(
+        lambda: team.bound(gang), lambda p: len(p) == pods, within=90, what=what
+    )
+
+
 @pytest.mark.usefixtures("drained")
 async def test_a_job_of_8_with_a_minimum_of_4_on_a_queue_with_room_for_6_runs_6_at_once(
     stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
 ) -> None:
-    stack.enroll(namespace)
-    test_nodes("worker", 2, cpu="8")
-    apply_queues(
-        cluster.rest,
-        [
-            cluster_queue(f"{namespace}-cq", {"cpu": "6"}),
-            local_queue(namespace, "team", f"{namespace}-cq"),
-        ],
-    )
-    job = gang_job(
-        "train", queue="team", pods=8, requests={"cpu": "1"}, isolation=pod_isolation(namespace)
-    )
+    team = team_of(stack, cluster, namespace, admin, test_nodes, cpu="6")
+    job = cpu_job(namespace, "train", 8)
     job["metadata"]["annotations"] = {names.MIN_PARALLELISM_ANNOTATION: "4"}
-    team = Probe(admin, namespace)
     await team.create(kinds.JOBS, job)
 
-    bound = await eventually(
-        lambda: team.bound("job-train"),
-        lambda pods: len(pods) == 6,
-        within=90,
-        what="6 pods of the Job bound",
-    )
-    assert len(bound) == 6
+    assert len(await bound(team, "job-train", 6, "6 pods of the Job bound")) == 6
     wl = await team.workload("job-train")
-    assert wl is not None and reserved(wl)
+    assert wl is not None and objects.reserved(wl)
     assert wl["spec"]["podSets"][0]["count"] == 8
     assert wl["spec"]["podSets"][0]["minCount"] == 4
     assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 6
@@ -67,12 +77,11 @@ async def test_a_job_of_8_with_a_minimum_of_4_on_a_queue_with_room_for_6_runs_6_
     # A few passes later: still 6 pods, no more made, and kohort's own change of parallelism
     # taken for no resize.
     await asyncio.sleep(5)
-    pods = await team.pods("job-train")
-    assert len(pods) == 6
+    assert len(await team.pods("job-train")) == 6
     assert len(await team.bound("job-train")) == 6
     wl = await team.workload("job-train")
-    assert wl is not None and reserved(wl)
-    evicted = condition(wl, "Evicted")
+    assert wl is not None and objects.reserved(wl)
+    evicted = objects.condition(wl, "Evicted")
     assert evicted is None or evicted["status"] == "False"
 
 
@@ -80,52 +89,26 @@ async def test_a_job_of_8_with_a_minimum_of_4_on_a_queue_with_room_for_6_runs_6_
 async def test_a_job_scaled_down_frees_its_quota_in_the_next_pass_and_keeps_its_other_pods(
     stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
 ) -> None:
-    stack.enroll(namespace)
-    test_nodes("worker", 2, cpu="8")
-    apply_queues(
-        cluster.rest,
-        [
-            cluster_queue(f"{namespace}-cq", {"cpu": "4"}),
-            local_queue(namespace, "team", f"{namespace}-cq"),
-        ],
-    )
-    team = Probe(admin, namespace)
-    isolation = pod_isolation(namespace)
-    first = gang_job("first", queue="team", pods=4, requests={"cpu": "1"}, isolation=isolation)
-    await team.create(kinds.JOBS, first)
-    before = await eventually(
-        lambda: team.bound("job-first"),
-        lambda pods: len(pods) == 4,
-        within=90,
-        what="the first Job's 4 pods bound",
-    )
-    after = gang_job("next", queue="team", pods=2, requests={"cpu": "1"}, isolation=isolation)
-    await team.create(kinds.JOBS, after)
+    team = team_of(stack, cluster, namespace, admin, test_nodes, cpu="4")
+    await team.create(kinds.JOBS, cpu_job(namespace, "first", 4))
+    before = await bound(team, "job-first", 4, "the first Job's 4 pods bound")
+    await team.create(kinds.JOBS, cpu_job(namespace, "next", 2))
     await eventually(
         lambda: team.workload("job-next"),
-        lambda wl: wl is not None and "quota" in pending_reason(wl).lower(),
+        lambda wl: wl is not None and "quota" in objects.pending_reason(wl).lower(),
         within=60,
         what="the next Job waiting for quota",
     )
+
     await admin.patch(kinds.JOBS, "first", {"spec": {"parallelism": 2}}, namespace)
 
-    await eventually(
-        lambda: team.bound("job-next"),
-        lambda pods: len(pods) == 2,
-        within=90,
-        what="the next Job bound on the quota the first gave back",
-    )
-    kept = await eventually(
-        lambda: team.bound("job-first"),
-        lambda pods: len(pods) == 2,
-        within=60,
-        what="the first Job down to 2 pods",
-    )
+    await bound(team, "job-next", 2, "the next Job bound on the quota the first gave back")
+    kept = await bound(team, "job-first", 2, "the first Job down to 2 pods")
     assert set(kept) <= set(before), "the pods it keeps are the ones that ran"
     wl = await team.workload("job-first")
-    assert wl is not None and reserved(wl)
+    assert wl is not None and objects.reserved(wl)
     assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 2
-    evicted = condition(wl, "Evicted")
+    evicted = objects.condition(wl, "Evicted")
     assert evicted is None or evicted["status"] == "False"
     group = await team.podgroup("job-first", kinds.VOLCANO_PODGROUPS)
     assert group is not None and group["spec"]["minMember"] == 2

@@ -180,13 +180,6 @@ class ManagedGang:
             return {}
         return {a.name: dict(a.flavors) for a in status.admission.pod_set_assignments if a.flavors}
 
-    def admitted_counts(self) -> dict[str, int]:
-        """The pods of each pod set its admission took, as the record says (empty: none)."""
-        status = self.workload.status if self.workload else None
-        if status is None or status.admission is None:
-            return {}
-        return {a.name: a.count for a in status.admission.pod_set_assignments}
-
     def admitted_as(self, counts: Mapping[str, int]) -> ManagedGang:
         """The gang as an admission of `counts` pods per pod set takes it: its elastic pod set
         at the count admitted (see `counted_shape`)."""

@@ -1,10 +1,11 @@
 """What elastic jobs change on Philly: the kohort policy with and without a share of elastic jobs.
 
-    .venv/bin/python bench/bench_sim_elastic.py [--compression 8] [--shares 0,0.5] [--jobs 2]
+    .venv/bin/python bench/bench_sim_elastic.py [--compression 8] [--shares 0,0.5] [--pod-gpus 8]
 
 Replays the Philly trace (homogeneous 8-GPU nodes) through the simulator's `kohort` policy (the
 controller's measured configuration), once per share: that share of the jobs of two pods or
-more (with 8-GPU pods, the jobs of 16, 24 and 32 GPUs; the same jobs in every run, see
+more (with 8-GPU pods, the jobs of 16, 24 and 32 GPUs; with `--pod-gpus 4`, the jobs of 8 GPUs
+too, every job then made of pods of at most 4 GPUs; the same jobs in every run, see
 `traces.with_elastic`) is elastic, down to half its pods. An elastic job that does not fit whole
 starts with the most pods that fit, down to that half; one admitted smaller runs longer in
 proportion (its work is conserved) and is counted at the GPUs it runs with. Share 0 is kohort as
@@ -37,8 +38,8 @@ from controller.simulate.traces import (
 HOUR = 3600.0
 
 
-def run(traces: Path, compression: float, share: float, limit: int) -> Result:
-    trace = load_philly(traces, compression=compression)
+def run(traces: Path, compression: float, share: float, limit: int, pod_gpus: int) -> Result:
+    trace = load_philly(traces, compression=compression, pod_gpus=pod_gpus)
     jobs = trace.jobs[:limit] if limit else trace.jobs
     jobs = tuple(with_elastic(jobs, share))
     nodes = philly_nodes(traces, mixed=False)
@@ -56,15 +57,18 @@ def main() -> int:
     parser.add_argument("--shares", default="0,0.5", help="comma list of elastic shares")
     parser.add_argument("--limit", type=int, default=0, help="only the first N jobs")
     parser.add_argument("--jobs", type=int, default=1, help="simulations run at once")
+    parser.add_argument("--pod-gpus", type=int, default=8, help="GPUs per pod at most")
     args = parser.parse_args()
     shares = [float(s) for s in args.shares.split(",") if s]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = [
-            pool.submit(run, args.traces, args.compression, share, args.limit) for share in shares
+            pool.submit(run, args.traces, args.compression, share, args.limit, args.pod_gpus)
+            for share in shares
         ]
         results = [f.result() for f in futures]
     print(
-        f"Philly {args.compression:g}x homogeneous, kohort policy,"
+        f"Philly {args.compression:g}x homogeneous, pods of at most {args.pod_gpus} GPUs,"
+        " kohort policy,"
         f" {results[0].jobs if results else 0} jobs"
     )
     header = (

@@ -165,13 +165,15 @@ def asked_size(obj: kube.Job) -> tuple[int, int | None]:
 
 def completions_follow(obj: kube.Job, parallelism: int, completions: int | None) -> bool:
     """Whether a partial release lowers completions with parallelism: for an Indexed Job whose
-    completions equal its parallelism (one index per worker; Kubernetes lets both change
-    together then), or one that asks for it with Kueue's annotation; otherwise completions are
-    kept and the Job runs them with fewer pods at once."""
+    completions equal its parallelism (one index per worker), or that asks for it with Kueue's
+    annotation (Kubernetes lets an Indexed Job change both together, and no other Job change
+    its completions); otherwise completions are kept and the Job runs them with fewer pods at
+    once."""
+    if obj.spec.completion_mode != "Indexed":
+        return False
     annotations = obj.metadata.annotations
-    if annotations.get(names.KUEUE_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) == "true":
-        return True
-    return obj.spec.completion_mode == "Indexed" and completions == parallelism
+    asked = annotations.get(names.KUEUE_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) == "true"
+    return asked or completions == parallelism
 
 
 def _suspended(obj: JSONDict) -> bool:
@@ -410,9 +412,9 @@ class JobAdapter(Registrable):
     def _restore_size(self, obj: kube.Job) -> list[Write]:
         """Give a held Job back the parallelism and completions its user asked for, which a
         partial release lowered (unless its user changed them since: theirs are kept)."""
-        partial = partial_release(obj)
         if names.PARTIALLY_ADMITTED_ANNOTATION not in obj.metadata.annotations:
             return []
+        partial = partial_release(obj)
         body: JSONDict = {"metadata": {"annotations": {names.PARTIALLY_ADMITTED_ANNOTATION: None}}}
         if partial is not None and obj.spec.parallelism == partial.released:
             spec: JSONDict = {"parallelism": partial.parallelism}

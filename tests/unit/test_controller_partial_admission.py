@@ -248,3 +248,23 @@ async def test_a_partially_admitted_job_raised_back_to_its_full_size_is_requeued
     spec = job_spec(world, "train")
     assert (spec["suspend"], spec["parallelism"]) == (False, 6)
     assert queue_used(world, "cpu") == "6"
+
+
+def test_a_job_that_is_not_indexed_keeps_its_completions_even_when_kueue_asks_otherwise() -> None:
+    job = make_job(parallelism=8, completions=8)
+    job["metadata"]["annotations"] = {
+        names.MIN_PARALLELISM_ANNOTATION: "4",
+        names.KUEUE_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION: "true",
+    }
+    editor = Editor(job)
+    JOB.default(editor, Mutation("research"))
+    released = partially_released(editor.doc, 6)
+    assert (released.spec.parallelism, released.spec.completions) == (6, 8)
+
+
+def test_an_indexed_job_of_more_completions_than_parallelism_lowers_them_only_when_asked() -> None:
+    job = indexed(8, 4)
+    job["spec"]["completions"] = 16
+    assert partially_released(json.loads(json.dumps(job)), 6).spec.completions == 16
+    job["metadata"]["annotations"][names.KUEUE_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION] = "true"
+    assert partially_released(job, 6).spec.completions == 6

@@ -112,3 +112,23 @@ async def test_a_job_scaled_down_frees_its_quota_in_the_next_pass_and_keeps_its_
     assert evicted is None or evicted["status"] == "False"
     group = await team.podgroup("job-first", kinds.VOLCANO_PODGROUPS)
     assert group is not None and group["spec"]["minMember"] == 2
+
+
+@pytest.mark.usefixtures("drained")
+async def test_an_indexed_job_admitted_smaller_runs_as_many_indexes_as_pods(
+    stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
+) -> None:
+    team = team_of(stack, cluster, namespace, admin, test_nodes, cpu="3")
+    job = cpu_job(namespace, "workers", 4)
+    job["spec"]["completionMode"] = "Indexed"
+    job["metadata"]["annotations"] = {names.KUEUE_MIN_PARALLELISM_ANNOTATION: "2"}
+    await team.create(kinds.JOBS, job)
+
+    await bound(team, "job-workers", 3, "3 of the Indexed Job's pods bound")
+    running = await admin.get(kinds.JOBS, "workers", namespace)
+    assert (running["spec"]["parallelism"], running["spec"]["completions"]) == (3, 3)
+    indexes = {
+        p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        for p in await team.pods("job-workers")
+    }
+    assert indexes == {"0", "1", "2"}

@@ -47,6 +47,16 @@ def cpu_job(namespace: str, name: str, pods: int) -> JSONDict:
     )
 
 
+MINIMUM = names.MIN_PARALLELISM_ANNOTATION
+
+
+def elastic_job(namespace: str, name: str, pods: int, annotations: dict[str, str]) -> JSONDict:
+    """`cpu_job` with `annotations` (its minimum, kohort's or Kueue's key)."""
+    job = cpu_job(namespace, name, pods)
+    job["metadata"]["annotations"] = annotations
+    return job
+
+
 async def bound(team: objects.Probe, gang: str, pods: int, what: str) -> list[str]:
     """The names of the gang's bound pods, once there are `pods` of them."""
     return await eventually(
@@ -59,9 +69,7 @@ async def test_a_job_of_8_with_a_minimum_of_4_on_a_queue_with_room_for_6_runs_6_
     stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
 ) -> None:
     team = team_of(stack, cluster, namespace, admin, test_nodes, cpu="6")
-    job = cpu_job(namespace, "train", 8)
-    job["metadata"]["annotations"] = {names.MIN_PARALLELISM_ANNOTATION: "4"}
-    await team.create(kinds.JOBS, job)
+    await team.create(kinds.JOBS, elastic_job(namespace, "train", 8, {MINIMUM: "4"}))
 
     assert len(await bound(team, "job-train", 6, "6 pods of the Job bound")) == 6
     wl = await team.workload("job-train")
@@ -119,9 +127,8 @@ async def test_an_indexed_job_admitted_smaller_runs_as_many_indexes_as_pods(
     stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
 ) -> None:
     team = team_of(stack, cluster, namespace, admin, test_nodes, cpu="3")
-    job = cpu_job(namespace, "workers", 4)
+    job = elastic_job(namespace, "workers", 4, {names.KUEUE_MIN_PARALLELISM_ANNOTATION: "2"})
     job["spec"]["completionMode"] = "Indexed"
-    job["metadata"]["annotations"] = {names.KUEUE_MIN_PARALLELISM_ANNOTATION: "2"}
     await team.create(kinds.JOBS, job)
 
     await bound(team, "job-workers", 3, "3 of the Indexed Job's pods bound")

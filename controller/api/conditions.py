@@ -44,6 +44,9 @@ class Reason(enum.StrEnum):
     PREEMPTED = "Preempted"
     PODS_READY_TIMEOUT = "PodsReadyTimeout"
     RESIZED = "Resized"
+    # An admitted gang's object asked for fewer pods, and its kind runs on with those it
+    # keeps: its admission is kept at the smaller count, the rest of its quota given back.
+    SCALED_DOWN = "ScaledDown"
     INADMISSIBLE = "Inadmissible"
     IN_CLUSTER_QUEUE = "InClusterQueue"
     IN_COHORT_RECLAMATION = "InCohortReclamation"

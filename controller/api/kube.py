@@ -374,6 +374,7 @@ class Node(View):
 class JobSpec(View):
     parallelism: int | None = None
     completions: int | None = None
+    completion_mode: str | None = None
     suspend: bool | None = None
     active_deadline_seconds: int | None = None
     template: PodTemplate = msgspec.field(default_factory=PodTemplate)

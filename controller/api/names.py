@@ -80,3 +80,13 @@ KUEUE_PREFERRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-preferred-to
 KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-required-topology"
 KUEUE_SLICE_SIZE_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-size"
+# Partial admission of a Job: the fewest pods it may start with (Kueue's key read too, kohort's
+# wins), and Kueue's key that asks for completions to follow parallelism.
+MIN_PARALLELISM_ANNOTATION: Final = "kohort.dev/min-parallelism"
+KUEUE_MIN_PARALLELISM_ANNOTATION: Final = "kueue.x-k8s.io/job-min-parallelism"
+KUEUE_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION: Final = (
+    "kueue.x-k8s.io/job-completions-equal-parallelism"
+)
+# Written by the release of a partially admitted Job: the parallelism and completions its user
+# asked for and the parallelism it was released with (JSON), restored when it is held again.
+PARTIALLY_ADMITTED_ANNOTATION: Final = "kohort.dev/partially-admitted"

@@ -37,6 +37,8 @@ class PodSet(Spec):
     )
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
+    # Partial admission: the fewest pods it may be admitted with (unset: all `count`).
+    min_count: Annotated[int | None, Field(ge=1)] = None
 
     def request_milli(self) -> dict[str, int]:
         """Per-pod requests in milli-units, zero requests dropped."""

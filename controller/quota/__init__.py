@@ -36,6 +36,7 @@ from controller.quota.snapshot import (
     Snapshot,
     Taint,
     Toleration,
+    admitted_as,
 )
 
 
@@ -83,5 +84,6 @@ __all__ = [
     "Snapshot",
     "Taint",
     "Toleration",
+    "admitted_as",
     "decide",
 ]

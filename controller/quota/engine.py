@@ -67,6 +67,8 @@ from controller.quota.snapshot import (
     HostPort,
     Node,
     QueueSpec,
+    admitted_as,
+    elastic_pod_set,
 )
 from controller.quota.state import GangInfo, QueueRuntime, RunningGang, gang_info
 
@@ -1028,6 +1030,8 @@ class Engine:
         if search.borrowing is not None:
             self._admit_borrowing(queue, info, search.borrowing, now, log)
             return None
+        if self._admit_partially(queue, info, now, log):
+            return None
         if not search.preemptable:
             return search.waiting_reason()
         return self._preempt_or_wait(queue, info, search, now, log)
@@ -1064,7 +1068,11 @@ class Engine:
         starvation guard, or for a gang waiting in this cycle for ending gangs' room (told as
         the quota it is short of with that gang counted in)."""
         hold = self._hold
-        if hold is not None and hold.info is not info and self._held_back(hold, queue, info, opt):
+        if (
+            hold is not None
+            and hold.info.name != info.name
+            and self._held_back(hold, queue, info, opt)
+        ):
             return Pending(
                 PendingCause.HELD_FOR_STARVING, behind=hold.info.name, queue=hold.queue.name
             )
@@ -1081,7 +1089,7 @@ class Engine:
         ending gangs' room (as if that gang were admitted), if it is one the waiting gang could
         evict once admitted: of its queue and of lower priority, or of a queue of its cohort
         tree that would borrow; None if it is not held back."""
-        if keep.info is info:
+        if keep.info.name == info.name:
             return None
         if queue is keep.queue:
             if info.gang.priority >= keep.info.gang.priority:
@@ -1149,6 +1157,48 @@ class Engine:
                 and not self._settles(queue, info, [found])
                 and self._preempt(queue, info, found.option, now, log)
             ):
+                return True
+        return False
+
+    def _admit_partially(self, queue: QueueRuntime, info: GangInfo, now: float, log: _Log) -> bool:
+        """Admit an elastic gang whose whole size does not fit with the most pods of its
+        elastic pod set, down to its minimum, that fit now without evicting anyone (quota
+        and nodes, on any option its queue takes); False if not even the minimum does.
+
+        The count is found by bisection, each probe classifying the reduced gang's options
+        and giving back what it placed: fitting is taken as monotone in the count (fewer
+        identical pods fit where more do)."""
+        elastic = elastic_pod_set(info.gang)
+        if elastic is None:
+            return False
+        index, low = elastic
+        high = info.gang.pod_sets[index].count - 1
+        best: GangInfo | None = None
+        while low <= high:
+            middle = (low + high) // 2
+            count = {info.gang.pod_sets[index].name: middle}
+            trial = gang_info(admitted_as(info.gang, count), self.index)
+            if self._fits_now(queue, trial):
+                best, low = trial, middle + 1
+            else:
+                high = middle - 1
+        if best is None:
+            return False
+        search = _Search(lambda: False)
+        if self._search(queue, best, search, now, log):
+            return True
+        assert search.borrowing is not None, "a count that fit no longer fits"
+        self._admit_borrowing(queue, best, search.borrowing, now, log)
+        return True
+
+    def _fits_now(self, queue: QueueRuntime, info: GangInfo) -> bool:
+        """Whether one of the options of `info` fits now, within nominal quota or borrowing,
+        without evicting; the state is left unchanged."""
+        for found in self.classify(queue, info):
+            if isinstance(found, OptionFits):
+                self._unplace(found.option, found.plan)
+                return True
+            if isinstance(found, OptionBorrows):
                 return True
         return False
 
@@ -1292,11 +1342,11 @@ class Engine:
         *,
         evicted: int,
     ) -> None:
-        queue.remove_pending(info)
-        del self.pending[info.name]
+        # `info` is the pending gang, or a smaller one of the same name (partial admission).
+        queue.remove_pending(self.pending.pop(info.name)[1])
         self._fresh.discard(info.name)
         self._planned.pop(info.name, None)
-        if self._backfill is not None and self._backfill.info is info:
+        if self._backfill is not None and self._backfill.info.name == info.name:
             for node in self._backfill.nodes:  # its reservation is over
                 self.index.unreserve(node)
             self._backfill = None
@@ -1317,6 +1367,7 @@ class Engine:
                 evicted=evicted,
                 borrowing=borrowing(queue.state),
                 flavors=flavors,
+                counts=_counts(info.gang),
             )
         )
 
@@ -1864,3 +1915,10 @@ def _placement(running: RunningGang, names: Sequence[str]) -> tuple[PodPlacement
     """Where an admitted gang's pods are, by node name (`names`: of its engine's node index)."""
     sets = running.info.gang.pod_sets
     return tuple(PodPlacement(sets[ps].name, names[node], n) for ps, node, n in running.plan)
+
+
+def _counts(gang: Gang) -> dict[str, int]:
+    """The pods admitted of each pod set of an elastic gang (empty for other gangs)."""
+    if not any(ps.min_count is not None for ps in gang.pod_sets):
+        return {}
+    return {ps.name: ps.count for ps in gang.pod_sets}

@@ -292,6 +292,9 @@ class Admission:
     borrowing: bool = False
     # The flavor given to each resource of each pod set: pod set -> resource -> flavor.
     flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # An elastic gang's pods admitted per pod set (its elastic one may have fewer than its
+    # count); empty for a gang admitted whole.
+    counts: Mapping[str, int] = field(default_factory=dict)
 
     def describe(self) -> str:
         why = (

@@ -7,7 +7,7 @@ nothing here knows about Kubernetes objects or the clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from controller.quota.outcomes import PodPlacement
@@ -299,6 +299,10 @@ class PodSet:
     # The ResourceClaims each pod names directly (shared claims): never charged, so a gang
     # with one is held back by the controller.
     shared_claims: tuple[str, ...] = ()
+    # Elastic: the fewest pods of this pod set the gang may start with (None: all `count`).
+    # When the whole gang does not fit, it is admitted with the most pods of this pod set,
+    # down to `min_count`, that fit; one pod set of a gang at most is elastic.
+    min_count: int | None = None
 
 
 def node_requests(pod_set: PodSet) -> Mapping[str, int]:
@@ -315,7 +319,8 @@ def node_requests(pod_set: PodSet) -> Mapping[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class Gang:
-    """A workload: its pod sets are admitted together or not at all. `name` is unique.
+    """A workload: its pod sets are admitted together or not at all (an elastic pod set with
+    fewer pods, see `PodSet.min_count`). `name` is unique.
     `max_runtime`: the most it runs once admitted, if it declares it (a Job's
     activeDeadlineSeconds): the starvation guard's backfill takes it as its runtime."""
 
@@ -327,6 +332,33 @@ class Gang:
     max_runtime: float | None = None
     # False: it may not be admitted onto nodes still to be provisioned (its requests failed).
     provision: bool = True
+
+
+def elastic_pod_set(gang: Gang) -> tuple[int, int] | None:
+    """The index and minimum count of the gang's elastic pod set, the first that declares a
+    minimum below its count (None: the gang is admitted whole or not at all)."""
+    for i, pod_set in enumerate(gang.pod_sets):
+        low = pod_set.min_count
+        if low is not None and 0 < low < pod_set.count:
+            return i, low
+    return None
+
+
+def with_counts(pod_sets: tuple[PodSet, ...], counts: Mapping[str, int]) -> tuple[PodSet, ...]:
+    """`pod_sets` with each elastic one at the count `counts` gives it (pod set name -> pods
+    admitted) when that is between its minimum and its count; the others as they are."""
+    return tuple(
+        replace(ps, count=n)
+        if ps.min_count is not None
+        and ps.min_count <= (n := counts.get(ps.name, ps.count)) < ps.count
+        else ps
+        for ps in pod_sets
+    )
+
+
+def admitted_as(gang: Gang, counts: Mapping[str, int]) -> Gang:
+    """`gang` as admitted with `counts` pods of its elastic pod set (see `with_counts`)."""
+    return replace(gang, pod_sets=with_counts(gang.pod_sets, counts))
 
 
 @dataclass(frozen=True, slots=True)

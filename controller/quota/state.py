@@ -56,6 +56,7 @@ def gang_info(gang: Gang, index: NodeIndex) -> GangInfo:
         tuple(
             (
                 ps.count,
+                ps.min_count,
                 tuple(sorted(ps.requests.items())),
                 shape.selector,
                 shape.tolerations,

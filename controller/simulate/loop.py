@@ -30,6 +30,12 @@ class _JobState:
     version: int = 0
     done: float | None = None
     evictions: int = 0
+    # The GPUs it runs with since `start` (an elastic job's may be fewer than it asks for), and
+    # how long that run takes: its work is conserved, so fewer GPUs run longer in proportion.
+    gpus: int = 0
+    runs_for: float = 0.0
+    # Whether it last started with fewer GPUs than it asks for.
+    partial: bool = False
 
 
 @dataclass(slots=True)
@@ -122,6 +128,10 @@ class Result:
     topology: TopologyFigures | None = None
     # The p95 wait of the finished gangs of LARGE_GANG_GPUS GPUs or more (NaN: none finished).
     wait_p95_large: float = math.nan
+    # Elastic jobs: how many there are, and how many of them last started with fewer GPUs
+    # than they ask for (partial admission; their runs take longer in proportion).
+    elastic_jobs: int = 0
+    partially_admitted: int = 0
 
 
 @dataclass(slots=True)
@@ -234,8 +244,8 @@ def simulate(
                     continue
                 state.done = now
                 done_count += 1
-                running_gpus -= job.gpus
-                sampler.running[job.queue] -= job.gpus
+                running_gpus -= state.gpus
+                sampler.running[job.queue] -= state.gpus
                 policy.finish(job, now)
                 if meter is not None:
                     meter.stop(name)
@@ -250,9 +260,9 @@ def simulate(
             state = states[name]
             job = state.job
             if state.start is not None:
-                wasted += (now - state.start) * job.gpus
-                running_gpus -= job.gpus
-                sampler.running[job.queue] -= job.gpus
+                wasted += (now - state.start) * state.gpus
+                running_gpus -= state.gpus
+                sampler.running[job.queue] -= state.gpus
                 sampler.waiting[job.queue] = sampler.waiting.get(job.queue, 0) + job.gpus
                 waiting_1gpu += job.gpus == 1
                 if meter is not None:
@@ -267,14 +277,17 @@ def simulate(
             state = states[name]
             job = state.job
             state.start = now
-            running_gpus += job.gpus
-            sampler.running[job.queue] = sampler.running.get(job.queue, 0) + job.gpus
+            state.gpus = step.gpus.get(name, job.gpus)
+            state.partial = state.gpus < job.gpus
+            state.runs_for = job.duration * (job.gpus / state.gpus if state.partial else 1.0)
+            running_gpus += state.gpus
+            sampler.running[job.queue] = sampler.running.get(job.queue, 0) + state.gpus
             sampler.waiting[job.queue] -= job.gpus
             waiting_1gpu -= job.gpus == 1
             if meter is not None:
                 meter.start(job, policy.placed(job))
             seq += 1
-            heapq.heappush(events, (now + job.duration, _FINISH, seq, name, state.version))
+            heapq.heappush(events, (now + state.runs_for, _FINISH, seq, name, state.version))
             real_events += 1
         wake = policy.wake_at()
         if wake is not None and now < wake < next_wake and real_events:
@@ -341,7 +354,7 @@ def _summarise(
             never += state.start is None
             censored.append((end_t if state.start is None else state.start) - job.submit)
             continue
-        wait = state.done - job.duration - job.submit
+        wait = state.done - state.runs_for - job.submit
         waits.setdefault(job.queue, []).append(wait)
         size = next(label for label, low, high in SIZE_CLASSES if low <= job.gpus <= high)
         waits_by_size[size].append(wait)
@@ -408,6 +421,8 @@ def _summarise(
         queue_shares=sampler.shares,
         topology=None if meter is None else meter.figures(large_waits),
         wait_p95_large=percentile(large_waits, 95),
+        elastic_jobs=sum(s.job.min_pods is not None for s in states.values()),
+        partially_admitted=sum(s.partial for s in states.values()),
     )
 
 

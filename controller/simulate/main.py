@@ -46,6 +46,7 @@ from controller.simulate.traces import (
     load_philly,
     philly_nodes,
     philly_queues,
+    with_elastic,
 )
 
 
@@ -87,6 +88,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=8,
         help="a job of n GPUs is a gang of ceil(n / this) pods (default 8: one pod per 8-GPU node)",
+    )
+    philly.add_argument(
+        "--elastic",
+        type=float,
+        default=0.0,
+        help="this share of the jobs of 2 pods or more (the same in every run) is elastic, down"
+        " to half its pods; one admitted with fewer GPUs runs longer in proportion (default 0)",
     )
     philly.add_argument(
         "--min-runtime",
@@ -263,6 +271,8 @@ def _run_philly(args: argparse.Namespace) -> int:
         pod_gpus=args.pod_gpus,
     )
     jobs = trace.jobs[: args.limit] if args.limit else trace.jobs
+    if args.elastic > 0:
+        jobs = tuple(with_elastic(jobs, args.elastic))
     nodes = philly_nodes(args.traces, mixed=args.nodes == "mixed", typed=args.flavors)
     total_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes) // GPU_UNIT
     queues = philly_queues(trace.vc_nodes, total_gpus, weight_by_size=args.weights == "size")
@@ -308,6 +318,7 @@ def _run_philly(args: argparse.Namespace) -> int:
         "jobs": len(jobs),
         "compression": args.compression,
         **({"pod_gpus": args.pod_gpus} if args.pod_gpus != 8 else {}),
+        **({"elastic_share": args.elastic} if args.elastic > 0 else {}),
         "nodes": f"{args.nodes}: {len(nodes)} nodes, {total_gpus} GPUs",
         "gpu_types": types.describe() if types is not None else "one pool",
         "per_gpu": f"{CPU_PER_GPU / 1000:g} CPU, {MEMORY_PER_GPU // 1000 // 2**30} GiB",
@@ -388,6 +399,12 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
         f" {setup['nodes']}; per GPU {setup['per_gpu']}"
     )
     print(f"GPU types: {setup['gpu_types']}")
+    if "elastic_share" in setup and results:
+        admitted = ", ".join(f"{r.policy} {r.partially_admitted}" for r in results)
+        print(
+            f"elastic: {results[0].elastic_jobs} jobs (share {setup['elastic_share']:g} of those"
+            f" of 2 pods or more), last started with fewer GPUs: {admitted}"
+        )
     if "topology_layout" in setup:
         print(f"topology: {setup['topology_layout']}")
         print(f"topology requests: {setup['topology_requests']}")

@@ -59,6 +59,8 @@ class Step:
     evicted: list[str] = field(default_factory=list)
     # Admissions that needed evictions, and how many each needed.
     reclaims: list[int] = field(default_factory=list)
+    # The GPUs a started elastic job was admitted with, when fewer than it asks for.
+    gpus: dict[str, int] = field(default_factory=dict)
 
 
 class Policy(Protocol):
@@ -142,6 +144,7 @@ class EnginePolicy:
         flavors: Sequence[FlavorSpec] = (),
     ) -> None:
         self.name = name
+        self._jobs: dict[str, Job] = {}
         self.single_queue = single_queue
         if single_queue:
             queues = (_whole_cluster_queue(nodes),)
@@ -149,14 +152,21 @@ class EnginePolicy:
         self.engine = Engine(queues, nodes, config, flavors=flavors)
 
     def submit(self, job: Job, now: float) -> None:
+        if job.min_pods is not None:
+            self._jobs[job.name] = job
         self.engine.add_pending(_gang(job, "all" if self.single_queue else None))
 
     def finish(self, job: Job, now: float) -> None:
+        self._jobs.pop(job.name, None)
         self.engine.finish(job.name, at=now)  # (its queue's runtimes learn how long it ran)
 
     def step(self, now: float) -> Step:
         decisions = self.engine.cycle(now)
         step = Step([a.gang for a in decisions.admissions], [e.gang for e in decisions.evictions])
+        for a in decisions.admissions:
+            job = self._jobs.get(a.gang)
+            if job is not None and (gpus := job.gpus_with(a.counts)) < job.gpus:
+                step.gpus[a.gang] = gpus
         per_preemptor = Counter(e.preemptor for e in decisions.evictions)
         step.reclaims = sorted(per_preemptor.values())
         admitted = {a.gang for a in decisions.admissions}

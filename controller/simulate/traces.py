@@ -9,8 +9,9 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -53,6 +54,8 @@ class Job:
     node_selector: tuple[tuple[str, str], ...] = ()
     # Every pod set's topology request (topology.py), if any.
     topology: TopologyRequest | None = None
+    # Elastic: the fewest pods of its first group it may start with (None: all of them).
+    min_pods: int | None = None
 
     @property
     def groups(self) -> tuple[tuple[int, int], ...]:
@@ -67,10 +70,21 @@ class Job:
         return gpus
 
     def pod_sets(self) -> tuple[PodSet, ...]:
-        """One pod set per group, named "main", "main-1", "main-2", ..."""
-        return tuple(
+        """One pod set per group, named "main", "main-1", "main-2", ...; the first elastic
+        down to `min_pods` when the job is."""
+        sets = tuple(
             self._pod_set("main" if i == 0 else f"main-{i}", pods, per_pod)
             for i, (pods, per_pod) in enumerate(self.groups)
+        )
+        if self.min_pods is None:
+            return sets
+        return (replace(sets[0], min_count=self.min_pods), *sets[1:])
+
+    def gpus_with(self, counts: Mapping[str, int]) -> int:
+        """Its GPUs with `counts` pods of its pod sets (pod set name -> pods; others whole)."""
+        return sum(
+            counts.get(ps.name, ps.count) * per_pod
+            for ps, (_, per_pod) in zip(self.pod_sets(), self.groups, strict=True)
         )
 
     def _pod_set(self, name: str, pods: int, gpus_per_pod: int) -> PodSet:
@@ -94,6 +108,20 @@ def gang_shape(gpus: int, pod_gpus: int = 8) -> tuple[tuple[int, int], ...]:
     if rest == 0:
         return ((whole, pod_gpus),)
     return ((whole, pod_gpus), (1, rest))
+
+
+def with_elastic(jobs: Sequence[Job], share: float) -> list[Job]:
+    """`jobs` with a `share` of them elastic, down to half their GPUs: of the jobs of one pod
+    group of two pods or more (with 8-GPU pods, the jobs of 16, 24 and 32 GPUs), those whose
+    name's CRC-32 falls in the first `share` of its range (the same jobs in every run), each
+    with `min_pods` = half its pods, rounded up."""
+    bound = share * 2**32
+    return [
+        replace(job, min_pods=(job.pods + 1) // 2)
+        if not job.more_groups and job.pods >= 2 and zlib.crc32(job.name.encode()) < bound
+        else job
+        for job in jobs
+    ]
 
 
 def gpu_node(name: str, gpus: int, gpu_type: str = "") -> Node:

@@ -407,6 +407,11 @@ class ClusterState:
         if provisioning.waits_for_nodes(gang.placement()):
             # (no pods-ready deadline: its pods are not released until its nodes exist)
             return self._wait_for_nodes(gang, now)
+        counts = objects.shrunk(gang)
+        shrunk: list[Step] = []
+        if counts is not None:  # its quota given back: its ClusterQueue's usage changed
+            shrunk = objects.shrunk_record(gang, counts, now, self.podgroups)
+            self.reporter.queue_changed([gang.admitted_in() or ""])
         timeout = self.settings.pods_ready_timeout
         deadline = planner.pods_ready_deadline(gang, now, timeout)
         failing = self._still_failing(gang)
@@ -455,7 +460,7 @@ class ClusterState:
         consume = provisioning.consume_writes(
             gang.workload, gang.pods.values(), self.inventory.request_classes()
         )
-        return [*steps, *consume, *planner.started(gang, now)]
+        return [*shrunk, *steps, *consume, *planner.started(gang, now)]
 
     def _wait_for_nodes(self, gang: ManagedGang, now: float) -> list[Step]:
         """A gang admitted onto nodes its flavor's pool has still to add: its

@@ -22,6 +22,7 @@ from controller.api.quantity import QuantityError, parse_quantity
 from controller.api.times import parse_time
 from controller.api.workload import RequeueState, Workload
 from controller.quota import PodPlacement
+from controller.quota.snapshot import with_counts
 from controller.workloads.base import Finished, GangShape, WorkloadAdapter, queue_in
 from controller.workloads.capabilities import (
     RecordOwner,
@@ -178,6 +179,13 @@ class ManagedGang:
         if status is None or status.admission is None:
             return {}
         return {a.name: dict(a.flavors) for a in status.admission.pod_set_assignments if a.flavors}
+
+    def admitted_as(self, counts: Mapping[str, int]) -> ManagedGang:
+        """The gang as an admission of `counts` pods per pod set takes it: its elastic pod set
+        at the count admitted (see `counted_shape`)."""
+        if self.shape is None:
+            return self
+        return replace(self, shape=counted_shape(self.shape, counts))
 
     def admitted_at(self) -> float | None:
         status = self.workload.status if self.workload else None
@@ -435,13 +443,14 @@ class GangIndex:
             # or, new to it (a restart), as its record says.
             if same and gang.reserved and gang.shape is not None:
                 return
-            gang.shape = as_recorded(shape, gang.workload) if gang.reserved else shape
+            recorded = as_recorded(shape, gang.workload) if gang.reserved else shape
+            gang.shape = as_admitted(recorded, gang.workload)
             return
         gang.devices = None
         if self._charged_by_record(gang, shape):
             # Its claims were allocated as its admission counted them, whatever nodes have now.
             charged = devices_as_recorded(charged, gang.workload)
-        gang.shape = charged
+        gang.shape = as_admitted(charged, gang.workload)
 
     def _charged_by_record(self, gang: ManagedGang, declared: GangShape) -> bool:
         """Whether an admitted gang's claimed devices are charged as its admission counted
@@ -530,7 +539,9 @@ class GangIndex:
         owned = gang.owner is not None and gang.owner.adapter is self._records
         if owned or (new is not None and new.submitted()):
             self._record_changed(gang, new)
-        elif (declared := gang.declared) is not None and self._charged_by_record(gang, declared):
+        elif (declared := gang.declared) is not None and (
+            self._charged_by_record(gang, declared) or _elastic(declared)
+        ):
             self._take_shape(gang, declared)
         self._drop_if_empty(gang)
 
@@ -603,3 +614,30 @@ def as_recorded(shape: GangShape, record: Workload | None) -> GangShape:
                 devices[resource] = devices.get(resource, 0) + extra
         pod_sets.append(replace(ps, requests=requests, devices=devices))
     return replace(shape, pod_sets=tuple(pod_sets))
+
+
+def _elastic(shape: GangShape) -> bool:
+    return any(ps.min_count is not None for ps in shape.pod_sets)
+
+
+def counted_shape(shape: GangShape, counts: Mapping[str, int]) -> GangShape:
+    """`shape` with its elastic pod set at the count `counts` gives it (see
+    `quota.snapshot.with_counts`), and as many pods at least to start as it then has."""
+    pod_sets = with_counts(shape.pod_sets, counts)
+    if pod_sets == shape.pod_sets:
+        return shape
+    pods = sum(ps.count for ps in pod_sets)
+    return replace(shape, pod_sets=pod_sets, min_member=min(shape.min_member, pods))
+
+
+def as_admitted(shape: GangShape, record: Workload | None) -> GangShape:
+    """`shape` as the gang's admission took it, when the admission took fewer pods of its
+    elastic pod set than it asks for; only while it asks for what its Workload was made for
+    (its owner changed since is a resize)."""
+    admission = record.status.admission if record is not None and record.status else None
+    if admission is None or not _elastic(shape):
+        return shape
+    made_for = {ps.name: ps.count for ps in record.spec.pod_sets} if record is not None else {}
+    if any(made_for.get(ps.name, ps.count) != ps.count for ps in shape.pod_sets):
+        return shape
+    return counted_shape(shape, {a.name: a.count for a in admission.pod_set_assignments})

@@ -238,7 +238,7 @@ class EngineMirror:
                 Member(
                     "admitted",
                     pending.queue,
-                    pending.gang,
+                    quota.admitted_as(pending.gang, admission.counts),
                     recorded_at,
                     _recorded_placement(admission, pending.gang),
                     flavors=_recorded_flavors(admission.flavors),

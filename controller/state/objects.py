@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.api import kube, names
 from controller.api.common import Condition
@@ -63,6 +63,7 @@ from controller.quota.snapshot import PodSet as PodSetShape
 from controller.state.gangs import ManagedGang
 from controller.state.steps import CreatePodGroup, RecordEvent, Step, WriteWorkloadStatus
 from controller.workloads.base import Backend, Delete, Finished, GangShape, Patch
+from controller.workloads.capabilities import shrinks_in_place
 from controller.workloads.pod_rules import DYNAMIC_RESOURCE_CLAIMS
 from controller.workloads.taints import workload_toleration
 
@@ -105,6 +106,7 @@ def workload_for(gang: ManagedGang, priority: int) -> Workload:
                     requests=_quantities(ps.requests),
                     node_selector=dict(ps.node_selector),
                     tolerations=[workload_toleration(t) for t in ps.tolerations],
+                    min_count=ps.min_count,
                 )
                 for ps in gang.shape.pod_sets
             ],
@@ -126,6 +128,82 @@ def charged(
     return out
 
 
+def _admitted_counts(shape: GangShape, counts: Mapping[str, int]) -> GangShape:
+    """`shape` with each pod set at the count `counts` gives it (others as they are)."""
+    pod_sets = tuple(replace(ps, count=counts.get(ps.name, ps.count)) for ps in shape.pod_sets)
+    return replace(shape, pod_sets=pod_sets)
+
+
+def shrunk(gang: ManagedGang) -> dict[str, int] | None:
+    """The pods of each pod set an admitted gang asks for now, when that is fewer than its
+    admission took (at least one pod each, the same pod sets and per-pod requests) and its kind
+    runs on with the pods it keeps (`capabilities.ShrinksInPlace`); None otherwise."""
+    status = gang.workload.status if gang.workload else None
+    owner, shape = gang.owner, gang.shape
+    if owner is None or shape is None or status is None or status.admission is None:
+        return None
+    if not shrinks_in_place(owner.adapter) or not owner.adapter.shrinks_in_place(owner.obj):
+        return None
+    was = {a.name: (a.count, a.resource_usage) for a in status.admission.pod_set_assignments}
+    now = {ps.name: ps.count for ps in shape.pod_sets}
+    if was.keys() != now.keys() or now == {n: c for n, (c, _) in was.items()}:
+        return None
+    if any(not 1 <= now[n] <= count for n, (count, _) in was.items()):
+        return None
+    before = _admitted_counts(shape, {n: count for n, (count, _) in was.items()})
+    alike = charged(before, gang.admitted_flavors())
+    if {name: (count, usage) for name, count, usage in alike} != was:
+        return None  # its requests changed too: a resize
+    return now
+
+
+def shrunk_record(
+    gang: ManagedGang, counts: Mapping[str, int], now: float, podgroups: PodGroupSettings
+) -> list[Step]:
+    """The admission record of a gang that shrank in place to `counts` pods per pod set: each
+    pod set's count, usage and planned nodes (the last ones dropped) as they are now; its
+    PodGroup's minMember and minResources lowered alike (Volcano's and coscheduling's;
+    kube-scheduler's gang objects are left: their pods are bound already); and an Event that
+    says what was given back."""
+    assert gang.shape is not None
+    status = _status(gang)
+    admission = status.admission
+    assert admission is not None
+    usage = {name: used for name, _, used in charged(gang.shape, gang.admitted_flavors())}
+    changes = []
+    for assignment in admission.pod_set_assignments:
+        count = counts[assignment.name]
+        if count != assignment.count:
+            changes.append(f"pod set {assignment.name} from {assignment.count} to {count} pods")
+        assignment.count = count
+        assignment.resource_usage = usage[assignment.name]
+        assignment.nodes = _first_pods(assignment.nodes, count)
+    message = (
+        f"Scaled down ({'; '.join(changes)}): runs on with the pods it keeps, the quota of"
+        " the others given back"
+    )
+    steps: list[Step] = [status_write(gang, status)]
+    kind = podgroups.kind
+    if kind is not None and podgroups.backend is not Backend.KUBERNETES and gang.podgroup:
+        spec = {
+            "minMember": gang.shape.min_member,
+            "minResources": _quantities(min_resources(gang.shape)),
+        }
+        steps.append(Patch(kind, gang.namespace, gang.name, {"spec": spec}, expected=True))
+    return [*steps, event(gang, Reason.SCALED_DOWN, message)]
+
+
+def _first_pods(nodes: Sequence[NodeAssignment], count: int) -> list[NodeAssignment]:
+    """The planned nodes of the first `count` pods of a pod set."""
+    kept: list[NodeAssignment] = []
+    for node in nodes:
+        if count <= 0:
+            break
+        kept.append(NodeAssignment(node=node.node, count=min(node.count, count)))
+        count -= node.count
+    return kept
+
+
 def resized(gang: ManagedGang) -> str | None:
     """How an admitted gang's shape differs from what its admission charged, or None. Its
     claimed devices alone never make it resized: when they cannot be counted now (a template
@@ -135,7 +213,7 @@ def resized(gang: ManagedGang) -> str | None:
     status = gang.workload.status if gang.workload else None
     if gang.shape is None or status is None or status.admission is None:
         return None
-    if gang.devices is not None:
+    if gang.devices is not None or shrunk(gang) is not None:
         return None
     was = {a.name: (a.count, a.resource_usage) for a in status.admission.pod_set_assignments}
     flavors = gang.admitted_flavors()

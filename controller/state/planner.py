@@ -140,6 +140,11 @@ def release(
         hosts, domain = pins(nodes, levels, node_labels, claims_devices=pod_set in claiming)
         per_host, node_hosts = planned_hosts(placed, pod_set, node_labels) if hosts else ({}, {})
         by_pod_set[pod_set] = PodSetFlavors(specs, hosts, domain, per_host, node_hosts)
+    for ps in pod_sets:
+        if ps.min_count is not None:  # elastic: released with the pods admitted
+            by_pod_set[ps.name] = replace(
+                by_pod_set.get(ps.name, PodSetFlavors(())), count=ps.count
+            )
     pods = list(gang.pods.values())
     return steps + gang.owner.adapter.release(gang.owner.obj, pods, by_pod_set)
 
@@ -402,6 +407,7 @@ def admission(
 ) -> AdmissionWrites:
     """The record of an admission (`checks`: its AdmissionChecks' states from now on, None:
     as they were) and the release of its gang, unless it waits for new nodes."""
+    gang = gang.admitted_as(decided.counts)  # (its elastic pod set at the count admitted)
     status = objects.admitted_status(gang, decided, now)
     if checks is not None:
         status.admission_checks = checks

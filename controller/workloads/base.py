@@ -164,6 +164,9 @@ class PodSetFlavors:
     per_host: Mapping[str, int] = field(default_factory=dict)
     # The hostname label of each planned node, by node name (a bound pod's place in the plan).
     node_hosts: Mapping[str, str] = field(default_factory=dict)
+    # An elastic pod set's pods admitted (partial admission: maybe fewer than it asks for),
+    # what the kind runs it with; None for any other pod set.
+    count: int | None = None
 
     @property
     def pinned_per_pod(self) -> bool:

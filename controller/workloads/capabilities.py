@@ -229,6 +229,18 @@ class DeclaresRuntime(Protocol):
         ...
 
 
+@runtime_checkable
+class ShrinksInPlace(Protocol):
+    """Capability: an admitted object asked for fewer pods (a Job's parallelism lowered) runs
+    on with the pods it keeps, its controller removing the others: its gang keeps its
+    admission at the smaller count, its quota given back at once, instead of being evicted
+    and requeued as for any other change of shape."""
+
+    def shrinks_in_place(self, owner: Any) -> bool:
+        """Whether this object's gangs may shrink so (a kind may say no for some objects)."""
+        ...
+
+
 class RecordOwner(WorkloadAdapter, OwnsItsRecord, Protocol):
     """The adapter that owns the Workloads their creators submit (workloads.standalone)."""
 
@@ -262,3 +274,7 @@ def owns_its_record(adapter: object) -> TypeGuard[OwnsItsRecord]:
 
 def declares_runtime(adapter: object) -> TypeGuard[DeclaresRuntime]:
     return _implements(type(adapter), DeclaresRuntime)
+
+
+def shrinks_in_place(adapter: object) -> TypeGuard[ShrinksInPlace]:
+    return _implements(type(adapter), ShrinksInPlace)

@@ -28,7 +28,9 @@ writes every warning and denial. A property test over generated Jobs holds the t
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from msgspec import UNSET
@@ -97,6 +99,81 @@ def _template_patch(obj: kube.Job, target: Scheduling) -> JSONDict:
     if required_of(spec) != required:
         patch["affinity"] = affinity_merge(spec, required)
     return patch
+
+
+@dataclass(frozen=True)
+class PartialRelease:
+    """What the release of a partially admitted Job changed: the parallelism and completions
+    its user asked for, and the parallelism it was released with (kept in an annotation)."""
+
+    parallelism: int
+    completions: int | None
+    released: int
+
+    def encoded(self) -> str:
+        return json.dumps(
+            {
+                "parallelism": self.parallelism,
+                "completions": self.completions,
+                "released": self.released,
+            },
+            separators=(",", ":"),
+        )
+
+
+def partial_release(obj: kube.Job) -> PartialRelease | None:
+    """The Job's partial release, as its annotation keeps it (None: none, or unreadable)."""
+    value = obj.metadata.annotations.get(names.PARTIALLY_ADMITTED_ANNOTATION)
+    if value is None:
+        return None
+    try:
+        kept = json.loads(value)
+        completions = kept["completions"]
+        return PartialRelease(
+            int(kept["parallelism"]),
+            None if completions is None else int(completions),
+            int(kept["released"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def min_parallelism(obj: kube.Job) -> int | None:
+    """The fewest pods the Job may start with: its `kohort.dev/min-parallelism` annotation, else
+    Kueue's `kueue.x-k8s.io/job-min-parallelism` (a positive integer; anything else: none)."""
+    for key in (names.MIN_PARALLELISM_ANNOTATION, names.KUEUE_MIN_PARALLELISM_ANNOTATION):
+        value = obj.metadata.annotations.get(key)
+        if value is None:
+            continue
+        with contextlib.suppress(ValueError):
+            least = int(value)
+            return least if least > 0 else None
+        return None
+    return None
+
+
+def asked_size(obj: kube.Job) -> tuple[int, int | None]:
+    """The parallelism and completions its user asked for: as its spec says, but those a
+    partial release lowered, which its annotation keeps."""
+    spec = obj.spec
+    parallelism = spec.parallelism if spec.parallelism is not None else 1
+    partial = partial_release(obj)
+    if partial is not None and parallelism == partial.released:
+        return partial.parallelism, partial.completions
+    return parallelism, spec.completions
+
+
+def completions_follow(obj: kube.Job, parallelism: int, completions: int | None) -> bool:
+    """Whether a partial release lowers completions with parallelism: for an Indexed Job whose
+    completions equal its parallelism (one index per worker), or that asks for it with Kueue's
+    annotation (Kubernetes lets an Indexed Job change both together, and no other Job change
+    its completions); otherwise completions are kept and the Job runs them with fewer pods at
+    once."""
+    if obj.spec.completion_mode != "Indexed":
+        return False
+    annotations = obj.metadata.annotations
+    asked = annotations.get(names.KUEUE_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) == "true"
+    return asked or completions == parallelism
 
 
 def _suspended(obj: JSONDict) -> bool:
@@ -246,12 +323,19 @@ class JobAdapter(Registrable):
         # The webhook wrote the gang's name into the template: it is authoritative (a name
         # chosen with generateName at CREATE differs from what would be derived later).
         name = template_gang(template)
-        parallelism = obj.spec.parallelism if obj.spec.parallelism is not None else 1
+        parallelism, completions = asked_size(obj)
         if name is None or parallelism < 1:
             return []
         sets = gang_pod_sets([TemplatePods("main", parallelism, template)], obj.metadata.namespace)
-        size = max(running_pods(obj.spec), 1)
-        return [GangShape(name, size, sets, priority_classes(template))]
+        # Elastic, unless its user changed parallelism since a partial release: the size they
+        # ask for then is the one to admit (a resize), none smaller.
+        partial = partial_release(obj)
+        changed = partial is not None and obj.spec.parallelism != partial.released
+        least = None if changed else min_parallelism(obj)
+        if least is not None and least < parallelism:
+            sets = (replace(sets[0], min_count=least), *sets[1:])
+        size = parallelism if completions is None else min(parallelism, completions)
+        return [GangShape(name, max(size, 1), sets, priority_classes(template))]
 
     def finished(self, obj: kube.Job) -> Finished | None:
         done = {c.type for c in obj.status.conditions if c.status == "True"}
@@ -272,6 +356,11 @@ class JobAdapter(Registrable):
 
     def pod_set_of(self, pod: kube.Pod) -> str | None:
         return None
+
+    def shrinks_in_place(self, owner: kube.Job) -> bool:
+        """A Job whose parallelism is lowered keeps running: the Job controller deletes the
+        pods beyond it (for an Indexed Job, the highest indexes) and the others run on."""
+        return True
 
     def release(
         self, obj: kube.Job, pods: Sequence[kube.Pod], flavors: Flavors = NO_FLAVORS
@@ -302,8 +391,40 @@ class JobAdapter(Registrable):
         kept = None if target.same(before) else encoded(before)
         if obj.metadata.annotations.get(TEMPLATE_BEFORE_FLAVORS) != kept:
             body["metadata"] = {"annotations": {TEMPLATE_BEFORE_FLAVORS: kept}}
+        if mine is not None and mine.count is not None:
+            self._partially(obj, mine.count, body)
         meta = obj.metadata
         return [*writes, Patch(self.KIND, meta.namespace, meta.name, body)]
+
+    def _partially(self, obj: kube.Job, count: int, body: JSONDict) -> None:
+        """Into the release's patch `body`: run `count` pods at once, when the admission took
+        fewer than the Job asks for (completions lowered too where they follow, see
+        `completions_follow`), what it asked for kept in an annotation."""
+        parallelism, completions = asked_size(obj)
+        if count >= parallelism:
+            return
+        body["spec"]["parallelism"] = count
+        if completions is not None and completions_follow(obj, parallelism, completions):
+            body["spec"]["completions"] = count
+        partial = PartialRelease(parallelism, completions, count).encoded()
+        body.setdefault("metadata", {}).setdefault("annotations", {})[
+            names.PARTIALLY_ADMITTED_ANNOTATION
+        ] = partial
+
+    def _restore_size(self, obj: kube.Job) -> list[Write]:
+        """Give a held Job back the parallelism and completions its user asked for, which a
+        partial release lowered (unless its user changed them since: theirs are kept)."""
+        if names.PARTIALLY_ADMITTED_ANNOTATION not in obj.metadata.annotations:
+            return []
+        partial = partial_release(obj)
+        body: JSONDict = {"metadata": {"annotations": {names.PARTIALLY_ADMITTED_ANNOTATION: None}}}
+        if partial is not None and obj.spec.parallelism == partial.released:
+            spec: JSONDict = {"parallelism": partial.parallelism}
+            if obj.spec.completions != partial.completions:
+                spec["completions"] = partial.completions
+            body["spec"] = spec
+        meta = obj.metadata
+        return [Patch(self.KIND, meta.namespace, meta.name, body)]
 
     def hold(self, obj: kube.Job, pods: Sequence[kube.Pod]) -> list[Write]:
         """Suspend the Job; then give its template back its own nodeSelector, tolerations and
@@ -311,6 +432,7 @@ class JobAdapter(Registrable):
         Kubernetes that lets a suspended Job's template change only once its pods are gone,
         waits for that: the write is tolerated until then and made again as the Job changes)."""
         writes: list[Write] = [] if obj.spec.suspend is True else [self._suspend(obj, True)]
+        writes += self._restore_size(obj)
         if TEMPLATE_BEFORE_FLAVORS not in obj.metadata.annotations:
             return writes
         before = scheduling_before_flavors(obj)

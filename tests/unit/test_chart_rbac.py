@@ -53,7 +53,7 @@ CONTROLLER_NEEDS: set[Permission] = {
         for r in ("resourceclaimtemplates", "resourceslices", "deviceclasses")
         for v in READ
     ),
-    *(("scheduling.volcano.sh", "podgroups", v) for v in (*READ, "create", "delete")),
+    *(("scheduling.volcano.sh", "podgroups", v) for v in (*READ, "create", "patch", "delete")),
     ("scheduling.volcano.sh", "queues", "get"),
     ("scheduling.volcano.sh", "queues", "create"),
     # Autoscaled pools: a gang's ProvisioningRequest and its PodTemplates.

@@ -404,14 +404,14 @@ class ClusterState:
         if resized is not None:
             log.info("evicting %s: %s", gang.id, resized)
             return self._evict(gang, Reason.RESIZED, resized, None, now)
-        if provisioning.waits_for_nodes(gang.placement()):
-            # (no pods-ready deadline: its pods are not released until its nodes exist)
-            return self._wait_for_nodes(gang, now)
         counts = objects.shrunk(gang)
         shrunk: list[Step] = []
         if counts is not None:  # its quota given back: its ClusterQueue's usage changed
             shrunk = objects.shrunk_record(gang, counts, now, self.podgroups)
             self.reporter.queue_changed([gang.admitted_in() or ""])
+        if provisioning.waits_for_nodes(gang.placement()):
+            # (no pods-ready deadline: its pods are not released until its nodes exist)
+            return [*shrunk, *self._wait_for_nodes(gang, now)]
         timeout = self.settings.pods_ready_timeout
         deadline = planner.pods_ready_deadline(gang, now, timeout)
         failing = self._still_failing(gang)

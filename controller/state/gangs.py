@@ -632,12 +632,24 @@ def counted_shape(shape: GangShape, counts: Mapping[str, int]) -> GangShape:
 
 def as_admitted(shape: GangShape, record: Workload | None) -> GangShape:
     """`shape` as the gang's admission took it, when the admission took fewer pods of its
-    elastic pod set than it asks for; only while it asks for what its Workload was made for
-    (its owner changed since is a resize)."""
+    elastic pod set than it asks for. Held (not released yet): while the admitted count is
+    one the shape allows. Released: by what it runs now: the admitted count, fewer (scaled
+    down: that many), or more (a resize: the whole shape, which its admission does not
+    cover)."""
     admission = record.status.admission if record is not None and record.status else None
     if admission is None or not _elastic(shape):
         return shape
-    made_for = {ps.name: ps.count for ps in record.spec.pod_sets} if record is not None else {}
-    if any(made_for.get(ps.name, ps.count) != ps.count for ps in shape.pod_sets):
+    admitted = {a.name: a.count for a in admission.pod_set_assignments}
+    elastic = next(ps for ps in shape.pod_sets if ps.min_count is not None)
+    count = admitted.get(elastic.name)
+    if count is None:
         return shape
-    return counted_shape(shape, {a.name: a.count for a in admission.pod_set_assignments})
+    running = shape.running
+    if running is None:
+        least = elastic.min_count or 1
+        return counted_shape(shape, admitted) if least <= count <= elastic.count else shape
+    if running == count:
+        return counted_shape(shape, admitted)
+    if running < count:
+        return counted_shape(shape, {**admitted, elastic.name: max(running, 1)})
+    return shape

@@ -80,6 +80,9 @@ class GangShape:
     priority_classes: tuple[str, ...] = ()
     # A priority the object states itself (a standalone Workload's): it wins over the classes.
     priority: int | None = None
+    # The pods its elastic pod set runs at once now (a released Job's parallelism); None: it
+    # runs none yet (held), or its kind says nothing of it.
+    running: int | None = None
 
 
 class Finished(enum.StrEnum):

@@ -165,15 +165,12 @@ def asked_size(obj: kube.Job) -> tuple[int, int | None]:
 
 def completions_follow(obj: kube.Job, parallelism: int, completions: int | None) -> bool:
     """Whether a partial release lowers completions with parallelism: for an Indexed Job whose
-    completions equal its parallelism (one index per worker), or that asks for it with Kueue's
-    annotation (Kubernetes lets an Indexed Job change both together, and no other Job change
-    its completions); otherwise completions are kept and the Job runs them with fewer pods at
-    once."""
-    if obj.spec.completion_mode != "Indexed":
-        return False
-    annotations = obj.metadata.annotations
-    asked = annotations.get(names.KUEUE_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) == "true"
-    return asked or completions == parallelism
+    completions equal its parallelism (one index per worker; Kueue's
+    job-completions-equal-parallelism annotation asks the same, and is honoured only where
+    they are equal: Kubernetes lets an Indexed Job change its completions only to its new
+    parallelism, so unequal ones could not be given back); otherwise completions are kept and
+    the Job runs them with fewer pods at once."""
+    return obj.spec.completion_mode == "Indexed" and completions == parallelism
 
 
 def _suspended(obj: JSONDict) -> bool:
@@ -335,7 +332,10 @@ class JobAdapter(Registrable):
         if least is not None and least < parallelism:
             sets = (replace(sets[0], min_count=least), *sets[1:])
         size = parallelism if completions is None else min(parallelism, completions)
-        return [GangShape(name, max(size, 1), sets, priority_classes(template))]
+        running = obj.spec.parallelism if obj.spec.suspend is not True else None
+        if running is None and obj.spec.suspend is not True:
+            running = 1  # (an unset parallelism runs one pod)
+        return [GangShape(name, max(size, 1), sets, priority_classes(template), running=running)]
 
     def finished(self, obj: kube.Job) -> Finished | None:
         done = {c.type for c in obj.status.conditions if c.status == "True"}
@@ -402,6 +402,13 @@ class JobAdapter(Registrable):
         `completions_follow`), what it asked for kept in an annotation."""
         parallelism, completions = asked_size(obj)
         if count >= parallelism:
+            if obj.spec.parallelism != parallelism:  # (lowered by a partial release before)
+                body["spec"]["parallelism"] = parallelism
+                if completions is not None and obj.spec.completions != completions:
+                    body["spec"]["completions"] = completions
+                body.setdefault("metadata", {}).setdefault("annotations", {})[
+                    names.PARTIALLY_ADMITTED_ANNOTATION
+                ] = None
             return
         body["spec"]["parallelism"] = count
         if completions is not None and completions_follow(obj, parallelism, completions):

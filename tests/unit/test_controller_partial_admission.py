@@ -229,10 +229,13 @@ async def test_a_job_scaled_up_after_a_partial_admission_is_requeued_with_its_ne
     await scaled_down(world, "train", 7)  # (up: more than the 6 admitted)
     await passes(world, 2)
 
+    # Evicted for it, then admitted again at what its queue can take of the new size.
+    assert [e for e in world.api.all(kinds.EVENTS) if e["reason"] == "Resized"]
     wl = world.workload("job-train")
     assert wl is not None
-    evicted = condition(wl, "Evicted")
-    assert evicted is not None and evicted["reason"] == "Resized"
+    assert wl["status"]["requeueState"]["count"] == 1
+    assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 6
+    assert queue_used(world, "cpu") == "6"
 
 
 async def test_a_partially_admitted_job_raised_back_to_its_full_size_is_requeued_not_run_whole(
@@ -262,9 +265,71 @@ def test_a_job_that_is_not_indexed_keeps_its_completions_even_when_kueue_asks_ot
     assert (released.spec.parallelism, released.spec.completions) == (6, 8)
 
 
-def test_an_indexed_job_of_more_completions_than_parallelism_lowers_them_only_when_asked() -> None:
+def test_an_indexed_job_of_more_completions_than_parallelism_keeps_them_even_when_asked() -> None:
     job = indexed(8, 4)
     job["spec"]["completions"] = 16
     assert partially_released(json.loads(json.dumps(job)), 6).spec.completions == 16
+    # Kubernetes would refuse to give such a Job back 8 of 16 (an Indexed Job's completions
+    # change only to its new parallelism): Kueue's annotation is honoured only where they match.
     job["metadata"]["annotations"][names.KUEUE_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION] = "true"
-    assert partially_released(job, 6).spec.completions == 6
+    assert partially_released(job, 6).spec.completions == 16
+
+
+def running_within_quota(world: World, name: str) -> tuple[int, int]:
+    """(pods the Job runs at once, pods its admission charges); (0, ...) while it is held."""
+    spec = job_spec(world, name)
+    wl = world.workload(f"job-{name}")
+    assert wl is not None
+    admission = wl["status"].get("admission")
+    charged = admission["podSetAssignments"][0]["count"] if admission else 0
+    return (0 if spec.get("suspend") else spec["parallelism"]), charged
+
+
+async def test_a_job_scaled_down_and_back_up_never_runs_more_pods_than_its_admission_charges(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, elastic_job("train", 8, 4)), cpu_quota="8"))
+    await passes(world)
+    await scaled_down(world, "train", 6)
+    await passes(world, 2)
+    assert queue_used(world, "cpu") == "6"
+
+    await scaled_down(world, "train", 8)
+    for _ in range(4):
+        await passes(world, 1)
+        running, charged = running_within_quota(world, "train")
+        assert running <= charged
+    assert [e for e in world.api.all(kinds.EVENTS) if e["reason"] == "Resized"]
+
+
+async def test_a_partial_job_scaled_down_and_back_to_its_release_is_charged_what_it_runs(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, elastic_job("train", 8, 4)), cpu_quota="6"))
+    await passes(world)
+    await scaled_down(world, "train", 5)
+    await passes(world, 2)
+    assert queue_used(world, "cpu") == "5"
+
+    await scaled_down(world, "train", 6)
+    for _ in range(4):
+        await passes(world, 1)
+        running, charged = running_within_quota(world, "train")
+        assert running <= charged
+
+
+async def test_a_waiting_elastic_job_resized_before_it_is_admitted_runs_without_a_resize_loop(
+    started: list[World],
+) -> None:
+    world = await start(started, World((kinds.JOBS, held_job("blocker", 6)), cpu_quota="6"))
+    await passes(world)
+    world.api.put(kinds.JOBS, elastic_job("train", 8, 4))
+    await world.api.settle()
+    await passes(world)
+    await scaled_down(world, "train", 10)  # while it waits
+    await passes(world)
+    await scaled_down(world, "blocker", 1)
+    await passes(world, 6)
+
+    assert not [e for e in world.api.all(kinds.EVENTS) if e["reason"] == "Resized"]
+    assert running_within_quota(world, "train") == (5, 5)

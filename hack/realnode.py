@@ -583,10 +583,22 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self, values: dict[str, Any], release: str = "kohort", namespace: str = "kohort-system"
     ) -> subprocess.CompletedProcess[str]:
         """`helm install` of charts/kohort with `values`, its pods on the host network."""
+        return self._helm("install", values, release, namespace, "--create-namespace")
+
+    def helm_upgrade(
+        self, values: dict[str, Any], release: str = "kohort", namespace: str = "kohort-system"
+    ) -> subprocess.CompletedProcess[str]:
+        """`helm upgrade` of the release to charts/kohort with `values` (all of them, as
+        `helm_install` took them), its pods on the host network."""
+        return self._helm("upgrade", values, release, namespace)
+
+    def _helm(
+        self, verb: str, values: dict[str, Any], release: str, namespace: str, *flags: str
+    ) -> subprocess.CompletedProcess[str]:
         renderer = self.dir / "host-network"
         renderer.write_text(f"#!/bin/sh\ncd {REPO} && exec {sys.executable} -m hack.host_network\n")
         renderer.chmod(0o755)
-        values_file = self.dir / f"values-{release}.yaml"
+        values_file = self.dir / f"values-{release}-{verb}.yaml"
         values_file.write_text(yaml.safe_dump(values))
         home = self.dir / "helm"
         env = {**os.environ} | {
@@ -595,12 +607,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         return subprocess.run(
             [
                 str(testenv.binary("helm")),
-                "install",
+                verb,
                 release,
                 str(REPO / "charts" / "kohort"),
                 "--namespace",
                 namespace,
-                "--create-namespace",
+                *flags,
                 "--kubeconfig",
                 str(self.cluster.kubeconfig),
                 "--values",

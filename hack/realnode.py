@@ -654,6 +654,35 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         return sizes
 
 
+def lease_holder(cluster: LocalCluster, namespace: str, name: str) -> str:
+    """Who holds the Lease, or "" (none yet, or given up)."""
+    try:
+        lease = cluster.rest.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        )
+    except ApiError as err:
+        if err.status == 404:
+            return ""
+        raise
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def rolled_out(cluster: LocalCluster, namespace: str) -> bool:
+    """Every Deployment in `namespace` at its latest template: all its replicas updated, ready
+    and available, and no pod of an older ReplicaSet left there, not even terminating."""
+    deployments = cluster.rest.get(f"/apis/apps/v1/namespaces/{namespace}/deployments")["items"]
+    counts = ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas")
+    for d in deployments:
+        status, want = d["status"], d["spec"]["replicas"]
+        if status.get("observedGeneration") != d["metadata"]["generation"]:
+            return False
+        if any(status.get(count, 0) != want for count in counts):
+            return False
+    pods = cluster.rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+    wanted: int = sum(d["spec"]["replicas"] for d in deployments)
+    return len(pods) == wanted
+
+
 def process_rss(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

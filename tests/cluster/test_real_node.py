@@ -24,11 +24,10 @@ from typing import Any
 
 import pytest
 
-from hack import processes, testenv
+from hack import processes, realnode, testenv
 from hack.localcluster import ClusterOptions, LocalCluster, NodePool
 from hack.objects import cluster_queue, local_queue, resource_flavor
 from hack.realnode import REAL_NODE_LABEL, REAL_NODE_TAINT, RealNode, why_not
-from hack.rest import ApiError
 from tests.cluster.test_chart_install import kohort, labelled_job
 from tests.cluster.test_image import IMAGE_DIR, TAG, _stale
 
@@ -172,18 +171,12 @@ def test_the_webhooks_rotator_writes_the_charts_secret_and_ca_bundles(release: S
             assert webhook["clientConfig"]["url"].startswith("https://127.0.0.1:")
 
 
-LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{RELEASE}-controller"
 # The chart leaves the controller's --lease-duration and --retry-period at their defaults.
 LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0
 
 
 def lease_holder(setup: Setup) -> str:
-    try:
-        return str(setup.cluster.rest.get(LEASE)["spec"].get("holderIdentity") or "")
-    except ApiError as err:
-        if err.status == 404:
-            return ""
-        raise
+    return realnode.lease_holder(setup.cluster, NAMESPACE, f"{RELEASE}-controller")
 
 
 def controller_pods(setup: Setup) -> dict[str, str]:
@@ -335,17 +328,7 @@ def replica_sets(setup: Setup, deployment: str) -> set[str]:
 
 
 def rolled_out(setup: Setup) -> bool:
-    """Every Deployment's replicas updated to its latest template, ready and alone (no pod of
-    an older ReplicaSet left, not even terminating)."""
-    rest = setup.cluster.rest
-    for d in rest.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments")["items"]:
-        status, want = d["status"], d["spec"]["replicas"]
-        if status.get("observedGeneration") != d["metadata"]["generation"]:
-            return False
-        counts = ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas")
-        if any(status.get(count, 0) != want for count in counts):
-            return False
-    return len(pods(setup, NAMESPACE)) == 3
+    return realnode.rolled_out(setup.cluster, NAMESPACE)
 
 
 def workload_of(setup: Setup, namespace: str, job: dict[str, Any]) -> dict[str, Any]:

@@ -502,6 +502,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             ],
         )
 
+    def cordon(self, unschedulable: bool = True) -> None:
+        """Marks the node unschedulable (as `kubectl cordon` does), or schedulable again."""
+        self.cluster.rest.patch(
+            f"/api/v1/nodes/{self.name}", {"spec": {"unschedulable": unschedulable}}
+        )
+
     def _set_addresses(self) -> None:
         patch = {
             "status": {

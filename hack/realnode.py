@@ -502,6 +502,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             ],
         )
 
+    def cordon(self, unschedulable: bool = True) -> None:
+        """Marks the node unschedulable (as `kubectl cordon` does), or schedulable again."""
+        self.cluster.rest.patch(
+            f"/api/v1/nodes/{self.name}", {"spec": {"unschedulable": unschedulable}}
+        )
+
     def _set_addresses(self) -> None:
         patch = {
             "status": {
@@ -583,10 +589,22 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self, values: dict[str, Any], release: str = "kohort", namespace: str = "kohort-system"
     ) -> subprocess.CompletedProcess[str]:
         """`helm install` of charts/kohort with `values`, its pods on the host network."""
+        return self._helm("install", values, release, namespace, "--create-namespace")
+
+    def helm_upgrade(
+        self, values: dict[str, Any], release: str = "kohort", namespace: str = "kohort-system"
+    ) -> subprocess.CompletedProcess[str]:
+        """`helm upgrade` of the release to charts/kohort with `values` (all of them, as
+        `helm_install` took them), its pods on the host network."""
+        return self._helm("upgrade", values, release, namespace)
+
+    def _helm(
+        self, verb: str, values: dict[str, Any], release: str, namespace: str, *flags: str
+    ) -> subprocess.CompletedProcess[str]:
         renderer = self.dir / "host-network"
         renderer.write_text(f"#!/bin/sh\ncd {REPO} && exec {sys.executable} -m hack.host_network\n")
         renderer.chmod(0o755)
-        values_file = self.dir / f"values-{release}.yaml"
+        values_file = self.dir / f"values-{release}-{verb}.yaml"
         values_file.write_text(yaml.safe_dump(values))
         home = self.dir / "helm"
         env = {**os.environ} | {
@@ -595,12 +613,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         return subprocess.run(
             [
                 str(testenv.binary("helm")),
-                "install",
+                verb,
                 release,
                 str(REPO / "charts" / "kohort"),
                 "--namespace",
                 namespace,
-                "--create-namespace",
+                *flags,
                 "--kubeconfig",
                 str(self.cluster.kubeconfig),
                 "--values",
@@ -640,6 +658,35 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             pod = labels.get("io.kubernetes.pod.name", "")
             sizes[f"{pod}/{name}"] = process_rss(int(fields[1]))
         return sizes
+
+
+def lease_holder(cluster: LocalCluster, namespace: str, name: str) -> str:
+    """Who holds the Lease, or "" (none yet, or given up)."""
+    try:
+        lease = cluster.rest.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        )
+    except ApiError as err:
+        if err.status == 404:
+            return ""
+        raise
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def rolled_out(cluster: LocalCluster, namespace: str) -> bool:
+    """Every Deployment in `namespace` at its latest template: all its replicas updated, ready
+    and available, and no pod of an older ReplicaSet left there, not even terminating."""
+    deployments = cluster.rest.get(f"/apis/apps/v1/namespaces/{namespace}/deployments")["items"]
+    counts = ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas")
+    for d in deployments:
+        status, want = d["status"], d["spec"]["replicas"]
+        if status.get("observedGeneration") != d["metadata"]["generation"]:
+            return False
+        if any(status.get(count, 0) != want for count in counts):
+            return False
+    pods = cluster.rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+    wanted: int = sum(d["spec"]["replicas"] for d in deployments)
+    return len(pods) == wanted
 
 
 def process_rss(pid: int) -> int:

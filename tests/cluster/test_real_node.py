@@ -24,11 +24,10 @@ from typing import Any
 
 import pytest
 
-from hack import processes, testenv
+from hack import processes, realnode, testenv
 from hack.localcluster import ClusterOptions, LocalCluster, NodePool
 from hack.objects import cluster_queue, local_queue, resource_flavor
 from hack.realnode import REAL_NODE_LABEL, REAL_NODE_TAINT, RealNode, why_not
-from hack.rest import ApiError
 from tests.cluster.test_chart_install import kohort, labelled_job
 from tests.cluster.test_image import IMAGE_DIR, TAG, _stale
 
@@ -172,51 +171,67 @@ def test_the_webhooks_rotator_writes_the_charts_secret_and_ca_bundles(release: S
             assert webhook["clientConfig"]["url"].startswith("https://127.0.0.1:")
 
 
+# The chart leaves the controller's --lease-duration and --retry-period at their defaults.
+LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0
+
+
+def lease_holder(setup: Setup) -> str:
+    return realnode.lease_holder(setup.cluster, NAMESPACE, f"{RELEASE}-controller")
+
+
+def controller_pods(setup: Setup) -> dict[str, str]:
+    """The controller pods that are not being deleted, by name, and their nodes."""
+    return {
+        p["metadata"]["name"]: p["spec"].get("nodeName") or ""
+        for p in pods(setup, NAMESPACE)
+        if p["metadata"]["name"].startswith(f"{RELEASE}-controller-")
+        and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def pod_log(setup: Setup, pod: str, node: str) -> str:
+    real = {setup.node.name: setup.node, setup.second.name: setup.second}[node]
+    return real.container_log(NAMESPACE, pod, "controller")
+
+
+def leaders(setup: Setup) -> list[str]:
+    """The controller pods whose log says they took the Lease that the leader holds. (On the
+    host network a pod's hostname is its node's: the identity is that and a suffix.)"""
+    holder = lease_holder(setup)
+    took = f"{holder} took leadership of {RELEASE}-controller"
+    return [
+        pod
+        for pod, node in controller_pods(setup).items()
+        if holder and node and took in pod_log(setup, pod, node)
+    ]
+
+
+def the_leader(setup: Setup, timeout: float = 60) -> str:
+    processes.wait_until(
+        "one leader, saying so in its log", lambda: len(leaders(setup)) == 1, timeout
+    )
+    (leader,) = leaders(setup)
+    return leader
+
+
+def stands_by(setup: Setup, pod: str) -> bool:
+    """Ready, and never took the Lease."""
+    node = controller_pods(setup)[pod]
+    ready = is_ready(setup.cluster.rest.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}"))
+    return ready and "took leadership" not in pod_log(setup, pod, node)
+
+
 def test_two_controller_replicas_elect_one_leader_and_the_other_stands_by(
     release: Setup,
 ) -> None:
-    rest = release.cluster.rest
-    lease = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{RELEASE}-controller"
-
-    def holder() -> str:
-        try:
-            return str(rest.get(lease)["spec"].get("holderIdentity") or "")
-        except ApiError as err:
-            if err.status == 404:
-                return ""
-            raise
-
-    processes.wait_until("a leader", lambda: bool(holder()), 60)
-    controllers = {
-        p["metadata"]["name"]: p["spec"]["nodeName"]
-        for p in pods(release, NAMESPACE)
-        if p["metadata"]["name"].startswith(f"{RELEASE}-controller-")
-    }
-    nodes = {release.node.name: release.node, release.second.name: release.second}
-
-    def leaders() -> list[str]:
-        """The controller pods whose log says they took the Lease that the leader holds.
-        (On the host network a pod's hostname is its node's: the identity is that and a
-        suffix.)"""
-        took = f"{holder()} took leadership of {RELEASE}-controller"
-        return [
-            pod
-            for pod, node in controllers.items()
-            if took in nodes[node].container_log(NAMESPACE, pod, "controller")
-        ]
-
-    processes.wait_until("the leader's log of it", lambda: len(leaders()) == 1, 10)
-    standby = [pod for pod in controllers if pod not in leaders()]
-    (pod,) = standby
-    assert is_ready(rest.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}"))
-    assert "took leadership" not in nodes[controllers[pod]].container_log(
-        NAMESPACE, pod, "controller"
-    )
+    leader = the_leader(release)
+    (standby,) = [pod for pod in controller_pods(release) if pod != leader]
+    assert stands_by(release, standby)
 
 
-def test_a_gang_is_held_by_the_webhook_pod_then_admitted_onto_the_kwok_nodes(
-    release: Setup,
-) -> None:
+@pytest.fixture(scope="module")
+def queue(release: Setup) -> str:
+    """A namespace whose LocalQueue "default" feeds a ClusterQueue of the kwok nodes' size."""
     rest, namespace = release.cluster.rest, "real-node-gang"
     rest.create(
         "/api/v1/namespaces",
@@ -225,16 +240,175 @@ def test_a_gang_is_held_by_the_webhook_pod_then_admitted_onto_the_kwok_nodes(
     rest.create(kohort("resourceflavors"), resource_flavor("default"), exist_ok=True)
     rest.create(kohort("clusterqueues"), cluster_queue("rn", {"cpu": "16", "memory": "64Gi"}))
     rest.create(kohort("localqueues", namespace=namespace), local_queue(namespace, "default", "rn"))
-    created = rest.create(
-        f"/apis/batch/v1/namespaces/{namespace}/jobs",
-        labelled_job("gang", 4, {"cpu": "3", "memory": "1Gi"}),
-    )
-    assert created["spec"]["suspend"] is True, "the webhook pod held the Job"
+    return namespace
 
-    def placed() -> list[str]:
-        return sorted(p["spec"].get("nodeName") or "" for p in pods(release, namespace))
+
+def submit(setup: Setup, namespace: str, name: str, size: int, cpu: str) -> dict[str, Any]:
+    """A Job of `size` pods in the LocalQueue, as the webhook pod answered its creation."""
+    job: dict[str, Any] = setup.cluster.rest.create(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+        labelled_job(name, size, {"cpu": cpu, "memory": "256Mi"}),
+    )
+    return job
+
+
+def job_pods(setup: Setup, namespace: str, job: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in pods(setup, namespace)
+        if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == job
+    ]
+
+
+def wait_placed(setup: Setup, namespace: str, job: str, size: int, timeout: float = 120) -> None:
+    """Until the Job's `size` pods are all bound, to kwok nodes only."""
+
+    def nodes() -> list[str]:
+        return [p["spec"].get("nodeName") or "" for p in job_pods(setup, namespace, job)]
 
     processes.wait_until(
-        "all 4 pods of the gang placed", lambda: all(placed()) and len(placed()) == 4, 120
+        f"all {size} pods of {job} placed",
+        lambda: len(nodes()) == size and all(nodes()),
+        timeout,
     )
-    assert set(placed()) <= set(GANG_POOL.node_names()), placed()
+    assert set(nodes()) <= set(GANG_POOL.node_names()), nodes()
+
+
+def test_a_gang_is_held_by_the_webhook_pod_then_admitted_onto_the_kwok_nodes(
+    release: Setup, queue: str
+) -> None:
+    created = submit(release, queue, "gang", 4, "3")
+    assert created["spec"]["suspend"] is True, "the webhook pod held the Job"
+    wait_placed(release, queue, "gang", 4)
+
+
+def test_deleting_the_leading_controller_pod_hands_the_lease_to_the_other_replica(
+    release: Setup, queue: str
+) -> None:
+    """The standby takes the Lease within the lease duration and a retry (the leader gives it
+    up on SIGTERM, so sooner) and admits a gang submitted after the deletion; the deleted pod's
+    replacement comes back Ready and stands by. The leader's node is cordoned first, as a
+    drain does: otherwise the replacement, started there within a second or two, may take
+    the Lease the leader gave up before the standby's next retry (it did in 1 of 5 runs)."""
+    rest = release.cluster.rest
+    leader = the_leader(release)
+    (standby,) = [pod for pod in controller_pods(release) if pod != leader]
+    leader_node, held_by = controller_pods(release)[leader], lease_holder(release)
+    real = {release.node.name: release.node, release.second.name: release.second}[leader_node]
+    real.cordon()
+    try:
+        rest.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{leader}")
+        created = submit(release, queue, "after-failover", 2, "500m")
+        assert created["spec"]["suspend"] is True, "the webhook pod held the Job"
+        processes.wait_until(
+            "another holder of the Lease",
+            lambda: lease_holder(release) not in ("", held_by),
+            LEASE_DURATION + RETRY_PERIOD + 5,
+        )
+        assert the_leader(release, timeout=10) == standby
+        wait_placed(release, queue, "after-failover", 2)
+    finally:
+        real.cordon(False)
+
+    def replacement() -> str:
+        others = [pod for pod in controller_pods(release) if pod not in (leader, standby)]
+        return others[0] if len(others) == 1 else ""
+
+    processes.wait_until(
+        "the deleted pod's replacement Ready",
+        lambda: bool(replacement()) and stands_by(release, replacement()),
+        120,
+    )
+    # its ports are free only where the deleted pod ran
+    assert controller_pods(release)[replacement()] == leader_node
+    assert the_leader(release, timeout=10) == standby
+
+
+def replica_sets(setup: Setup, deployment: str) -> set[str]:
+    """The ReplicaSets of the Deployment that have pods (or are meant to)."""
+    items = setup.cluster.rest.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/replicasets")["items"]
+    return {
+        rs["metadata"]["name"]
+        for rs in items
+        if rs["metadata"]["name"].startswith(f"{deployment}-") and rs["spec"]["replicas"] > 0
+    }
+
+
+def rolled_out(setup: Setup) -> bool:
+    return realnode.rolled_out(setup.cluster, NAMESPACE)
+
+
+def workload_of(setup: Setup, namespace: str, job: dict[str, Any]) -> dict[str, Any]:
+    items = setup.cluster.rest.get(kohort("workloads", namespace=namespace))["items"]
+    (workload,) = [
+        w
+        for w in items
+        if any(o["uid"] == job["metadata"]["uid"] for o in w["metadata"].get("ownerReferences", []))
+    ]
+    return workload
+
+
+def admitted(workload: dict[str, Any]) -> bool:
+    return any(
+        c["type"] == "Admitted" and c["status"] == "True"
+        for c in workload.get("status", {}).get("conditions", [])
+    )
+
+
+def test_helm_upgrade_of_a_controller_flag_rolls_both_deployments_and_no_running_gang_is_lost(
+    release: Setup, queue: str
+) -> None:
+    """`controller.waitForPodsReadySeconds` 300 -> 600 (`--wait-for-pods-ready`). On the host
+    network a surge pod needs ports of its own beside the pod it replaces (the chart's
+    strategy keeps every old pod until its replacement is ready), so the upgrade's values,
+    like the install's, give every listener a free port."""
+    rest = release.cluster.rest
+    processes.wait_until("a settled release", lambda: rolled_out(release), 120)
+    job = submit(release, queue, "before-upgrade", 2, "500m")
+    wait_placed(release, queue, "before-upgrade", 2)
+    processes.wait_until(
+        "its pods running",
+        lambda: all(
+            p["status"].get("phase") == "Running"
+            for p in job_pods(release, queue, "before-upgrade")
+        ),
+        60,
+    )
+    running = {p["metadata"]["uid"] for p in job_pods(release, queue, "before-upgrade")}
+    assert admitted(workload_of(release, queue, job))
+    deployments = (f"{RELEASE}-controller", f"{RELEASE}-webhook")
+    old_sets = {d: replica_sets(release, d) for d in deployments}
+    old_pods = {p["metadata"]["uid"] for p in pods(release, NAMESPACE)}
+
+    values = release.node.chart_values(IMAGE, controller_replicas=2)
+    values["controller"]["waitForPodsReadySeconds"] = 600
+    upgraded = release.node.helm_upgrade(values, RELEASE, NAMESPACE)
+    assert upgraded.returncode == 0, upgraded.stderr
+    processes.wait_until("both Deployments rolled out", lambda: rolled_out(release), 180)
+
+    for deployment in deployments:
+        new_sets = replica_sets(release, deployment)
+        assert len(new_sets) == 1 and new_sets.isdisjoint(old_sets[deployment]), new_sets
+    now = pods(release, NAMESPACE)
+    assert old_pods.isdisjoint(p["metadata"]["uid"] for p in now)
+    for pod in now:
+        assert is_ready(pod), pod["metadata"]["name"]
+        if pod["metadata"]["name"].startswith(f"{RELEASE}-controller-"):
+            (container,) = pod["spec"]["containers"]
+            assert "--wait-for-pods-ready=600" in container["args"]
+    assert the_leader(release) in controller_pods(release)
+
+    after = job_pods(release, queue, "before-upgrade")
+    assert {p["metadata"]["uid"] for p in after} == running
+    assert all(
+        p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        for p in after
+    )
+    assert admitted(workload_of(release, queue, job))
+    created = submit(release, queue, "after-upgrade", 2, "500m")
+    assert created["spec"]["suspend"] is True, "the new webhook pod held the Job"
+    wait_placed(release, queue, "after-upgrade", 2)
+    assert (
+        rest.get(f"/apis/batch/v1/namespaces/{queue}/jobs/before-upgrade")["spec"]["suspend"]
+        is False
+    )

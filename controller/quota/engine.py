@@ -600,9 +600,8 @@ class Engine:
         for i, pod_set in enumerate(gang.pod_sets):
             chosen = sorted(set(running.flavors.get(pod_set.name, {}).values()))
             specs = [self._flavors.get(f) for f in chosen]
-            levels = next((s.topology for s in specs if s is not None and s.topology), ())
-            released = flavor_assignment.flavored(pod_set, specs)
-            shapes.append((i, self.index.shape(released, levels), pod_set.count))
+            shape = flavor_assignment.flavored_shape(self.index, pod_set, specs)
+            shapes.append((i, shape, pod_set.count))
         self.index.release(running.on_nodes())
         self._bind_ports(running, -1)
         plan, failure = self._place(shapes)

@@ -128,6 +128,21 @@ def flavored(pod_set: PodSet, flavors: Sequence[FlavorSpec | None]) -> PodSet:
     return replace(pod_set, node_selector=selector, tolerations=tuple(tolerations))
 
 
+def flavored_shape(
+    index: NodeIndex,
+    pod_set: PodSet,
+    specs: Sequence[FlavorSpec | None],
+    to_be_made: bool = False,
+) -> PodShape:
+    """A pod of `pod_set` on the flavors of `specs`, in the levels of their topology;
+    `to_be_made`: it may go to nodes a pool has still to add."""
+    levels = next((s.topology for s in specs if s is not None and s.topology), ())
+    released = flavored(pod_set, specs)
+    if to_be_made:
+        released = replace(released, tolerations=(*released.tolerations, PROVISIONABLE_TOLERATION))
+    return index.shape(released, levels)
+
+
 def options(
     gang: Gang,
     groups: Sequence[ResourceGroup],
@@ -183,13 +198,8 @@ def options(
             shape = shape_cache.get(key)
             if shape is None:
                 specs = [flavors.get(name) for name in chosen_flavors[i]]
-                levels = next((s.topology for s in specs if s is not None and s.topology), ())
-                released = flavored(pod_set, specs)
-                if gang.provision and provisioned.intersection(chosen_flavors[i]):
-                    released = replace(
-                        released, tolerations=(*released.tolerations, PROVISIONABLE_TOLERATION)
-                    )
-                shape = shape_cache[key] = index.shape(released, levels)
+                to_be_made = gang.provision and bool(provisioned.intersection(chosen_flavors[i]))
+                shape = shape_cache[key] = flavored_shape(index, pod_set, specs, to_be_made)
             shapes.append((i, shape, pod_set.count))
         out.append(FlavorOption(tuple(per_set), charge, shapes))
     return out

@@ -645,7 +645,7 @@ class ClusterState:
         return [
             step
             for check in status.admission_checks
-            if check.request and check.state not in ("Ready",)
+            if check.request and check.state != "Ready"
             for step in provisioning.request_deletes(gang.namespace, check.request, pod_sets)
         ]
 

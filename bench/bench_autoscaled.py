@@ -44,9 +44,17 @@ from controller.workloads.base import Backend
 from hack import provisioner
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import Autoscaler, ClusterOptions, LocalCluster, NodeGroup
-from hack.objects import GPU, flavored_cluster_queue, gang_job, local_queue
+from hack.objects import (
+    GPU,
+    flavored_cluster_queue,
+    gang_job,
+    local_queue,
+    provisioning_check,
+    resource_flavor,
+)
 
 GROUP = "gpu"
+NODE = {"cpu": "64", "memory": "512Gi", GPU: "8", "pods": "110"}  # one new node of the group
 SHAPES = (1, 2, 4, 2, 1, 4, 2)  # pods of 8 GPUs each
 POLL = 0.25
 REQUESTS = "/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests"
@@ -64,29 +72,16 @@ class Gang:
 
 
 def _queues(max_nodes: int) -> list[dict[str, Any]]:
-    flavor = {
-        "apiVersion": names.API_VERSION,
-        "kind": "ResourceFlavor",
-        "metadata": {"name": "pool"},
-        "spec": {
-            "nodeLabels": {provisioner.DEFAULT_GROUP_LABEL: GROUP},
-            "autoscaling": {
-                "maxNodes": max_nodes,
-                "nodeAllocatable": {"cpu": "64", "memory": "512Gi", GPU: "8", "pods": "110"},
-            },
-        },
-    }
-    check = {
-        "apiVersion": names.API_VERSION,
-        "kind": "AdmissionCheck",
-        "metadata": {"name": "provision"},
-        "spec": {"provisioningRequest": {}},
-    }
-    gpus = str(8 * max_nodes)
-    without = flavored_cluster_queue("without", {"pool": {GPU: gpus, "cpu": "2000"}})
-    with_check = flavored_cluster_queue("with", {"pool": {GPU: gpus, "cpu": "2000"}})
-    with_check["spec"]["admissionChecks"] = [{"name": "provision", "onFlavors": ["pool"]}]
-    return [flavor, check, without, with_check]
+    flavor = resource_flavor(
+        "pool",
+        node_labels={provisioner.DEFAULT_GROUP_LABEL: GROUP},
+        max_nodes=max_nodes,
+        node_allocatable=NODE,
+    )
+    quota = {"pool": {GPU: str(8 * max_nodes), "cpu": "2000"}}
+    without = flavored_cluster_queue("without", quota)
+    with_check = flavored_cluster_queue("with", quota, checks={"provision": ["pool"]})
+    return [flavor, provisioning_check("provision"), without, with_check]
 
 
 def _job(name: str, pods: int, runtime: float) -> dict[str, Any]:

@@ -83,10 +83,11 @@ def flavored_cluster_queue(
     *,
     cohort: str | None = None,
     reclaim: str | None = None,
+    checks: Mapping[str, Sequence[str]] | None = None,
 ) -> JSONDict:
     """A ClusterQueue of one resource group whose flavors (name -> resource -> nominal quota,
     in order of preference) all cover the same resources; its gangs may evict and be evicted
-    at once."""
+    at once; `checks`: the AdmissionChecks its gangs pass, each on its flavors."""
     covered = sorted({r for quotas in flavors.values() for r in quotas})
     spec: JSONDict = {
         "resourceGroups": [
@@ -109,6 +110,10 @@ def flavored_cluster_queue(
         spec["cohort"] = cohort
     if reclaim:
         spec["preemption"]["reclaimWithinCohort"] = reclaim
+    if checks:
+        spec["admissionChecks"] = [
+            {"name": name, "onFlavors": list(on)} for name, on in checks.items()
+        ]
     return {
         "apiVersion": names.API_VERSION,
         "kind": "ClusterQueue",
@@ -153,9 +158,12 @@ def resource_flavor(
     node_taints: list[JSONDict] | None = None,
     tolerations: list[JSONDict] | None = None,
     topology: str | None = None,
+    max_nodes: int | None = None,
+    node_allocatable: Mapping[str, str] | None = None,
 ) -> JSONDict:
     """A ResourceFlavor: its nodes' labels and taints, the tolerations its pods get (none of
-    them: every node), and the Topology its nodes are arranged in."""
+    them: every node), the Topology its nodes are arranged in, and (`max_nodes`) the autoscaled
+    pool they come from, each new node offering `node_allocatable`."""
     spec: JSONDict = {}
     if node_labels:
         spec["nodeLabels"] = dict(node_labels)
@@ -165,11 +173,27 @@ def resource_flavor(
         spec["tolerations"] = tolerations
     if topology:
         spec["topologyName"] = topology
+    if max_nodes is not None:
+        spec["autoscaling"] = {
+            "maxNodes": max_nodes,
+            "nodeAllocatable": dict(node_allocatable or {}),
+        }
     return {
         "apiVersion": names.API_VERSION,
         "kind": "ResourceFlavor",
         "metadata": {"name": name},
         "spec": spec,
+    }
+
+
+def provisioning_check(name: str, **settings: Any) -> JSONDict:
+    """An AdmissionCheck that asks the autoscaler for a gang's new nodes (`settings`: its
+    provisioningRequest's fields, e.g. retryStrategy)."""
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": name},
+        "spec": {"provisioningRequest": settings},
     }
 
 

@@ -7,6 +7,7 @@ nodes says the same (`autoscaling.maxNodes: 4`), and the queue names the check o
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -20,7 +21,16 @@ from controller.workloads.base import Backend
 from hack import processes, provisioner
 from hack.demo import KohortStack, apply_queues
 from hack.localcluster import Autoscaler, LocalCluster, NodeGroup
-from hack.objects import GPU, Probe, condition, flavored_cluster_queue, gang_job, local_queue
+from hack.objects import (
+    GPU,
+    Probe,
+    condition,
+    flavored_cluster_queue,
+    gang_job,
+    local_queue,
+    provisioning_check,
+    resource_flavor,
+)
 from tests.cluster.conftest import SETTINGS
 from tests.support import eventually
 
@@ -65,9 +75,7 @@ def group_nodes(cluster: LocalCluster) -> set[str]:
 
 
 @pytest.fixture
-async def scene(
-    stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client
-) -> AsyncIterator[Probe]:
+async def pool(stack: KohortStack, cluster: LocalCluster, namespace: str) -> AsyncIterator[None]:
     """The pool's flavor, the check and a queue of 64 GPUs naming it, in an empty group."""
     await eventually(
         lambda: _async(group_nodes(cluster)), lambda n: not n, within=60, what="an empty group"
@@ -77,56 +85,38 @@ async def scene(
     flavor = f"{namespace}-pool"
     check = f"{namespace}-provision"
     rest = cluster.rest
+    node = {"cpu": "64", "memory": "512Gi", GPU: "8", "pods": "110"}
     rest.create(
         f"/apis/{names.API_VERSION}/resourceflavors",
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": flavor},
-            "spec": {
-                "nodeLabels": {provisioner.DEFAULT_GROUP_LABEL: GROUP},
-                "autoscaling": {
-                    "maxNodes": MAX_NODES,
-                    "nodeAllocatable": {"cpu": "64", "memory": "512Gi", GPU: "8", "pods": "110"},
-                },
-            },
-        },
+        resource_flavor(
+            flavor,
+            node_labels={provisioner.DEFAULT_GROUP_LABEL: GROUP},
+            max_nodes=MAX_NODES,
+            node_allocatable=node,
+        ),
     )
+    retry = {"backoffLimitCount": 3, "backoffBaseSeconds": 3}
     rest.create(
         f"/apis/{names.API_VERSION}/admissionchecks",
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": check},
-            "spec": {
-                "provisioningRequest": {
-                    "retryStrategy": {"backoffLimitCount": 3, "backoffBaseSeconds": 3}
-                }
-            },
-        },
+        provisioning_check(check, retryStrategy=retry),
     )
-    cq = flavored_cluster_queue(f"{namespace}-q", {flavor: {GPU: "64", "cpu": "64"}})
-    cq["spec"]["admissionChecks"] = [{"name": check, "onFlavors": [flavor]}]
+    quota = {flavor: {GPU: "64", "cpu": "64"}}
+    cq = flavored_cluster_queue(f"{namespace}-q", quota, checks={check: [flavor]})
     apply_queues(rest, [cq, local_queue(namespace, "team", f"{namespace}-q")])
-    yield Probe(admin, namespace)
-    for kind in (kinds.JOBS,):
-        items, _ = await admin.list(kind, namespace)
-        for obj in items:
-            await admin.delete(kind, obj["metadata"]["name"], namespace)
-
-    async def pods_left() -> int:
-        pods, _ = await admin.list(kinds.PODS, namespace)
-        for pod in pods:
-            await admin.delete(kinds.PODS, pod["metadata"]["name"], namespace)
-        return len(pods)
-
-    await eventually(pods_left, lambda n: n == 0, within=60, what="the test's pods gone")
+    yield
     for path in (
         f"/apis/{names.API_VERSION}/clusterqueues/{namespace}-q",
         f"/apis/{names.API_VERSION}/admissionchecks/{check}",
         f"/apis/{names.API_VERSION}/resourceflavors/{flavor}",
     ):
         rest.delete(path)
+
+
+@pytest.fixture
+def scene(pool: None, drained: None, namespace: str, admin: Client) -> Probe:
+    """The team's view of the pool; after the test its gangs go (`drained`, set up after
+    `pool`, is torn down before it) before the pool's objects do."""
+    return Probe(admin, namespace)
 
 
 async def _async(value: Any) -> Any:
@@ -240,7 +230,10 @@ async def test_two_gangs_at_once_do_not_provision_twice_for_the_same_capacity(
 
     for gang in ("job-a", "job-b"):
         await eventually(
-            lambda g=gang: bound_nodes(scene, g), lambda n: len(n) == 1, within=90, what="bound"
+            functools.partial(bound_nodes, scene, gang),
+            lambda n: len(n) == 1,
+            within=90,
+            what="bound",
         )
     assert len(group_nodes(cluster)) == 2
     assert sorted(r["spec"]["podSets"][0]["count"] for r in requests(cluster, namespace)) == [1, 1]

@@ -275,6 +275,14 @@ def test_an_indexed_job_of_more_completions_than_parallelism_keeps_them_even_whe
     assert partially_released(job, 6).spec.completions == 16
 
 
+async def never_runs_beyond_its_admission(world: World, name: str, passes_: int = 4) -> None:
+    """Pass after pass, the Job runs no more pods at once than its admission charges."""
+    for _ in range(passes_):
+        await passes(world, 1)
+        running, charged = running_within_quota(world, name)
+        assert running <= charged
+
+
 def running_within_quota(world: World, name: str) -> tuple[int, int]:
     """(pods the Job runs at once, pods its admission charges); (0, ...) while it is held."""
     spec = job_spec(world, name)
@@ -295,10 +303,7 @@ async def test_a_job_scaled_down_and_back_up_never_runs_more_pods_than_its_admis
     assert queue_used(world, "cpu") == "6"
 
     await scaled_down(world, "train", 8)
-    for _ in range(4):
-        await passes(world, 1)
-        running, charged = running_within_quota(world, "train")
-        assert running <= charged
+    await never_runs_beyond_its_admission(world, "train")
     assert [e for e in world.api.all(kinds.EVENTS) if e["reason"] == "Resized"]
 
 
@@ -312,10 +317,7 @@ async def test_a_partial_job_scaled_down_and_back_to_its_release_is_charged_what
     assert queue_used(world, "cpu") == "5"
 
     await scaled_down(world, "train", 6)
-    for _ in range(4):
-        await passes(world, 1)
-        running, charged = running_within_quota(world, "train")
-        assert running <= charged
+    await never_runs_beyond_its_admission(world, "train")
 
 
 async def test_a_waiting_elastic_job_resized_before_it_is_admitted_runs_without_a_resize_loop(

@@ -7,9 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.api import kinds, names
+from controller.api import kinds
 from controller.api.times import parse_time
-from hack.objects import condition, flavored_cluster_queue, local_queue
+from hack.objects import (
+    condition,
+    flavored_cluster_queue,
+    local_queue,
+    provisioning_check,
+    resource_flavor,
+)
 from tests.unit.controller_world import NOW, World, held_job, passes, start
 
 JSON = dict[str, Any]
@@ -18,33 +24,25 @@ POOL = {"pool": "gpu"}
 
 
 def pool_flavor(max_nodes: int) -> JSON:
-    return {
-        "apiVersion": names.API_VERSION,
-        "kind": "ResourceFlavor",
-        "metadata": {"name": "gpu-pool"},
-        "spec": {
-            "nodeLabels": POOL,
-            "autoscaling": {"maxNodes": max_nodes, "nodeAllocatable": {"cpu": "8", "pods": "110"}},
-        },
-    }
+    return resource_flavor(
+        "gpu-pool",
+        node_labels=POOL,
+        max_nodes=max_nodes,
+        node_allocatable={"cpu": "8", "pods": "110"},
+    )
 
 
 def check(limit: int = 3, klass: str | None = None) -> JSON:
     settings: JSON = {"retryStrategy": {"backoffLimitCount": limit, "backoffBaseSeconds": 60}}
     if klass is not None:
         settings["provisioningClassName"] = klass
-    return {
-        "apiVersion": names.API_VERSION,
-        "kind": "AdmissionCheck",
-        "metadata": {"name": "provision"},
-        "spec": {"provisioningRequest": settings},
-    }
+    return provisioning_check("provision", **settings)
 
 
 def queue_with_check() -> JSON:
-    cq = flavored_cluster_queue("cq", {"gpu-pool": {"cpu": "32"}})
-    cq["spec"]["admissionChecks"] = [{"name": "provision", "onFlavors": ["gpu-pool"]}]
-    return cq
+    return flavored_cluster_queue(
+        "cq", {"gpu-pool": {"cpu": "32"}}, checks={"provision": ["gpu-pool"]}
+    )
 
 
 def node(name: str) -> JSON:

@@ -39,6 +39,10 @@ FORECAST_BUDGET_MS = 0.5
 # And the forecasts it writes at most (each costs the pass about what an admission's status
 # write does); a pass that writes makes no refresh step.
 FORECAST_WRITES = 2
+# Controller flag and bench_forecast: forecasts assume the traffic of this many past seconds
+# comes again (each gang created in that window arrives anew every window after), so that gangs
+# submitted later that will overtake (priority, fair share) are counted (0: none).
+FORECAST_ARRIVALS_SECONDS = 0.0
 # With the guard on, reserve future capacity for the starving gang (backfill reservations: the
 # nodes that free up first, usable meanwhile by gangs that will be done before then) instead of
 # holding nodes idle; see docs/simulator.md.

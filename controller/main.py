@@ -141,6 +141,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="under --forecast-budget, the forecasts a pass writes at most (a pass that writes"
         f" makes no refresh step; default {defaults.FORECAST_WRITES})",
     )
+    parser.add_argument(
+        "--forecast-arrivals",
+        type=float,
+        default=defaults.FORECAST_ARRIVALS_SECONDS,
+        metavar="SECONDS",
+        help="forecasts assume the gangs created in the last SECONDS arrive again every SECONDS"
+        f" (default {defaults.FORECAST_ARRIVALS_SECONDS:g}; 0: no later arrivals)",
+    )
     measured = quota.Config.measured()
     parser.add_argument(
         "--packing", choices=["best-fit", "spread", "first-fit"], default=measured.packing
@@ -265,6 +273,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         forecast_refresh=args.forecast_refresh if args.forecast_refresh > 0 else None,
         forecast_budget=args.forecast_budget if args.forecast_budget > 0 else None,
         forecast_writes=max(args.forecast_writes, 1),
+        forecast_arrivals=max(args.forecast_arrivals, 0.0),
         core=quota.Config(
             placement=not args.no_placement_check,
             packing=args.packing,

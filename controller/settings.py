@@ -44,6 +44,8 @@ class Settings:
     forecast_budget: float | None = defaults.FORECAST_BUDGET_MS
     # Under that budget, the forecasts a pass writes at most (a pass that writes makes no step).
     forecast_writes: int = defaults.FORECAST_WRITES
+    # Forecasts assume the traffic of this many past seconds comes again (0: no arrivals).
+    forecast_arrivals: float = defaults.FORECAST_ARRIVALS_SECONDS
     # A pass runs at least this often (it also runs when an event or a timer is due).
     resync_period: float = 5.0
     # After a change into an idle loop, wait this long so that its burst is one pass (changes

@@ -8,9 +8,11 @@ How a forecast is made: two forward runs from `now`, one in which every gang run
 runtime and one in which every gang runs its 90th percentile. Each run finishes admitted gangs
 at their estimated ends, runs the engine's own cycle at each such instant (and when one of the
 engine's timers is due: evict after, minimum runtime), and notes when each pending gang is
-first admitted. Gangs that arrive later are unknown to it, and so are gangs leaving early, so
-a forecast is what happens if nothing else comes; the p90 run's longer runtimes leave room
-for some of what does come (bench/bench_forecast.py measures how often the p90 holds).
+first admitted. Gangs that arrive later are not known, but they overtake (a higher priority,
+a queue with a smaller fair share): with `Bounds.arrivals` set, the runs assume the traffic of
+the last `arrivals` seconds comes again, each gang created in that window (and still in the
+engine) arriving anew, as a copy, every `arrivals` seconds after it was created. Gangs leaving
+early are not known either (bench/bench_forecast.py measures how often the p90 holds).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.quota.engine import Engine
 from controller.quota.runtimes import DEFAULT_RUNTIME, HISTORY, Basis, Runtime, RuntimeHistory
@@ -31,6 +33,7 @@ ADOPT_SLICE = 50
 __all__ = [
     "DEFAULT_RUNTIME",
     "HISTORY",
+    "Arrival",
     "Basis",
     "Bounds",
     "Runtime",
@@ -63,6 +66,35 @@ class Bounds:
     max_cycles: int = 5000
     max_admissions: int | None = None
     resolution: float = 60.0
+    arrivals: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A gang assumed to arrive at its `created`: a copy of the gang `copy_of`."""
+
+    gang: Gang
+    copy_of: Gang
+
+
+def expected_arrivals(engine: Engine, now: float, window: float, horizon: float) -> list[Arrival]:
+    """The gangs assumed to arrive after `now`, the soonest first: each gang of `engine`
+    created within the last `window` seconds again every `window` seconds after, until
+    `horizon` seconds after now, as a copy named `<name>~<k>` (k: the how-manieth)."""
+    if window <= 0:
+        return []
+    recent = [info.gang for _, info in engine.pending.values()]
+    recent += [r.info.gang for _, r in engine.running.values()]
+    out: list[Arrival] = []
+    for gang in recent:
+        if not now - window < gang.created <= now:
+            continue
+        k = 1
+        while (at := gang.created + k * window) <= now + horizon:
+            out.append(Arrival(replace(gang, name=f"{gang.name}~{k}", created=at), gang))
+            k += 1
+    out.sort(key=lambda a: (a.gang.created, a.gang.name))
+    return out
 
 
 RuntimeOf = Callable[[Gang], Runtime]
@@ -104,8 +136,9 @@ class Refresh:
         self.now = now
         self.targets = set(engine.pending if gangs is None else gangs) & engine.pending.keys()
         infos = [info for _, info in engine.pending.values()]
-        self.median = ForwardRun(engine, infos, now, runtime_of, 0.5, self.targets, bounds)
-        self.p90 = ForwardRun(engine, infos, now, runtime_of, 0.9, self.targets, bounds)
+        coming = expected_arrivals(engine, now, bounds.arrivals, bounds.horizon)
+        self.median = ForwardRun(engine, infos, now, runtime_of, 0.5, self.targets, bounds, coming)
+        self.p90 = ForwardRun(engine, infos, now, runtime_of, 0.9, self.targets, bounds, coming)
         self._returned: set[str] = set()
         self._finished = False
 
@@ -161,10 +194,12 @@ class ForwardRun:
         q: float,
         targets: set[str],
         bounds: Bounds,
+        coming: list[Arrival] | None = None,
     ) -> None:
         """`pending`: the live engine's pending gangs. They and its admitted gangs are taken
         into the fork a slice at a time by the first calls of `advance` (taking them all at
-        once costs like a few cycles)."""
+        once costs like a few cycles). `coming`: gangs that arrive later, the soonest first
+        (see `expected_arrivals`); each runs as long as the gang it copies."""
         self.engine = live.fork(gangs=False)
         self.admitted_left = live.admitted_gangs()
         self.adopting = list(pending)
@@ -182,6 +217,8 @@ class ForwardRun:
         # While set, admitted gangs ending by then are still to finish before the next cycle.
         self.ending: float | None = None
         self.budget = math.inf if bounds.max_admissions is None else bounds.max_admissions
+        self.coming = list(reversed(coming or []))  # popped from the end: the next last
+        self.copy_of: dict[str, Gang] = {}
         self.done = not self.waiting
 
     def advance(self, admissions: int | None = None) -> None:
@@ -210,7 +247,7 @@ class ForwardRun:
                 self.fresh.append(name)
             gang = self.gangs[name] = engine.running[name][1].info.gang
             times = self.admissions[name] = self.admissions.get(name, 0) + 1
-            end = t + self.runtime_of(gang).quantile(q)
+            end = t + self._runtime(gang).quantile(q)
             heapq.heappush(self.ends, (end, name, times))
         bounds, ends = self.bounds, self.ends
         if not self.waiting or self.cycles >= bounds.max_cycles or self.admitted >= self.budget:
@@ -219,7 +256,11 @@ class ForwardRun:
         if cut:
             return
         recheck = engine.recheck_at
-        nxt = min(ends[0][0] if ends else math.inf, math.inf if recheck is None else recheck)
+        nxt = min(
+            ends[0][0] if ends else math.inf,
+            math.inf if recheck is None else recheck,
+            self.coming[-1].gang.created if self.coming else math.inf,
+        )
         if nxt > self.now + bounds.horizon:
             self.done = True
             return
@@ -245,11 +286,22 @@ class ForwardRun:
         del self.adopting[start:]
         self.taking = bool(self.adopting)
 
+    def _runtime(self, gang: Gang) -> Runtime:
+        """What is known of the runtime of `gang` (an expected arrival runs as its original)."""
+        return self.runtime_of(self.copy_of.get(gang.name, gang))
+
     def _finish(self, limit: int | None) -> bool:
         """Finish the admitted gangs whose ends are due by `ending` (at most `limit` of them:
-        the next call goes on); True once none is left, the clock at the last of them."""
+        the next call goes on), and take in the gangs arriving by then; True once none is
+        left, the clock at the last of them."""
         ends, engine, done = self.ends, self.engine, 0
         assert self.ending is not None
+        coming = self.coming
+        while coming and coming[-1].gang.created <= self.ending:
+            arrival = coming.pop()
+            engine.add_pending(arrival.gang)
+            self.copy_of[arrival.gang.name] = arrival.copy_of
+            self.t = max(self.t, arrival.gang.created)
         while ends and ends[0][0] <= self.ending:
             if limit is not None and done >= limit:
                 return False

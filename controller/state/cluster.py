@@ -111,6 +111,7 @@ class ClusterState:
             settings.forecast_refresh,
             budget_ms=settings.forecast_budget,
             writes=settings.forecast_writes,
+            arrivals=settings.forecast_arrivals,
         )
         # New gangs a pass put off to the next (their Workloads were not made).
         self._later: set[GangKey] = set()

@@ -59,9 +59,12 @@ class Forecaster:
         budget_ms: float | None = defaults.FORECAST_BUDGET_MS,
         writes: int = defaults.FORECAST_WRITES,
         clock: Callable[[], float] = time.process_time,
+        arrivals: float = defaults.FORECAST_ARRIVALS_SECONDS,
     ) -> None:
         self.refresh_every = refresh
-        self.bounds = bounds or Bounds(max_cycles=MAX_CYCLES, max_admissions=MAX_ADMISSIONS)
+        self.bounds = bounds or Bounds(
+            max_cycles=MAX_CYCLES, max_admissions=MAX_ADMISSIONS, arrivals=arrivals
+        )
         self.budget_ms = budget_ms
         self.history = RuntimeHistory()
         self._clock = clock

@@ -9,6 +9,7 @@ from controller.quota.forecast import (
     Runtime,
     RuntimeHistory,
     StartForecast,
+    expected_arrivals,
     forecast,
 )
 from tests.unit.test_quota_builders import gang, node, queue, running
@@ -242,3 +243,40 @@ def test_a_fork_shares_the_pending_gangs_precomputed_shapes_and_leaves_them_alon
         fork.finish(name)
     assert len(fork.cycle(7200.0 * 4).admissions) > 0
     assert set(engine.running) == {f"busy{i}" for i in range(4)}
+
+
+def test_traffic_of_the_last_window_is_expected_to_come_again_and_overtake() -> None:
+    # n2 frees at 600 s, when "urgent" (priority 10, declared 1 h) ends; an hour after it was
+    # created, its like comes again and takes n2 first, and again an hour later; "mine" starts
+    # when "big" (2 h, not recent) frees n1. The copies run as long as "urgent" declares.
+    engine = Engine([queue("a", 16, cohort=None)], [node("n1"), node("n2")])
+    engine.add_admitted(running(gang("big", "a", created=-7200.0), "n1", at=-1800.0))
+    engine.add_admitted(
+        running(gang("urgent", "a", priority=10, created=-3000.0), "n2", at=-3000.0)
+    )
+    engine.add_pending(gang("mine", "a", created=-600.0))
+
+    def runtime_of(g: Gang) -> Runtime:
+        return Runtime(declared=HOUR) if g.name == "urgent" else learned(2.0)
+
+    alone = forecast(engine, 0.0, runtime_of, gangs=["mine"])
+    with_traffic = forecast(engine, 0.0, runtime_of, gangs=["mine"], bounds=Bounds(arrivals=HOUR))
+
+    assert alone["mine"].median == 600.0
+    assert with_traffic["mine"].median == 5400.0
+    assert set(engine.pending) == {"mine"}
+
+
+def test_gangs_created_within_the_window_arrive_again_every_window_until_the_horizon() -> None:
+    engine = Engine([queue("a", 16, cohort=None)], [node("n1")])
+    engine.add_pending(gang("recent", "a", created=-1000.0))
+    engine.add_pending(gang("old", "a", created=-5000.0))
+
+    coming = expected_arrivals(engine, 0.0, HOUR, 3 * HOUR)
+
+    assert [(a.gang.name, a.gang.created, a.copy_of.name) for a in coming] == [
+        ("recent~1", 2600.0, "recent"),
+        ("recent~2", 6200.0, "recent"),
+        ("recent~3", 9800.0, "recent"),
+    ]
+    assert expected_arrivals(engine, 0.0, 0.0, 3 * HOUR) == []

@@ -16,11 +16,19 @@ goes one level up, and at the top places its pods anywhere. A placer given anoth
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controller.quota.domains import DomainAssigner, NodeRoom
 from controller.quota.outcomes import NoFit, PlacementShortfall
-from controller.quota.placement import NodeIndex, Packing, PlaceFailure, PodShape, SetRules, Vector
+from controller.quota.placement import (
+    NodeIndex,
+    Packing,
+    PlaceFailure,
+    PodShape,
+    SetRules,
+    Vector,
+    held_by,
+)
 from controller.quota.snapshot import HostPort, TopologyRequest
 
 Plan = list[tuple[int, int, int]]  # (pod set index, node index, pod count)
@@ -100,6 +108,7 @@ class GangPlacer:
         for ps, shape, count in self._order():
             failure = self._place_set(ps, shape, count)
             if failure is not None:
+                failure = replace(failure, held=held_by(self.plan, self.shapes))
                 self.undo()
                 return [], failure
         return [(ps, node, n) for (ps, node), n in sorted(self.plan.items())], None

@@ -1828,7 +1828,7 @@ class _Trial:
         if engine.config.placement:
             plan, failure = engine.index.place(self.shapes, engine.config.packing)
             if failure is not None:
-                return Shortfall(shape=failure.shape)
+                return Shortfall(shape=failure.shape, held=failure.held)
             engine.index.release((self.shapes[ps][1].request, node, n) for ps, node, n in plan)
         if self.quota_fits(info):
             return None

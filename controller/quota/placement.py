@@ -119,6 +119,22 @@ class PlaceFailure:
     pod_set: int
     shape: PodShape
     why: PlacementShortfall
+    # What the gang's pods placed before the failure took, by node (node index, request sum):
+    # room a node had that they fill is no room for the pod that failed.
+    held: tuple[tuple[int, Vector], ...] = ()
+
+
+def held_by(
+    plan: Mapping[tuple[int, int], int], shapes: Sequence[tuple[int, PodShape, int]]
+) -> tuple[tuple[int, Vector], ...]:
+    """What the pods of `plan` ((pod set index, node index) -> pods) take on each node."""
+    by_set = {ps: shape.request for ps, shape, _ in shapes}
+    out: dict[int, list[int]] = {}
+    for (ps, node), n in plan.items():
+        total = out.setdefault(node, [0] * len(by_set[ps]))
+        for k, q in enumerate(by_set[ps]):
+            total[k] += q * n
+    return tuple((node, tuple(total)) for node, total in sorted(out.items()))
 
 
 @dataclass(slots=True)
@@ -341,7 +357,8 @@ class NodeIndex:
                 node = self.find(shape, packing)
                 if node is None:
                     self._undo(plan, shapes)
-                    return [], PlaceFailure(ps, shape, self.explain(shape, count, placed))
+                    why = self.explain(shape, count, placed)
+                    return [], PlaceFailure(ps, shape, why, held_by(plan, shapes))
                 self.take(node, shape.request)
                 plan[(ps, node)] = plan.get((ps, node), 0) + 1
         return [(ps, node, n) for (ps, node), n in sorted(plan.items())], None

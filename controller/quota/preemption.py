@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from controller.quota.placement import PodShape
+from controller.quota.constrained import fit_count
+from controller.quota.placement import PodShape, Vector
 from controller.quota.snapshot import FR
 from controller.quota.state import GangInfo, RunningGang
 
@@ -37,6 +38,8 @@ class Shortfall:
 
     quota: tuple[FR, ...] = ()
     shape: PodShape | None = None
+    # What the preemptor's pods placed before `shape` failed take, by node (see PlaceFailure).
+    held: tuple[tuple[int, Vector], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +119,7 @@ def placement_aware(
             return [c.victim for c in chosen]
         left = trial.budget - sum(c.lost_work for c in chosen)
         if short.shape is not None:
-            step = _clear_one_node(trial, info, short.shape, by_node, taken, left)
+            step = _clear_one_node(trial, info, short, by_node, taken, left)
         else:
             step = next(
                 (
@@ -142,24 +145,35 @@ def placement_aware(
 def _clear_one_node(
     trial: Trial,
     info: GangInfo,
-    shape: PodShape,
+    short: Shortfall,
     by_node: dict[int, list[Candidate]],
     taken: set[str],
     budget: float,
 ) -> list[Candidate] | None:
     """The cheapest set of gangs, costing at most `budget`, whose eviction lets one more pod of
-    `shape` onto a node (fewest gangs admitted moments ago or evicted recently, then least work
-    lost, then fewest gangs); among the few cheapest, one that also settles the quota wins."""
+    the failing shape onto a node (fewest gangs admitted moments ago or evicted recently, then
+    least work lost, then fewest gangs); among the few cheapest, one that also settles the
+    quota wins.
+
+    One more than the node takes now beside the preemptor's pods already placed there: a node
+    with room for one of its pods may be the one to clear for a second (a gang that must share
+    a node, or the only node there is)."""
+    shape = short.shape
+    assert shape is not None
+    held = dict(short.held)
     options: list[tuple[int, float, int, int, list[Candidate]]] = []
     request = shape.request
     for node, on_node in by_node.items():
         if not trial.may_host(shape, node):
             continue
         free = list(trial.free_on(node))
+        if node in held:
+            free = [f - h for f, h in zip(free, held[node], strict=True)]
+        wanted = fit_count(tuple(free), request) + 1
         picked: list[Candidate] = []
         cost = 0.0
         for c in on_node:
-            if all(f >= q for f, q in zip(free, request, strict=True)):
+            if fit_count(tuple(free), request) >= wanted:
                 break
             # Judged with the victims already picked here removed: together, not each alone,
             # they must leave their queues at their nominal quota.
@@ -173,11 +187,7 @@ def _clear_one_node(
             if cost > budget:
                 break
         _release(trial, picked)
-        if (
-            cost > budget
-            or not picked
-            or not all(f >= q for f, q in zip(free, request, strict=True))
-        ):
+        if cost > budget or not picked or fit_count(tuple(free), request) < wanted:
             continue
         recent = sum(c.recent for c in picked)
         options.append((recent, cost, len(picked), node, picked))

@@ -213,19 +213,17 @@ async def _finished_then_usage(team: Probe, usage: Any) -> dict[str, int] | None
     return result
 
 
-@pytest.fixture
-def urgent(
-    stack: KohortStack, cluster: LocalCluster, namespace: str, test_nodes: TestNodes
+def _urgent_queue(
+    stack: KohortStack, cluster: LocalCluster, namespace: str, quotas: dict[str, str]
 ) -> Iterator[str]:
-    """Two 4-CPU nodes, LocalQueue `team` on an 8-CPU ClusterQueue that preempts by priority
-    within the queue, and a PriorityClass (value 1000) whose name it yields."""
+    """LocalQueue `team` on a ClusterQueue of `quotas` that preempts by priority within the
+    queue, and a PriorityClass (value 1000) whose name it yields."""
     stack.enroll(namespace)
-    test_nodes("worker", 2, cpu="4")
     cq = f"{namespace}-cq"
     apply_queues(
         cluster.rest,
         [
-            cluster_queue(cq, {"cpu": "8"}, within_queue="LowerPriority"),
+            cluster_queue(cq, quotas, within_queue="LowerPriority"),
             local_queue(namespace, "team", cq),
         ],
     )
@@ -243,23 +241,42 @@ def urgent(
     cluster.rest.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
 
 
-async def test_a_higher_priority_gang_preempts_a_lower_one_of_its_own_queue_whole(
-    namespace: str, admin: Client, urgent: str, drained: None
+@pytest.fixture
+def urgent(
+    stack: KohortStack, cluster: LocalCluster, namespace: str, test_nodes: TestNodes
+) -> Iterator[str]:
+    """Two 4-CPU nodes and an 8-CPU queue that preempts by priority (`_urgent_queue`)."""
+    test_nodes("worker", 2, cpu="4")
+    yield from _urgent_queue(stack, cluster, namespace, {"cpu": "8"})
+
+
+@pytest.fixture
+def urgent_on_one_gpu_node(
+    stack: KohortStack, cluster: LocalCluster, namespace: str, test_nodes: TestNodes
+) -> Iterator[str]:
+    """One node of 8 GPUs and an 8-GPU queue that preempts by priority (`_urgent_queue`)."""
+    test_nodes("gpu", 1, gpus=8)
+    yield from _urgent_queue(stack, cluster, namespace, {GPU: "8", "cpu": "16"})
+
+
+async def _urgent_replaces_batch(
+    team: Probe, urgent: str, requests: dict[str, str], batch_pods: int, what: str
 ) -> None:
-    team = Probe(admin, namespace)
-    low = gang_job(
-        "batch", queue="team", pods=2, requests={"cpu": "4"}, isolation=pod_isolation(namespace)
-    )
-    await team.create(kinds.JOBS, low)
+    """A gang `batch` of `batch_pods` pods runs; a gang `deadline` of two pods at priority
+    `urgent` (both gangs' pods asking `requests`) then runs in its place, and batch is told it
+    was preempted within its ClusterQueue."""
+    isolation = pod_isolation(team.namespace)
+    batch = gang_job("batch", queue="team", pods=batch_pods, requests=requests, isolation=isolation)
+    await team.create(kinds.JOBS, batch)
     await eventually(
-        lambda: team.bound("job-batch"), lambda b: len(b) == 2, what="low-priority gang"
+        lambda: team.bound("job-batch"), lambda b: len(b) == batch_pods, what="low-priority gang"
     )
     high = gang_job(
         "deadline",
         queue="team",
         pods=2,
-        requests={"cpu": "4"},
-        isolation=pod_isolation(namespace),
+        requests=requests,
+        isolation=isolation,
         priority_class=urgent,
     )
     await team.create(kinds.JOBS, high)
@@ -268,13 +285,39 @@ async def test_a_higher_priority_gang_preempts_a_lower_one_of_its_own_queue_whol
         lambda: _bound_by_gang(team, ["job-batch", "job-deadline"]),
         lambda b: b == {"job-batch": 0, "job-deadline": 2},
         within=90,
+        what=what,
+    )
+    preempted = condition(await team.workload("job-batch"), "Preempted")
+    assert preempted is not None and preempted["reason"] == "InClusterQueue"
+
+
+async def test_a_higher_priority_gang_preempts_a_lower_one_of_its_own_queue_whole(
+    namespace: str, admin: Client, urgent: str, drained: None
+) -> None:
+    team = Probe(admin, namespace)
+    await _urgent_replaces_batch(
+        team,
+        urgent,
+        {"cpu": "4"},
+        batch_pods=2,
         what="the urgent gang running in place of the whole low-priority gang",
     )
-    evicted = await team.workload("job-batch")
-    preempted = condition(evicted, "Preempted")
-    assert preempted is not None and preempted["reason"] == "InClusterQueue"
     deadline = await team.workload("job-deadline")
     assert deadline is not None and deadline["spec"]["priority"] == 1000
+
+
+async def test_a_higher_priority_gang_of_2x4_gpus_evicts_a_1x4_gang_from_the_only_8_gpu_node(
+    namespace: str, admin: Client, urgent_on_one_gpu_node: str, drained: None
+) -> None:
+    # The node has room for one of the urgent gang's pods already: the other needs the GPUs
+    # of the low-priority gang beside it.
+    await _urgent_replaces_batch(
+        Probe(admin, namespace),
+        urgent_on_one_gpu_node,
+        {GPU: "4", "cpu": "1"},
+        batch_pods=1,
+        what="the urgent gang's two pods on the node in place of the low-priority gang",
+    )
 
 
 async def test_an_evicted_statefulset_comes_back_gated_and_is_released_whole_again(

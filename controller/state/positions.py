@@ -7,20 +7,28 @@ pass would grow with the backlog: the first `positions_head` gangs of each Clust
 LocalQueue are told their exact places in them whenever these change; the other positions
 (and the head's place in the cohort, which moves with every queue of the tree) at most every
 `position_refresh` seconds each, and at most `position_writes` of them per pass, the most
-out of date first. A gang no longer pending has its position removed. Positions are computed
-at most every `positions_period` seconds.
+out of date first. A gang no longer pending has its position removed.
+
+Positions are computed (`PositionRun`, on a fork of the engine) at most every
+`positions_period` seconds after the last computation ended, a slice of CPU a pass
+(`positions_budget` milliseconds; at least one step of the run), so that a large backlog costs
+each pass a bounded slice and a computation takes more passes. Its positions are those of the
+pass that started it; they are written in the pass that ends it, for the gangs still pending
+then (numbered as if those admitted or gone since had left the lines); gangs that came since
+wait for the next computation. Without a budget, positions are computed whole in one pass.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.api.queues import PendingWorkload
 from controller.api.workload import QueuePosition
 from controller.quota.engine import Engine
-from controller.quota.positions import Position, positions
+from controller.quota.positions import Position, PositionRun, positions
 from controller.settings import Settings
 from controller.state.gangs import GangKey, ManagedGang, id_of, key_of
 from controller.state.steps import WriteWorkloadPosition
@@ -109,21 +117,43 @@ def _in_queues(position: Position) -> tuple[int, int | None]:
     return (position.cluster_queue, position.local_queue)
 
 
+# While a computation is under way, a pass is due at most this many seconds after the last
+# one, so that a quiet cluster (no event, no timer) still finishes it within seconds.
+STEP_GAP = 0.2
+
+
 class PositionReporter:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.process_time) -> None:
         self._settings = settings
+        self._clock = clock
         self._told: dict[GangKey, Told] = {}
         self._heads: dict[str, Head] = {}
         self._local_heads: dict[LocalKey, Head] = {}
         # Whether every admitted gang's Workload is to be checked for a stale position (after
         # a restart or a reset, what was told before is not known).
         self._check_all = True
-        self._computed_at = -math.inf
+        # When the last computation ended, and the one under way (its pass's `now`).
+        self._ended_at = -math.inf
+        self._run: PositionRun | None = None
+        self._stepped_at = -math.inf
+        # How many passes the computation under way, and the last one ended, took.
+        self.passes = 0
+        self.last_passes = 0
 
     def reset(self) -> None:
         self._told.clear()
         self._check_all = True
-        self._computed_at = -math.inf
+        self._ended_at = -math.inf
+        self._run = None
+
+    @property
+    def under_way(self) -> PositionRun | None:
+        """The computation being made over passes, if any."""
+        return self._run
+
+    def next_step(self) -> float | None:
+        """When a pass is due to go on with the computation under way (None: none is)."""
+        return None if self._run is None else self._stepped_at + STEP_GAP
 
     def failed(self, key: GangKey) -> None:
         """A position write was refused: what the Workload shows is not known."""
@@ -144,14 +174,11 @@ class PositionReporter:
     ) -> PositionReport:
         """The positions of every pending gang at `now` (`local`: each gang's LocalQueue and
         whether it is admitted), the writes they need, and the queues whose heads changed;
-        nothing within `positions_period` of the last time they were computed."""
-        if now - self._computed_at < self._settings.positions_period:
+        nothing while a computation is under way, nor within `positions_period` of the end of
+        the last one."""
+        found = self._computed(engine, now, local)
+        if found is None:
             return PositionReport({}, set(), set())
-        self._computed_at = now
-        pending_local = {
-            id_of(k): f"{q[0]}/{q[1]}" for k, (q, admitted) in local.items() if not admitted
-        }
-        found = positions(engine, now, pending_local)
         limit = self._settings.positions_head
         heads: dict[str, list[Entry]] = {}
         local_heads: dict[LocalKey, list[Entry]] = {}
@@ -171,6 +198,47 @@ class PositionReporter:
         changed = self._new_heads(heads, local_heads)
         writes = self._writes(wanted, now, limit, lookup, local)
         return PositionReport(writes, *changed)
+
+    def _computed(
+        self, engine: Engine, now: float, local: Mapping[GangKey, tuple[LocalKey, bool]]
+    ) -> dict[str, Position] | None:
+        """This pass's share of the positions: those of every gang still pending if a
+        computation ends in it (None otherwise)."""
+        run = self._run
+        if run is None and now - self._ended_at < self._settings.positions_period:
+            return None
+        budget = self._settings.positions_budget
+        if run is None:
+            pending_local = {
+                id_of(k): f"{q[0]}/{q[1]}" for k, (q, admitted) in local.items() if not admitted
+            }
+            if not budget:
+                self._ended_at = now
+                self.last_passes = 1
+                return positions(engine, now, pending_local)
+        assert budget, "a computation is under way only under a budget"
+        self._stepped_at = now
+        self.passes += 1
+        # Steps while the next one, if it costs what the last did, still fits the budget (the
+        # first is always made, or a computation would never end); making the run is the first.
+        start = last = self._clock()
+        if run is None:
+            run = self._run = PositionRun(engine, now, pending_local)
+            self.passes = 1
+        else:
+            run.advance()
+        while not run.done:
+            spent = self._clock()
+            if (spent - start) + (spent - last) >= budget / 1000:
+                break
+            last = spent
+            run.advance()
+        if not run.done:
+            return None
+        self._run = None
+        self._ended_at = now
+        self.last_passes = self.passes
+        return run.positions(engine.pending)
 
     def _new_heads(
         self, heads: dict[str, list[Entry]], local: dict[LocalKey, list[Entry]]

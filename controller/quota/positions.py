@@ -48,7 +48,7 @@ def positions(
         (info.name, queue.name, id(queue.state.root()))
         for queue, info in engine.consideration_order(now)
     )
-    return _numbered(order, local_queues or {})
+    return dict(_numbered(order, local_queues or {}))
 
 
 class PositionRun:
@@ -102,26 +102,29 @@ class PositionRun:
         """Once done: each gang's positions, as `positions` gives them at `now`; with
         `wanted`, only those of the gangs in it, numbered as if the others had left the
         lines (a gang admitted since `now` no longer stands before those behind it)."""
+        return dict(self.numbered(wanted))
+
+    def numbered(self, wanted: Container[str] | None = None) -> Iterator[tuple[str, Position]]:
+        """`positions` a gang at a time, in consideration order; `wanted` is asked about each
+        gang when it is its turn (it may change meanwhile)."""
         assert self.done, "the run is not done"
-        order = self._order
+        order: Iterable[tuple[str, str, int]] = self._order
         if wanted is not None:
-            order = [entry for entry in order if entry[0] in wanted]
+            order = (entry for entry in order if entry[0] in wanted)
         return _numbered(order, self._local)
 
 
 def _numbered(
     order: Iterable[tuple[str, str, int]], local_queues: Mapping[str, str]
-) -> dict[str, Position]:
+) -> Iterator[tuple[str, Position]]:
     """Positions numbered along a consideration order of (gang, ClusterQueue, cohort tree)."""
     in_queue: dict[str, int] = {}
     in_local: dict[tuple[str, str], int] = {}
     in_tree: dict[int, int] = {}
-    out: dict[str, Position] = {}
     for name, queue, tree in order:
         local = local_queues.get(name)
         place = None if local is None else _next_place(in_local, (queue, local))
-        out[name] = Position(_next_place(in_queue, queue), place, _next_place(in_tree, tree))
-    return out
+        yield name, Position(_next_place(in_queue, queue), place, _next_place(in_tree, tree))
 
 
 def _next_place(counters: dict[K, int], key: K) -> int:

@@ -20,9 +20,10 @@ wait for the next computation. Without a budget, positions are computed whole in
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from controller.api.queues import PendingWorkload
@@ -117,9 +118,36 @@ def _in_queues(position: Position) -> tuple[int, int | None]:
     return (position.cluster_queue, position.local_queue)
 
 
+# A pass that tells the positions of a computation that ended takes this many gangs a step
+# (their head entries, and whether each is to be written).
+TELL_SLICE = 200
 # While a computation is under way, a pass is due at most this many seconds after the last
 # one, so that a quiet cluster (no event, no timer) still finishes it within seconds.
 STEP_GAP = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """What a pass gives the reporter: the live engine and its time, each gang's LocalQueue
+    and whether it is admitted, and the gangs' records."""
+
+    engine: Engine
+    now: float
+    local: Mapping[GangKey, tuple[LocalKey, bool]]
+    lookup: Callable[[GangKey], ManagedGang | None]
+
+
+class _Telling:
+    """The positions of a computation being told, a slice of gangs at a time."""
+
+    def __init__(self, numbered: Iterator[tuple[str, Position]]) -> None:
+        self.numbered = numbered
+        self.left = True  # gangs left to take
+        self.heads: dict[str, list[Entry]] = {}
+        self.local_heads: dict[LocalKey, list[Entry]] = {}
+        self.wanted: dict[GangKey, Position] = {}
+        self.writes: dict[GangKey, Position | None] = {}
+        self.behind: list[tuple[float, GangKey]] = []  # (how far off, gang): candidates
 
 
 class PositionReporter:
@@ -135,7 +163,10 @@ class PositionReporter:
         # When the last computation ended, and the one under way (its pass's `now`).
         self._ended_at = -math.inf
         self._run: PositionRun | None = None
+        self._telling: _Telling | None = None
         self._stepped_at = -math.inf
+        # The steps computations have made (of their runs and of telling their positions).
+        self.steps = 0
         # How many passes the computation under way, and the last one ended, took.
         self.passes = 0
         self.last_passes = 0
@@ -144,7 +175,7 @@ class PositionReporter:
         self._told.clear()
         self._check_all = True
         self._ended_at = -math.inf
-        self._run = None
+        self._run = self._telling = None
 
     @property
     def under_way(self) -> PositionRun | None:
@@ -172,73 +203,120 @@ class PositionReporter:
         local: Mapping[GangKey, tuple[LocalKey, bool]],
         lookup: Callable[[GangKey], ManagedGang | None],
     ) -> PositionReport:
-        """The positions of every pending gang at `now` (`local`: each gang's LocalQueue and
-        whether it is admitted), the writes they need, and the queues whose heads changed;
-        nothing while a computation is under way, nor within `positions_period` of the end of
-        the last one."""
-        found = self._computed(engine, now, local)
-        if found is None:
-            return PositionReport({}, set(), set())
-        limit = self._settings.positions_head
-        heads: dict[str, list[Entry]] = {}
-        local_heads: dict[LocalKey, list[Entry]] = {}
-        wanted: dict[GangKey, Position] = {}
-        for name, at in found.items():
-            key = key_of(name)
-            wanted[key] = at
-            if not _in_head(at, limit):
-                continue
-            queue, info = engine.pending[name]
-            lq = local.get(key, (None, False))[0]
-            entry = Entry(key, lq[1] if lq else None, info.gang.priority, at)
-            if at.cluster_queue <= limit and queue is not None:
-                heads.setdefault(queue.name, []).append(entry)
-            if lq is not None and at.local_queue is not None and at.local_queue <= limit:
-                local_heads.setdefault(lq, []).append(entry)
-        changed = self._new_heads(heads, local_heads)
-        writes = self._writes(wanted, now, limit, lookup, local)
-        return PositionReport(writes, *changed)
-
-    def _computed(
-        self, engine: Engine, now: float, local: Mapping[GangKey, tuple[LocalKey, bool]]
-    ) -> dict[str, Position] | None:
-        """This pass's share of the positions: those of every gang still pending if a
-        computation ends in it (None otherwise)."""
-        run = self._run
-        if run is None and now - self._ended_at < self._settings.positions_period:
-            return None
+        """The positions of every pending gang (`local`: each gang's LocalQueue and whether it
+        is admitted), the writes they need, and the queues whose heads changed, in the pass
+        that ends a computation; nothing in the others, nor within `positions_period` of the
+        end of the last computation."""
         budget = self._settings.positions_budget
-        if run is None:
+        this = _Pass(engine, now, local, lookup)
+        if self._run is None:
+            if now - self._ended_at < self._settings.positions_period:
+                return PositionReport({}, set(), set())
             pending_local = {
                 id_of(k): f"{q[0]}/{q[1]}" for k, (q, admitted) in local.items() if not admitted
             }
             if not budget:
+                telling = _Telling(iter(positions(engine, now, pending_local).items()))
+                self._tell(telling, this, None)
                 self._ended_at = now
                 self.last_passes = 1
-                return positions(engine, now, pending_local)
+                return self._told_all(telling, this)
         assert budget, "a computation is under way only under a budget"
         self._stepped_at = now
         self.passes += 1
         # Steps while the next one, if it costs what the last did, still fits the budget (the
         # first is always made, or a computation would never end); making the run is the first.
         start = last = self._clock()
-        if run is None:
-            run = self._run = PositionRun(engine, now, pending_local)
+        if self._run is None:
+            self._run = PositionRun(engine, now, pending_local)
             self.passes = 1
+            self.steps += 1
+            found = None
         else:
-            run.advance()
-        while not run.done:
+            found = self._step(this)
+        while found is None:
             spent = self._clock()
             if (spent - start) + (spent - last) >= budget / 1000:
-                break
+                return PositionReport({}, set(), set())
             last = spent
-            run.advance()
-        if not run.done:
-            return None
-        self._run = None
+            found = self._step(this)
+        self._run = self._telling = None
         self._ended_at = now
         self.last_passes = self.passes
-        return run.positions(engine.pending)
+        return found
+
+    def _step(self, this: _Pass) -> PositionReport | None:
+        """One step of the computation under way: of its run, then of telling its positions
+        (`TELL_SLICE` gangs a step, then the writes planned); its report once it ends."""
+        run, telling = self._run, self._telling
+        assert run is not None
+        self.steps += 1
+        if not run.done:
+            run.advance()
+            if run.done:
+                self._telling = _Telling(run.numbered(this.engine.pending))
+            return None
+        assert telling is not None
+        if telling.left:
+            self._tell(telling, this, TELL_SLICE)
+            return None
+        return self._told_all(telling, this)
+
+    def _tell(self, telling: _Telling, this: _Pass, count: int | None) -> None:
+        """Take the next `count` gangs' positions (None: all): the head entries they make,
+        and whether each is to be written (a head's place that changed: written; a position
+        further back that moved: a candidate, by how far off it is)."""
+        limit, refresh = self._settings.positions_head, self._settings.position_refresh
+        engine, now, local, lookup = this.engine, this.now, this.local, this.lookup
+        taken = 0
+        for name, place in itertools.islice(telling.numbered, count):
+            taken += 1
+            key = key_of(name)
+            telling.wanted[key] = place
+            if _in_head(place, limit):
+                queue, info = engine.pending[name]
+                lq = local.get(key, (None, False))[0]
+                entry = Entry(key, lq[1] if lq else None, info.gang.priority, place)
+                if place.cluster_queue <= limit and queue is not None:
+                    telling.heads.setdefault(queue.name, []).append(entry)
+                if lq is not None and place.local_queue is not None and place.local_queue <= limit:
+                    telling.local_heads.setdefault(lq, []).append(entry)
+            told = self._told.get(key)
+            shown = told.position if told is not None else _shown(lookup(key))
+            if shown == place:
+                if told is None:
+                    self._told[key] = Told(place, now)
+                continue
+            if (_in_head(place, limit) or _in_head(shown, limit)) and (
+                shown is None or _in_queues(shown) != _in_queues(place)
+            ):
+                telling.writes[key] = place
+            elif told is None or now - told.at >= refresh:
+                telling.behind.append((_drift(shown, place), key))
+        telling.left = count is not None and taken == count
+
+    def _told_all(self, telling: _Telling, this: _Pass) -> PositionReport:
+        """The report of a computation all told: gangs no longer pending left out, at most
+        `position_writes` of the candidates written (the most out of date first), positions
+        removed from the gangs that no longer wait."""
+        pending, now = this.engine.pending, this.now
+        left = {key for key in telling.wanted if id_of(key) not in pending}
+        wanted = {k: p for k, p in telling.wanted.items() if k not in left}
+        writes = {k: p for k, p in telling.writes.items() if k not in left}
+        behind = sorted(
+            ((d, k) for d, k in telling.behind if k not in left), key=lambda d: (-d[0], d[1])
+        )
+        for _, key in behind[: self._settings.position_writes]:
+            writes[key] = wanted[key]
+        for key in self._gone(wanted, this.lookup, this.local):
+            writes[key] = None
+        for key, place in writes.items():
+            self._told[key] = Told(place, now)
+        changed = self._new_heads(
+            {q: [e for e in h if e.key not in left] for q, h in telling.heads.items()},
+            {q: [e for e in h if e.key not in left] for q, h in telling.local_heads.items()},
+        )
+        return PositionReport({k: _written(k, p) for k, p in writes.items()}, *changed)
 
     def _new_heads(
         self, heads: dict[str, list[Entry]], local: dict[LocalKey, list[Entry]]
@@ -255,39 +333,6 @@ class PositionReporter:
         }
         self._heads, self._local_heads = new, new_local
         return queues, local_queues
-
-    def _writes(
-        self,
-        wanted: Mapping[GangKey, Position],
-        now: float,
-        limit: int,
-        lookup: Callable[[GangKey], ManagedGang | None],
-        local: Mapping[GangKey, tuple[LocalKey, bool]],
-    ) -> dict[GangKey, WriteWorkloadPosition]:
-        writes: dict[GangKey, Position | None] = {}
-        behind: list[tuple[float, GangKey]] = []
-        refresh = self._settings.position_refresh
-        for key, position in wanted.items():
-            told = self._told.get(key)
-            shown = told.position if told is not None else _shown(lookup(key))
-            if shown == position:
-                if told is None:
-                    self._told[key] = Told(position, now)
-                continue
-            if (_in_head(position, limit) or _in_head(shown, limit)) and (
-                shown is None or _in_queues(shown) != _in_queues(position)
-            ):
-                writes[key] = position
-            elif told is None or now - told.at >= refresh:
-                behind.append((_drift(shown, position), key))
-        behind.sort(key=lambda d: (-d[0], d[1]))
-        for _, key in behind[: self._settings.position_writes]:
-            writes[key] = wanted[key]
-        for key in self._gone(wanted, lookup, local):
-            writes[key] = None
-        for key, at in writes.items():
-            self._told[key] = Told(at, now)
-        return {key: _written(key, at) for key, at in writes.items()}
 
     def _gone(
         self,

@@ -7,6 +7,8 @@ counts each step of the computation as 0.3 ms (so a 2 ms budget makes at most si
 
 from __future__ import annotations
 
+import pytest
+
 from controller.quota import Engine, QueueSpec
 from controller.quota.positions import Position, positions
 from controller.settings import Settings
@@ -35,18 +37,15 @@ class Backlog:
         self.steps_per_pass: list[int] = []
 
     def cpu(self) -> float:
-        run = self.reporter.under_way
-        return 0.0 if run is None else run.steps * STEP_COST
+        return self.reporter.steps * STEP_COST
 
     def local(self) -> dict[GangKey, tuple[tuple[str, str], bool]]:
         return {key_of(name): (LOCAL, False) for name in self.engine.pending}
 
     def report(self, now: float) -> PositionReport:
-        run = self.reporter.under_way
-        before = 0 if run is None else run.steps
+        before = self.reporter.steps
         report = self.reporter.report(self.engine, now, self.local(), lambda key: None)
-        run = run or self.reporter.under_way
-        self.steps_per_pass.append((0 if run is None else run.steps) - before)
+        self.steps_per_pass.append(self.reporter.steps - before)
         return report
 
     def until_written(self, now: float) -> tuple[PositionReport, float]:
@@ -127,3 +126,23 @@ def test_without_a_budget_positions_are_computed_whole_in_the_pass() -> None:
     report = backlog.report(0.0)
     whole = positions(backlog.engine, 0.0, {n: "ns/lq" for n in backlog.engine.pending})
     assert told(report) == whole and backlog.reporter.under_way is None
+
+
+@pytest.mark.parametrize("passes", [2, 5, 9])
+def test_a_gang_admitted_at_any_point_of_a_computation_is_never_told_a_position(
+    passes: int,
+) -> None:
+    """Admitted while the run walks the order or while its positions are being told: every
+    other gang is told its position, none more than one place off."""
+    backlog = Backlog(800, queues=1)
+    for now in range(passes):
+        assert not backlog.report(float(now)).writes
+    assert backlog.reporter.under_way is not None
+
+    assert [a.gang for a in backlog.engine.cycle(passes - 0.5).admissions] == ["ns/g00000"]
+    report, _ = backlog.until_written(float(passes))
+
+    found = told(report)
+    assert "ns/g00000" not in found and len(found) == 799
+    exact = positions(backlog.engine, 0.0, {n: "ns/lq" for n in backlog.engine.pending})
+    assert all(abs(found[n].cluster_queue - exact[n].cluster_queue) <= 1 for n in exact)

@@ -25,6 +25,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from controller.api.queues import PendingWorkload
 from controller.api.workload import QueuePosition
@@ -35,6 +36,7 @@ from controller.state.gangs import GangKey, ManagedGang, id_of, key_of
 from controller.state.steps import WriteWorkloadPosition
 
 LocalKey = tuple[str, str]  # (namespace, LocalQueue)
+Q = TypeVar("Q", str, LocalKey)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,8 @@ def _in_queues(position: Position) -> tuple[int, int | None]:
 # A pass that tells the positions of a computation that ended takes this many gangs a step
 # (their head entries, and whether each is to be written).
 TELL_SLICE = 200
+# And compares this many queues' heads with those shown a step.
+HEAD_SLICE = 100
 # While a computation is under way, a pass is due at most this many seconds after the last
 # one, so that a quiet cluster (no event, no timer) still finishes it within seconds.
 STEP_GAP = 0.2
@@ -148,6 +152,50 @@ class _Telling:
         self.wanted: dict[GangKey, Position] = {}
         self.writes: dict[GangKey, Position | None] = {}
         self.behind: list[tuple[float, GangKey]] = []  # (how far off, gang): candidates
+        # Once all are taken: the writes planned, the gangs left out (no longer pending), and
+        # the queues whose heads are still to compare with those shown, those found changed
+        # and the new heads.
+        self.planned: dict[GangKey, WriteWorkloadPosition] | None = None
+        self.gone: set[GangKey] = set()
+        self.to_compare: list[str] = []
+        self.local_to_compare: list[LocalKey] = []
+        self.changed: set[str] = set()
+        self.local_changed: set[LocalKey] = set()
+        self.new_heads: dict[str, Head] = {}
+        self.new_local_heads: dict[LocalKey, Head] = {}
+
+
+def _in_cq(entry: Entry) -> int:
+    return entry.at.cluster_queue
+
+
+def _in_lq(entry: Entry) -> int:
+    return entry.at.local_queue or 0
+
+
+def _compare_heads(
+    todo: list[Q],
+    found: Mapping[Q, list[Entry]],
+    shown: Mapping[Q, Head],
+    new: dict[Q, Head],
+    changed: set[Q],
+    gone: set[GangKey],
+    count: int | None,
+    place: Callable[[Entry], int],
+) -> int | None:
+    """Compare the heads of the last `count` queues of `todo` (None: all), taken off it, with
+    those `shown`: each queue's entries `found`, but those `gone`, in order of `place`, go to
+    `new`, and the queue to `changed` if they differ. How many more may be compared."""
+    batch = todo if count is None else todo[len(todo) - min(count, len(todo)) :]
+    for queue in batch:
+        head = tuple(sorted((e for e in found.get(queue, ()) if e.key not in gone), key=place))
+        if head:
+            new[queue] = head
+        if (head or None) != shown.get(queue):
+            changed.add(queue)
+    taken = len(batch)
+    del todo[len(todo) - taken :]
+    return None if count is None else count - taken
 
 
 class PositionReporter:
@@ -218,9 +266,12 @@ class PositionReporter:
             if not budget:
                 telling = _Telling(iter(positions(engine, now, pending_local).items()))
                 self._tell(telling, this, None)
+                self._plan(telling, this)
                 self._ended_at = now
                 self.last_passes = 1
-                return self._told_all(telling, this)
+                found = self._compare(telling, None)
+                assert found is not None
+                return found
         assert budget, "a computation is under way only under a budget"
         self._stepped_at = now
         self.passes += 1
@@ -259,8 +310,11 @@ class PositionReporter:
         assert telling is not None
         if telling.left:
             self._tell(telling, this, TELL_SLICE)
-            return None
-        return self._told_all(telling, this)
+        elif telling.planned is None:
+            self._plan(telling, this)
+        else:
+            return self._compare(telling, HEAD_SLICE)
+        return None
 
     def _tell(self, telling: _Telling, this: _Pass, count: int | None) -> None:
         """Take the next `count` gangs' positions (None: all): the head entries they make,
@@ -295,16 +349,16 @@ class PositionReporter:
                 telling.behind.append((_drift(shown, place), key))
         telling.left = count is not None and taken == count
 
-    def _told_all(self, telling: _Telling, this: _Pass) -> PositionReport:
-        """The report of a computation all told: gangs no longer pending left out, at most
+    def _plan(self, telling: _Telling, this: _Pass) -> None:
+        """The writes of a computation all taken: gangs no longer pending left out, at most
         `position_writes` of the candidates written (the most out of date first), positions
-        removed from the gangs that no longer wait."""
+        removed from the gangs that no longer wait; the queues whose heads to compare."""
         pending, now = this.engine.pending, this.now
-        left = {key for key in telling.wanted if id_of(key) not in pending}
-        wanted = {k: p for k, p in telling.wanted.items() if k not in left}
-        writes = {k: p for k, p in telling.writes.items() if k not in left}
+        gone = telling.gone = {key for key in telling.wanted if id_of(key) not in pending}
+        wanted = {k: p for k, p in telling.wanted.items() if k not in gone}
+        writes = {k: p for k, p in telling.writes.items() if k not in gone}
         behind = sorted(
-            ((d, k) for d, k in telling.behind if k not in left), key=lambda d: (-d[0], d[1])
+            ((d, k) for d, k in telling.behind if k not in gone), key=lambda d: (-d[0], d[1])
         )
         for _, key in behind[: self._settings.position_writes]:
             writes[key] = wanted[key]
@@ -312,27 +366,33 @@ class PositionReporter:
             writes[key] = None
         for key, place in writes.items():
             self._told[key] = Told(place, now)
-        changed = self._new_heads(
-            {q: [e for e in h if e.key not in left] for q, h in telling.heads.items()},
-            {q: [e for e in h if e.key not in left] for q, h in telling.local_heads.items()},
-        )
-        return PositionReport({k: _written(k, p) for k, p in writes.items()}, *changed)
+        telling.planned = {k: _written(k, p) for k, p in writes.items()}
+        telling.to_compare = sorted(telling.heads.keys() | self._heads.keys())
+        telling.local_to_compare = sorted(telling.local_heads.keys() | self._local_heads.keys())
 
-    def _new_heads(
-        self, heads: dict[str, list[Entry]], local: dict[LocalKey, list[Entry]]
-    ) -> tuple[set[str], set[LocalKey]]:
-        new = {q: tuple(sorted(h, key=lambda e: e.at.cluster_queue)) for q, h in heads.items()}
-        new_local = {
-            q: tuple(sorted(h, key=lambda e: e.at.local_queue or 0)) for q, h in local.items()
-        }
-        queues = {q for q in new.keys() | self._heads.keys() if new.get(q) != self._heads.get(q)}
-        local_queues = {
-            q
-            for q in new_local.keys() | self._local_heads.keys()
-            if new_local.get(q) != self._local_heads.get(q)
-        }
-        self._heads, self._local_heads = new, new_local
-        return queues, local_queues
+    def _compare(self, telling: _Telling, count: int | None) -> PositionReport | None:
+        """Compare the next `count` queues' heads with those shown (None: all); once all are,
+        the new heads are shown and the computation's report is made."""
+        t = telling
+        left = _compare_heads(
+            t.to_compare, t.heads, self._heads, t.new_heads, t.changed, t.gone, count, _in_cq
+        )
+        if left is None or left > 0:
+            _compare_heads(
+                t.local_to_compare,
+                t.local_heads,
+                self._local_heads,
+                t.new_local_heads,
+                t.local_changed,
+                t.gone,
+                left,
+                _in_lq,
+            )
+        if t.to_compare or t.local_to_compare:
+            return None
+        assert t.planned is not None
+        self._heads, self._local_heads = t.new_heads, t.new_local_heads
+        return PositionReport(t.planned, t.changed, t.local_changed)
 
     def _gone(
         self,

@@ -69,7 +69,7 @@ def told(report: PositionReport) -> dict[str, Position | None]:
 
 
 def test_positions_of_2000_pending_gangs_are_written_after_many_passes_within_budget() -> None:
-    backlog = Backlog(2000)
+    backlog = Backlog(2000, queues=250)
     whole = positions(backlog.engine, 0.0, {n: "ns/lq" for n in backlog.engine.pending})
 
     first = backlog.report(0.0)
@@ -78,6 +78,9 @@ def test_positions_of_2000_pending_gangs_are_written_after_many_passes_within_bu
     report, _ = backlog.until_written(1.0)
 
     assert told(report) == whole
+    assert report.queues == {f"q{i:02}" for i in range(250)}
+    in_q07 = [f"g{i:05}" for i in range(7, 2000, 250)]
+    assert [w.name for w in backlog.reporter.head("q07")] == in_q07
     assert backlog.reporter.last_passes == len(backlog.steps_per_pass) > 10
     assert max(backlog.steps_per_pass) * STEP_COST <= BUDGET_MS / 1000
     assert backlog.reporter.under_way is None and backlog.reporter.next_step() is None

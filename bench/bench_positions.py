@@ -18,6 +18,7 @@ pass that ends one (its heads and writes planned).
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import sys
@@ -111,6 +112,16 @@ def stepped(engine: Engine, now: float, rng: random.Random) -> None:
     settings = Settings(positions_period=0.0)
     reporter = PositionReporter(settings)
     cpu: list[float] = []
+    collected: list[float] = []  # CPU of the garbage collector's runs in each pass
+    started = [0.0]
+
+    def collector(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.process_time()
+        elif collected:
+            collected[-1] += time.process_time() - started[0]
+
+    gc.callbacks.append(collector)
     ended: list[tuple[int, float]] = []  # (passes taken, CPU of the pass that ended it)
     starts: list[float] = []  # CPU of the passes that started one
     while len(ended) < 2:
@@ -118,9 +129,11 @@ def stepped(engine: Engine, now: float, rng: random.Random) -> None:
             key_of(name): (("team", f"lq-{info.gang.queue}"), False)
             for name, (_, info) in engine.pending.items()
         }
+        collected.append(0.0)
         t0 = time.process_time()
         reporter.report(engine, now, local, lambda key: None)
         cpu.append(time.process_time() - t0)
+        collected[-1] = min(collected[-1], cpu[-1])
         if reporter.passes == 1:
             starts.append(cpu[-1])
         if reporter.under_way is None:
@@ -128,7 +141,10 @@ def stepped(engine: Engine, now: float, rng: random.Random) -> None:
         now += 1.0
         engine.finish(rng.choice(sorted(engine.running)))
         engine.cycle(now)
+    gc.callbacks.remove(collector)
+    worst = max(range(len(cpu)), key=lambda i: cpu[i])
     ms = sorted(c * 1000 for c in cpu)
+    without_gc = max(c - g for c, g in zip(cpu, collected, strict=True)) * 1000
     p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
     print(
         f"stepped, --positions-budget {defaults.POSITIONS_BUDGET_MS:g} ms: {len(ms)} passes, CPU"
@@ -136,6 +152,10 @@ def stepped(engine: Engine, now: float, rng: random.Random) -> None:
         f" {statistics.median(ms):.2f} ms, p99 {p99:.1f} ms, max {ms[-1]:.1f} ms; the pass"
         f" starting a computation (its fork) {starts[0] * 1000:.0f} ms,"
         f" {starts[1] * 1000:.0f} ms"
+    )
+    print(
+        f"the garbage collector's runs took {collected[worst] * 1000:.1f} ms of the worst pass;"
+        f" the most a pass spent outside them {without_gc:.1f} ms"
     )
     print(
         "a computation took "

@@ -12,10 +12,13 @@ out of date first. A gang no longer pending has its position removed.
 Positions are computed (`PositionRun`, on a fork of the engine) at most every
 `positions_period` seconds after the last computation ended, a slice of CPU a pass
 (`positions_budget` milliseconds; at least one step of the run), so that a large backlog costs
-each pass a bounded slice and a computation takes more passes. Its positions are those of the
-pass that started it; they are written in the pass that ends it, for the gangs still pending
-then (numbered as if those admitted or gone since had left the lines); gangs that came since
-wait for the next computation. Without a budget, positions are computed whole in one pass.
+each pass a bounded slice and a computation takes more passes: the run's steps (the engine's
+pending gangs taken into the fork, then its consideration order walked), then the telling's
+(the positions numbered and the head entries and writes they make, `TELL_SLICE` gangs a step;
+the writes planned; the heads compared with those shown, `HEAD_SLICE` queues a step). Its
+positions are those of the pass that started it, numbered as if the gangs admitted or gone
+since had left the lines; they are written in the pass that ends it; gangs that came since wait
+for the next computation. Without a budget, positions are computed whole in one pass.
 """
 
 from __future__ import annotations

@@ -36,6 +36,14 @@ USAGE_HALF_LIFE_SECONDS = 0
 # the slice of a forward run under way is finished). At 10,000 pending a refresh then spreads
 # over a few thousand passes (bench/bench_forecast.py; docs/performance.md).
 FORECAST_BUDGET_MS = 0.5
+# Controller flag: the CPU a pass spends at most on computing queue positions (milliseconds; the
+# step under way is finished, and a run's first step, the fork of the engine, is made whole),
+# so that positions at a large backlog cost each pass a bounded slice rather than holding one
+# pass every `--positions-period` for the whole computation. bench/bench_positions.py at 1,000
+# queues and 7,992 pending: a pass spent 1.8 ms median on positions (the one forking the engine
+# 24 ms, against 434 ms for a whole report) and a computation took 183 to 201 passes
+# (docs/performance.md); a larger budget shortens that in proportion.
+POSITIONS_BUDGET_MS = 2.0
 # And the forecasts it writes at most (each costs the pass about what an admission's status
 # write does); a pass that writes makes no refresh step.
 FORECAST_WRITES = 2

@@ -60,7 +60,13 @@ POSITION_FLAGS: dict[str, tuple[str, str, str]] = {
     "--positions-period": (
         "positions_period",
         "SECONDS",
-        "positions are computed at most this often",
+        "positions are computed at most this often (this long after the last computation ended)",
+    ),
+    "--positions-budget": (
+        "positions_budget",
+        "MS",
+        "CPU milliseconds a pass spends at most on computing positions, which spreads over"
+        f" passes (default {defaults.POSITIONS_BUDGET_MS:g}; 0: whole in one pass)",
     ),
 }
 

@@ -35,6 +35,10 @@ class Settings:
     # Positions are computed at most this often (seconds): computing them costs about what
     # an admission cycle over every pending gang does.
     positions_period: float = 5.0
+    # The CPU (milliseconds) a pass spends at most on positions being computed, which then
+    # spreads over passes (the next computation starts `positions_period` after it ended);
+    # None or 0: computed whole in the pass that starts it.
+    positions_budget: float | None = defaults.POSITIONS_BUDGET_MS
     # Pending gangs' start forecasts are refreshed at most this often, after a pass's writes
     # (None: no forecasts, the default: a refresh costs many passes' CPU at a large backlog;
     # see controller/state/forecasts.py and docs/performance.md).

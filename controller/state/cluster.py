@@ -143,8 +143,10 @@ class ClusterState:
 
     def next_timer(self) -> float | None:
         """The earliest time a pass is due: a gang's timer, or the engine's (time alone may
-        change its outcome then: a gang old enough to evict, room no longer coming back)."""
-        times = [t for t in (self.timers.next(), self.engine.recheck_at) if t is not None]
+        change its outcome then: a gang old enough to evict, room no longer coming back), or
+        the next step of positions being computed over passes."""
+        due = (self.timers.next(), self.engine.recheck_at, self.reporter.positions.next_step())
+        times = [t for t in due if t is not None]
         return min(times, default=None)
 
     def is_done(self, key: GangKey) -> bool:

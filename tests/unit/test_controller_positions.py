@@ -131,3 +131,28 @@ async def test_a_restarted_controller_removes_the_position_an_admitted_workload_
     await settle(world)
 
     assert position(world, "a") is None
+
+
+async def test_under_a_cpu_budget_positions_come_after_a_few_passes_and_are_the_same(
+    started: list[World],
+) -> None:
+    """A budget of next to nothing: each pass makes one step of the computation, and asks for
+    the next pass soon while one is under way."""
+    world = await start(
+        started, World(*jobs("a", "b", "c", "d", "e"), cpu_quota="4", positions_budget=1e-9)
+    )
+    await settle(world, 1)  # the Workloads are made
+    passes, under_way = 1, False
+    while position(world, "e") is None and passes < 20:
+        await settle(world, 1)
+        passes += 1
+        positions = world.state.reporter.positions
+        if positions.under_way is not None:
+            under_way = True
+            assert world.state.next_timer() == positions.next_step()
+
+    assert under_way and passes > 2
+    assert position(world, "a") is None and position(world, "b") is None
+    assert position(world, "c") == {"clusterQueue": 1, "localQueue": 1, "cohort": 1}
+    assert position(world, "e") == {"clusterQueue": 3, "localQueue": 3, "cohort": 3}
+    assert head(world, kinds.CLUSTER_QUEUES, "cq") == ["c", "d", "e"]

@@ -24,9 +24,13 @@ HOUR = 3600.0
 
 
 def controller_core(*flags: str) -> quota.Config:
+    return controller_settings(*flags).core
+
+
+def controller_settings(*flags: str) -> Settings:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    return settings_from(parser.parse_args(list(flags))).core
+    return settings_from(parser.parse_args(list(flags)))
 
 
 def chart_controller_args(values: dict[str, Any] | None = None) -> list[str]:
@@ -43,6 +47,12 @@ def test_the_controller_runs_the_measured_configuration_by_default() -> None:
     assert core.waste_budget == defaults.WASTE_BUDGET
     assert core.starvation_after == (defaults.STARVATION_AFTER_SECONDS or None)
     assert (core.packing, core.victims, core.placement) == ("best-fit", "placement-aware", True)
+
+
+def test_the_controller_computes_positions_under_the_measured_cpu_budget_by_default() -> None:
+    assert controller_settings().positions_budget == defaults.POSITIONS_BUDGET_MS
+    assert Settings().positions_budget == defaults.POSITIONS_BUDGET_MS
+    assert controller_settings("--positions-budget", "0.5").positions_budget == 0.5
 
 
 def test_the_chart_passes_the_measured_configuration_to_the_controller() -> None:

@@ -23,7 +23,7 @@ from controller.quota import (
     Quota,
     ResourceGroup,
 )
-from controller.quota.positions import Position, positions
+from controller.quota.positions import Position, PositionRun, positions
 from controller.quota.recent import Recent
 from tests.unit.test_quota_builders import GPU, G, gang, node
 
@@ -154,3 +154,54 @@ def test_a_gang_of_an_unknown_queue_has_no_position() -> None:
     engine = Engine([QueueSpec("team", gpus(8))], [node("n0")])
     engine.add_pending(gang("lost", "nowhere"))
     assert positions(engine, NOW) == {}
+
+
+def stepped(engine: Engine, now: float, local: dict[str, str] | None = None) -> PositionRun:
+    """A position run of `engine` advanced one step at a time until done."""
+    run = PositionRun(engine, now, local)
+    while not run.done:
+        run.advance()
+    return run
+
+
+@SETTINGS
+@given(scenarios(), st.integers(0, 3))
+def test_positions_made_a_step_at_a_time_are_the_positions_made_whole(
+    s: Scenario, admitted: int
+) -> None:
+    """Also when the engine admits gangs before the run starts (its queues charged), and when
+    the run goes on while the engine changes (it gives the positions as of its start)."""
+    engine = s.engine()
+    if admitted:
+        engine.cycle(NOW - 1, max_admissions=admitted)
+    local = {g.name: f"ns/lq{int(g.name[1:]) % 2}" for g in s.gangs}
+    whole = positions(engine, NOW, local)
+    run = PositionRun(engine, NOW, local)
+    engine.cycle(NOW)
+    while not run.done:
+        run.advance()
+    assert run.positions() == whole
+    assert positions(engine, NOW, local) == positions(engine, NOW, local)
+
+
+def test_a_run_numbers_only_the_gangs_still_wanted_as_if_the_others_had_left() -> None:
+    engine = Engine([QueueSpec("team", gpus(8))], [node("n0")])
+    for i, name in enumerate(["first", "second", "third"]):
+        engine.add_pending(gang(name, "team", created=float(i)))
+    run = stepped(engine, NOW)
+    assert run.positions({"second", "third"}) == {
+        "second": Position(1, None, 1),
+        "third": Position(2, None, 2),
+    }
+
+
+def test_a_run_over_many_queues_is_made_in_many_small_steps_and_gives_the_same_positions() -> None:
+    queues = [QueueSpec(f"q{i:03}", gpus(2), cohort="a") for i in range(120)]
+    engine = Engine(queues, [node("n0")], cohorts=[lender("a", 64)])
+    for i in range(360):
+        engine.add_pending(gang(f"g{i:03}", f"q{i % 120:03}", created=float(i % 7)))
+    run = stepped(engine, NOW)
+    assert run.positions() == positions(engine, NOW)
+    # 360 gangs taken in 2 steps, 2 steps of setting up 50 queues each, 360 gangs walked 16 a
+    # step (the third slice of queues set up in the first of those).
+    assert run.steps >= 2 + 2 + 360 // 16

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import time
@@ -56,7 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from controller.api.times import format_time
 from controller.defaults import FORECAST_BUDGET_MS, FORECAST_WRITES
 from controller.quota import Gang
-from controller.quota.forecast import Bounds, Runtime, RuntimeHistory, forecast
+from controller.quota.forecast import Bounds, Runtime, RuntimeHistory, forecast, learned_runtimes
+from controller.quota.runtimes import size_class
 from controller.simulate.loop import simulate
 from controller.simulate.metrics import percentile
 from controller.simulate.policies import EnginePolicy, Step, make_policy
@@ -95,12 +97,13 @@ class ForecastingPolicy:
     every: int
     durations: dict[str, float]
     skip: int = 0  # submissions before the first sampled one
+    arrivals: float = 0.0  # Bounds.arrivals: the window of past traffic assumed to come again
     name: str = "kohort"
     history: RuntimeHistory = field(default_factory=RuntimeHistory)
     made: dict[str, dict[str, Made]] = field(default_factory=lambda: {v: {} for v in VARIANTS})
     first_start: dict[str, float] = field(default_factory=dict)
     cpu: list[float] = field(default_factory=list)
-    _started: dict[str, float] = field(default_factory=dict)
+    _started: dict[str, tuple[float, int]] = field(default_factory=dict)  # when, size class
     _seen: set[str] = field(default_factory=set)
     _due: list[str] = field(default_factory=list)
 
@@ -114,14 +117,21 @@ class ForecastingPolicy:
             self._due.append(job.name)
 
     def finish(self, job: Job, now: float) -> None:
-        self.history.add(job.queue, now - self._started.pop(job.name))
+        started, size = self._started.pop(job.name)
+        self.history.add(job.queue, now - started, size)
         self.inner.finish(job, now)
 
     def step(self, now: float) -> Step:
         if self._due:
             for variant in VARIANTS:
                 tick = time.process_time()
-                made = forecast(self.inner.engine, now, self._runtimes(variant), gangs=self._due)
+                made = forecast(
+                    self.inner.engine,
+                    now,
+                    self._runtimes(variant, now),
+                    gangs=self._due,
+                    bounds=Bounds(arrivals=self.arrivals),
+                )
                 self.cpu.append((time.process_time() - tick) / len(self._due))
                 for name, f in made.items():
                     self.made[variant][name] = Made(now, f.median, f.p90)
@@ -130,14 +140,14 @@ class ForecastingPolicy:
         for name in step.evicted:
             self._started.pop(name, None)
         for name in step.started:
-            self._started[name] = now
+            self._started[name] = (now, size_class(self.inner.engine.running[name][1].info.gang))
             self.first_start.setdefault(name, now)
         return step
 
-    def _runtimes(self, variant: str) -> Callable[[Gang], Runtime]:
+    def _runtimes(self, variant: str, now: float) -> Callable[[Gang], Runtime]:
         if variant == "declared":
             return lambda g: Runtime(declared=self.durations[g.name])
-        return lambda g: self.history.runtime(g.queue)
+        return learned_runtimes(self.history, self.inner.engine, now)
 
     def partial_gpus(self) -> int:
         return 0
@@ -210,7 +220,9 @@ def replay(args: argparse.Namespace, compression: float, nodes_kind: str) -> Non
     weights = {q.name: q.quotas["nvidia.com/gpu"].nominal / GPU_UNIT for q in queues}
     inner = make_policy("kohort", queues, nodes)
     assert isinstance(inner, EnginePolicy)
-    policy = ForecastingPolicy(inner, args.every, {j.name: j.duration for j in jobs}, args.skip)
+    policy = ForecastingPolicy(
+        inner, args.every, {j.name: j.duration for j in jobs}, args.skip, args.arrivals
+    )
     started = time.perf_counter()
     result = simulate(
         jobs, policy, total_gpus=total_gpus, weights=weights, progress=None, label="forecast "
@@ -239,6 +251,22 @@ def replay(args: argparse.Namespace, compression: float, nodes_kind: str) -> Non
             f"{100 * a.within_p90:>7.1f}%{a.error_median_h:>12.3f}"
             f"{a.waited:>8}{100 * a.waited_within_p90:>7.1f}%{a.waited_error_median_h:>12.3f}"
         )
+    if args.dump:
+        queue_of = {j.name: j.queue for j in jobs}
+        rows = [
+            {
+                "variant": v,
+                "gang": n,
+                "queue": queue_of[n],
+                "at": m.at,
+                "median": m.median,
+                "p90": m.p90,
+                "start": policy.first_start.get(n),
+            }
+            for v in VARIANTS
+            for n, m in policy.made[v].items()
+        ]
+        args.dump.write_text(json.dumps(rows))
     print(
         "  (<= p90: share of started gangs that started at or before their p90 forecast;"
         " med |err|: median |actual start - median forecast|; waited: the gangs whose actual"
@@ -465,6 +493,8 @@ def main() -> None:
     )
     parser.add_argument("--no-replay", action="store_true")
     parser.add_argument("--no-cpu", action="store_true")
+    parser.add_argument("--dump", type=Path, default=None)
+    parser.add_argument("--arrivals", type=float, default=0.0)
     args = parser.parse_args()
     if not args.no_replay:
         for compression in (float(c) for c in args.compressions.split(",") if c):

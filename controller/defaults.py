@@ -32,6 +32,10 @@ STARVATION_AFTER_SECONDS = 0
 # borrowing of yesterday to count today turn it on (bench/bench_fair_over_time.py: 86400).
 USAGE_HALF_LIFE_SECONDS = 0
 
+# Controller flag and chart value: pending gangs' start forecasts are refreshed at most this
+# often (seconds; 0: no forecasts). A refresh is spread over passes within the budget below, so
+# at a large backlog one takes longer than this and the next starts when it is done.
+FORECAST_REFRESH_SECONDS = 30.0
 # Controller flag: the CPU a pass spends at most on refreshing start forecasts (milliseconds;
 # the slice of a forward run under way is finished). At 10,000 pending a refresh then spreads
 # over a few thousand passes (bench/bench_forecast.py; docs/performance.md).

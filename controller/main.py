@@ -126,10 +126,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--forecast-refresh",
         type=float,
-        default=0.0,
+        default=defaults.FORECAST_REFRESH_SECONDS,
         metavar="SECONDS",
         help="refresh pending Workloads' status.startForecast at most this often"
-        " (e.g. 30; default 0: no forecasts)",
+        f" (default {defaults.FORECAST_REFRESH_SECONDS:g}; 0: no forecasts)",
     )
     parser.add_argument(
         "--forecast-budget",

@@ -39,10 +39,10 @@ class Settings:
     # spreads over passes (the next computation starts `positions_period` after it ended);
     # None or 0: computed whole in the pass that starts it.
     positions_budget: float | None = defaults.POSITIONS_BUDGET_MS
-    # Pending gangs' start forecasts are refreshed at most this often, after a pass's writes
-    # (None: no forecasts, the default: a refresh costs many passes' CPU at a large backlog;
-    # see controller/state/forecasts.py and docs/performance.md).
-    forecast_refresh: float | None = None
+    # Pending gangs' start forecasts are refreshed at most this often, after a pass's writes,
+    # within `forecast_budget` a pass (None: no forecasts; see controller/state/forecasts.py and
+    # docs/performance.md).
+    forecast_refresh: float | None = defaults.FORECAST_REFRESH_SECONDS
     # The CPU (milliseconds) a pass spends at most on a refresh under way; None: a refresh is
     # made whole in the pass that starts it.
     forecast_budget: float | None = defaults.FORECAST_BUDGET_MS

@@ -57,7 +57,7 @@ from controller.quota.quota import (
     within_nominal,
 )
 from controller.quota.recent import Recent, advanced, weighted
-from controller.quota.runtimes import Runtime, RuntimeHistory
+from controller.quota.runtimes import Runtime, RuntimeHistory, size_class
 from controller.quota.snapshot import (
     FR,
     AdmittedGang,
@@ -640,7 +640,8 @@ class Engine:
         when it ended, if its work is done: its queue's learned runtimes take how long it ran."""
         queue, running = self.running[name]
         if at is not None:
-            self.runtimes.add(running.info.gang.queue, at - running.admitted_at)
+            gang = running.info.gang
+            self.runtimes.add(gang.queue, at - running.admitted_at, size_class(gang))
         if queue is not None:
             freed = {fr for fr, amount in running.charge.items() if amount > 0}
             self._ended.setdefault(self._root_key(queue), set()).update(freed)
@@ -1593,7 +1594,7 @@ class Engine:
         finished gang of its queue yet)."""
         if gang.max_runtime is not None:
             return Runtime(declared=gang.max_runtime)
-        runtime = self.runtimes.runtime(gang.queue)
+        runtime = self.runtimes.runtime(gang.queue, size=size_class(gang))
         return runtime if runtime.samples else None
 
     def _backfills(self, info: GangInfo) -> bool:

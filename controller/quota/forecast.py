@@ -23,7 +23,15 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 
 from controller.quota.engine import Engine
-from controller.quota.runtimes import DEFAULT_RUNTIME, HISTORY, Basis, Runtime, RuntimeHistory
+from controller.quota.runtimes import (
+    DEFAULT_RUNTIME,
+    HISTORY,
+    Basis,
+    Runtime,
+    RuntimeHistory,
+    running_times,
+    size_class,
+)
 from controller.quota.snapshot import Gang
 from controller.quota.state import GangInfo
 
@@ -41,6 +49,7 @@ __all__ = [
     "RuntimeOf",
     "StartForecast",
     "forecast",
+    "learned_runtimes",
 ]
 
 
@@ -98,6 +107,31 @@ def expected_arrivals(engine: Engine, now: float, window: float, horizon: float)
 
 
 RuntimeOf = Callable[[Gang], Runtime]
+
+
+def learned_runtimes(
+    history: RuntimeHistory,
+    engine: Engine,
+    now: float,
+    declared_of: Callable[[Gang], float | None] = lambda gang: None,
+) -> RuntimeOf:
+    """Each gang's runtime for a forecast made at `now`: what it declares (`declared_of`), else
+    learned for its queue and size class from `history` and from how long `engine`'s running
+    gangs have run so far (made once per queue and size class)."""
+    running = running_times((r.info.gang, now - r.admitted_at) for _, r in engine.running.values())
+    made: dict[tuple[str, int], Runtime] = {}
+
+    def runtime_of(gang: Gang) -> Runtime:
+        declared = declared_of(gang)
+        if declared is not None:
+            return history.runtime(gang.queue, declared)
+        key = (gang.queue, size_class(gang))
+        runtime = made.get(key)
+        if runtime is None:
+            runtime = made[key] = history.runtime(gang.queue, None, key[1], running)
+        return runtime
+
+    return runtime_of
 
 
 def forecast(

@@ -343,7 +343,7 @@ class ClusterState:
         finished = gang is not None and gang.owner is not None and gang.finished is not None
         if left and (member is None or member.state != "admitted") and finished:
             assert old is not None
-            self.forecasts.ended(old.queue, old.admitted_at, now)
+            self.forecasts.ended(old.queue, old.gang, old.admitted_at, now)
             ended = now
         if self.mirror.follow(key, member, ended_at=ended):
             self._touch_nodes(key)

@@ -24,7 +24,14 @@ from controller.api import kinds
 from controller.api.times import format_time, parse_time
 from controller.api.workload import StartForecast as Written
 from controller.quota.engine import Engine
-from controller.quota.forecast import Bounds, Refresh, Runtime, RuntimeHistory, StartForecast
+from controller.quota.forecast import (
+    Bounds,
+    Refresh,
+    RuntimeHistory,
+    StartForecast,
+    learned_runtimes,
+)
+from controller.quota.runtimes import size_class
 from controller.quota.snapshot import Gang
 from controller.state.gangs import GangKey, ManagedGang
 from controller.state.steps import Step
@@ -90,10 +97,10 @@ class Forecaster:
         self._run = None
         self._settled.clear()
 
-    def ended(self, queue: str | None, admitted_at: float, now: float) -> None:
-        """An admitted gang of `queue` left the engine (finished or gone) at `now`."""
+    def ended(self, queue: str | None, gang: Gang | None, admitted_at: float, now: float) -> None:
+        """An admitted gang of `queue` finished at `now`."""
         if queue is not None and self.refresh_every is not None:
-            self.history.add(queue, now - admitted_at)
+            self.history.add(queue, now - admitted_at, None if gang is None else size_class(gang))
 
     def due(self, now: float) -> bool:
         """Whether a refresh is under way or has forecasts left to write, or one may start."""
@@ -125,10 +132,11 @@ class Forecaster:
             if not self.due(now):
                 return
 
-            def runtime(g: Gang) -> Runtime:
+            def declared(g: Gang) -> float | None:
                 gang = gang_of(g.name)
-                return self.history.runtime(g.queue, gang.max_runtime() if gang else None)
+                return gang.max_runtime() if gang else None
 
+            runtime = learned_runtimes(self.history, engine, now, declared)
             self._last = now
             run = self._run = Refresh(engine, now, runtime, bounds=self.bounds)
             self.passes = 0
@@ -177,8 +185,8 @@ class Forecaster:
             )
             if not moved(before, estimate, at):
                 continue
-            queue = engine.pending[gang_id][1].gang.queue
-            basis = self.history.runtime(queue, gang.max_runtime()).basis
+            core = engine.pending[gang_id][1].gang
+            basis = self.history.runtime(core.queue, gang.max_runtime(), size_class(core)).basis
             work[gang.key] = [forecast_write(gang, reason, written(estimate, basis, at))]
         self.written += len(work)
         return work

@@ -164,3 +164,13 @@ def test_where_one_queue_borrows_from_the_other_the_defaults_waste_less_than_nai
     assert former > naive
     assert measured < naive / 2
     assert guarded > 2 * measured
+
+
+def test_the_controller_and_the_chart_forecast_start_times_by_default() -> None:
+    assert controller_settings().forecast_refresh == defaults.FORECAST_REFRESH_SECONDS
+    assert Settings().forecast_refresh == defaults.FORECAST_REFRESH_SECONDS
+    chart = controller_settings(*chart_controller_args())
+    assert chart.forecast_refresh == defaults.FORECAST_REFRESH_SECONDS
+    assert chart.forecast_arrivals == defaults.FORECAST_ARRIVALS_SECONDS
+    off = chart_controller_args({"controller": {"forecastRefreshSeconds": 0}})
+    assert controller_settings(*off).forecast_refresh is None

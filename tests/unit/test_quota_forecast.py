@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.quota import AdmittedGang, Engine, Gang
+from controller.quota import AdmittedGang, Engine, Gang, PodSet
 from controller.quota.forecast import (
     Bounds,
     Refresh,
@@ -11,7 +11,9 @@ from controller.quota.forecast import (
     StartForecast,
     expected_arrivals,
     forecast,
+    learned_runtimes,
 )
+from controller.quota.runtimes import ENOUGH, running_times, size_class
 from tests.unit.test_quota_builders import gang, node, queue, running
 
 HOUR = 3600.0
@@ -110,6 +112,77 @@ def test_the_history_keeps_only_the_most_recent_runtimes_of_each_queue() -> None
     assert history.runtime("a").samples == (200.0, 300.0)
     assert history.runtime("a").basis == "learned"
     assert history.runtime("b").samples == (5.0,)
+
+
+def test_a_big_gang_runs_as_long_as_its_queues_big_gangs_once_enough_have_finished() -> None:
+    history = RuntimeHistory()
+    big, small = size_class(gang("big", "a", pods=4)), size_class(gang("small", "a", pods=1))
+    for _ in range(ENOUGH - 1):
+        history.add("a", 10 * HOUR, big)
+    for _ in range(100):
+        history.add("a", 0.1 * HOUR, small)
+
+    # Too few of its size yet: the queue's runtimes, all sizes.
+    assert history.runtime("a", size=big).quantile(0.5) == 0.1 * HOUR
+    history.add("a", 10 * HOUR, big)
+    assert history.runtime("a", size=big).quantile(0.5) == 10 * HOUR
+    assert history.runtime("a", size=small).quantile(0.9) == 0.1 * HOUR
+    assert history.runtime("a").quantile(0.5) == 0.1 * HOUR
+
+
+def test_gangs_still_running_count_as_runtimes_at_least_as_long_as_they_have_run() -> None:
+    # Ten finished after 6 minutes; ten others have run 5 h and run on: at the p90 a gang of the
+    # queue runs 5 h at least, not the 6 minutes its finished gangs alone would say.
+    history = RuntimeHistory()
+    for _ in range(10):
+        history.add("a", 0.1 * HOUR)
+    running = running_times([(gang(f"long{i}", "a"), 5 * HOUR) for i in range(10)])
+
+    assert history.runtime("a").quantile(0.9) == 0.1 * HOUR
+    assert history.runtime("a", running=running).quantile(0.9) == 5 * HOUR
+    assert history.runtime("a", running=running).quantile(0.5) == 0.1 * HOUR
+
+
+def test_a_gang_still_running_shorter_than_some_finished_runtimes_moves_its_weight_to_them() -> (
+    None
+):
+    history = RuntimeHistory()
+    for seconds in (100.0, 300.0, 400.0):
+        history.add("a", seconds)
+    running = running_times([(gang("r", "a"), 200.0)])
+
+    runtime = history.runtime("a", running=running)
+
+    # The one at >= 200 s weighs on 300 s and 400 s, half each: 1, 1.5, 1.5 of 4.
+    assert runtime.samples == (100.0, 300.0, 400.0)
+    assert runtime.cumulative == (1.0, 2.5, 4.0)
+    assert runtime.quantile(0.25) == 100.0
+    assert runtime.quantile(0.6) == 300.0
+    assert runtime.quantile(0.7) == 400.0
+
+
+def test_a_forecast_counts_how_long_the_running_gangs_of_the_queue_have_run() -> None:
+    history = RuntimeHistory()
+    for _ in range(30):
+        history.add("a", 0.1 * HOUR)
+    engine = one_node_engine(
+        running(gang("long", "a"), "n1", at=-20 * HOUR), pending=(gang("next", "a"),)
+    )
+    for i in range(10):  # the queue's other long ones, elsewhere
+        engine.add_admitted(running(gang(f"other{i}", "b", pods=1, gpus=1), at=-20 * HOUR))
+
+    result = forecast(engine, 0.0, learned_runtimes(history, engine, 0.0))["next"]
+
+    assert result.median is not None and result.median >= 20 * HOUR
+
+
+def test_gangs_are_sized_by_powers_of_two_of_their_gpus_or_else_of_their_pods() -> None:
+    one, three, four = (gang(n, "a", pods=1, gpus=g) for n, g in (("1", 1), ("3", 3), ("4", 4)))
+    cpu_only = Gang("c", "a", (PodSet(5, {"cpu": 1000}),))
+
+    assert size_class(one) < size_class(three) < size_class(four)
+    assert size_class(gang("2x2", "a", pods=2, gpus=2)) == size_class(four)
+    assert size_class(cpu_only) != size_class(gang("5x1", "a", pods=5, gpus=1))
 
 
 def test_forecasting_leaves_the_live_engine_as_it_was() -> None:

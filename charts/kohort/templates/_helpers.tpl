@@ -186,6 +186,8 @@ imagePullSecrets:
 - --waste-budget={{ .Values.controller.wasteBudget }}
 - --starvation-after={{ .Values.controller.starvationAfterSeconds }}
 - --usage-half-life={{ .Values.controller.usageHalfLifeSeconds }}
+- --forecast-refresh={{ .Values.controller.forecastRefreshSeconds }}
+- --forecast-arrivals={{ .Values.controller.forecastArrivalsSeconds }}
 {{- if .Values.controller.starvationBackfill }}
 - --starvation-backfill
 {{- else }}

@@ -592,6 +592,22 @@ class Engine:
             queue.running[name] = moved
         self._freed = True
 
+    def regard(self, name: str, gang: Gang) -> None:
+        """Admitted gang `name` is `gang` now: the same pods, with another elastic minimum (what
+        a victim search may shrink it to); its quota and nodes stay as they are."""
+        queue, running = self.running[name]
+        info = gang_info(gang, self.index)
+        kept = self._running(
+            info, running.admitted_at, running.plan, running.charge, running.flavors
+        )
+        self.running[name] = (queue, kept)
+        if queue is not None:
+            queue.running[name] = kept
+
+    def placement(self, name: str) -> tuple[PodPlacement, ...]:
+        """Where admitted gang `name`'s pods are, as this engine holds them."""
+        return self._placement_of(self.running[name][1])
+
     def place_on_existing(self, name: str, now: float) -> tuple[PodPlacement, ...] | None:
         """Move admitted gang `name` whole onto nodes that exist (not ones a pool has still to
         add), keeping its quota and flavors, when it fits there now: its new placement, or None

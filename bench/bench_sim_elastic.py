@@ -13,7 +13,9 @@ it is. Prints per share: elastic jobs, those last started smaller, GPU allocatio
 GPU and mean wait (wait = completion - the run's length - submit: a longer run of fewer GPUs is
 no wait, its JCT says it), the p95 wait of the jobs of 9 GPUs or more, mean JCT, the makespan
 (GPU allocation is averaged over it: a long job run smaller can stretch it), evictions and the
-GPU-hours they threw away. Figures come from one run of this script.
+GPU-hours they threw away, and the running elastic jobs shrunk in place (down to at most
+their minimum) for a gang admitted instead of evicted: each runs on with fewer GPUs, its work
+left taking longer in proportion. Figures come from one run of this script.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def main() -> int:
     header = (
         f"{'share':>6}{'elastic':>9}{'smaller':>9}{'alloc%':>8}{'p95 h':>8}{'p95 GPU h':>11}"
         f"{'mean h':>8}{'p95 9+ h':>10}{'jct mean h':>12}{'makespan h':>12}{'evict':>7}"
-        f"{'wasted GPU-h':>14}"
+        f"{'wasted GPU-h':>14}{'shrunk':>8}"
     )
     print(header)
     for share, r in zip(shares, results, strict=True):
@@ -84,7 +86,7 @@ def main() -> int:
             f"{100 * r.gpu_allocation_mean:>8.1f}{r.wait_p95 / HOUR:>8.2f}"
             f"{r.wait_p95_by_gpu / HOUR:>11.2f}{r.wait_mean / HOUR:>8.2f}"
             f"{r.by_size['9+ GPUs'].wait_p95 / HOUR:>10.2f}{r.jct_mean / HOUR:>12.2f}"
-            f"{r.makespan_h:>12.1f}{r.evictions:>7d}{r.wasted_gpu_hours:>14.0f}"
+            f"{r.makespan_h:>12.1f}{r.evictions:>7d}{r.wasted_gpu_hours:>14.0f}{r.shrinks:>8d}"
         )
     return 0
 

@@ -244,6 +244,10 @@ class Reconciler:
         victims' quota), then pending reasons; the gangs whose writes failed."""
         state = self.state
         evictions = state.plan_evictions(decisions.evictions, now)
+        # Shrinks give back quota as evictions do: admissions count on it too.
+        # (a gang shrunk, then evicted for another gang in the same cycle, is evicted)
+        shrinks = [s for s in decisions.shrinks if key_of(s.gang) not in evictions]
+        evictions.update(state.plan_shrinks(shrinks, now))
         failed = await self._perform(evictions, stats)
         # (one whose gang finished since the pass decided is not written, nor counted)
         written = {key for key, steps in evictions.items() if steps and key not in failed}

@@ -27,6 +27,9 @@ class WorkloadCondition(enum.StrEnum):
     FINISHED = "Finished"
     # False when the placement check left out some of what the pods ask of the scheduler.
     PLACEMENT_CHECKED = "PlacementChecked"
+    # True once an admitted elastic gang was shrunk in place for another gang (its reason: as
+    # Preempted's; its message: for whom, and to how many pods).
+    SHRUNK = "Shrunk"
 
 
 class QueueCondition(enum.StrEnum):
@@ -47,6 +50,9 @@ class Reason(enum.StrEnum):
     # An admitted gang's object asked for fewer pods, and its kind runs on with those it
     # keeps: its admission is kept at the smaller count, the rest of its quota given back.
     SCALED_DOWN = "ScaledDown"
+    # An admitted elastic gang was shrunk in place, down to at most its minimum, for another
+    # gang instead of being evicted: it runs on with the pods it keeps.
+    SHRUNK = "Shrunk"
     INADMISSIBLE = "Inadmissible"
     IN_CLUSTER_QUEUE = "InClusterQueue"
     IN_COHORT_RECLAMATION = "InCohortReclamation"

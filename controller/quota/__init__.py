@@ -19,6 +19,7 @@ from controller.quota.outcomes import (
     PlacementShortfall,
     PodPlacement,
     QuotaShortfall,
+    Shrink,
 )
 from controller.quota.snapshot import (
     DEFAULT_FLAVOR,
@@ -81,6 +82,7 @@ __all__ = [
     "Quota",
     "QuotaShortfall",
     "ResourceGroup",
+    "Shrink",
     "Snapshot",
     "Taint",
     "Toleration",

@@ -36,6 +36,7 @@ from controller.quota.outcomes import (
     PendingCause,
     PodPlacement,
     QuotaShortfall,
+    Shrink,
 )
 from controller.quota.placement import NodeIndex, Packing, PlaceFailure, PodShape
 from controller.quota.preemption import Candidate, Shortfall
@@ -205,6 +206,7 @@ class _Backfill:
 class _Log:
     admissions: list[Admission] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
+    shrinks: list[Shrink] = field(default_factory=list)
     reservations: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -606,6 +608,22 @@ class Engine:
             queue.running[name] = moved
         self._freed = True
 
+    def regard(self, name: str, gang: Gang) -> None:
+        """Admitted gang `name` is `gang` now: the same pods, with another elastic minimum (what
+        a victim search may shrink it to); its quota and nodes stay as they are."""
+        queue, running = self.running[name]
+        info = gang_info(gang, self.index)
+        kept = self._running(
+            info, running.admitted_at, running.plan, running.charge, running.flavors
+        )
+        self.running[name] = (queue, kept)
+        if queue is not None:
+            queue.running[name] = kept
+
+    def placement(self, name: str) -> tuple[PodPlacement, ...]:
+        """Where admitted gang `name`'s pods are, as this engine holds them."""
+        return self._placement_of(self.running[name][1])
+
     def place_on_existing(self, name: str, now: float) -> tuple[PodPlacement, ...] | None:
         """Move admitted gang `name` whole onto nodes that exist (not ones a pool has still to
         add), keeping its quota and flavors, when it fits there now: its new placement, or None
@@ -794,7 +812,13 @@ class Engine:
         self._last_reservations = {**self._last_reservations, **log.reservations}
         self._sample_recent()
         pending = self._changed_reasons(reserved_before) if report else {}
-        return Decisions(tuple(log.admissions), tuple(log.evictions), pending, log.reservations)
+        return Decisions(
+            tuple(log.admissions),
+            tuple(log.evictions),
+            pending,
+            log.reservations,
+            tuple(log.shrinks),
+        )
 
     def _class_reason(self, name: str) -> Pending:
         queue, info = self.pending[name]
@@ -1338,7 +1362,17 @@ class Engine:
     def _preempt(
         self, queue: QueueRuntime, info: GangInfo, opt: FlavorOption, now: float, log: _Log
     ) -> bool:
-        """Evict the victims that make `info` fit on `opt`, and admit it; False if none do."""
+        """Shrink the elastic gangs, or else evict the victims, that make `info` fit on `opt`,
+        and admit it; False if neither does."""
+        shrinks = self._choose_shrinks(queue, info, opt, now)
+        if shrinks:
+            self._no_victims_at.pop(info.name, None)
+            self._shrink(shrinks, info, opt, queue, log)
+            plan, failure = self._place(opt.shapes)
+            if failure is not None or quota_shortfall(queue.state, opt.charge) is not None:
+                raise AssertionError(f"shrinks chosen for {info.name} do not make it fit")
+            self._admit(queue, info, opt, plan, now, log, evicted=0)
+            return True
         victims = self._choose_victims(queue, info, opt, now)
         if victims is None:
             return False
@@ -1416,6 +1450,72 @@ class Engine:
         self._drop(victim.name)
         self._evicted_at[victim.name] = self._now
         log.evictions.append(Eviction(victim.name, queue.name, preemptor.name, cause, by.name))
+
+    def _shrink(
+        self,
+        pods: Sequence[Candidate],
+        preemptor: GangInfo,
+        opt: FlavorOption,
+        by: QueueRuntime,
+        log: _Log,
+    ) -> None:
+        """Shrink each gang `pods` (surplus pods, see preemption.shrink) come from by those pods:
+        it stays admitted with the others, its charge and nodes less theirs."""
+        gone: dict[str, list[Candidate]] = {}
+        for pod in pods:
+            gone.setdefault(pod.victim.name, []).append(pod)
+        for name, its in gone.items():
+            queue, running = self.running[name]
+            assert queue is not None
+            elastic = elastic_pod_set(running.info.gang)
+            assert elastic is not None
+            index = elastic[0]
+            pod_set = running.info.gang.pod_sets[index]
+            count = pod_set.count - len(its)
+            by_node: dict[int, int] = {}
+            for pod in its:
+                by_node[pod.nodes[0]] = by_node.get(pod.nodes[0], 0) + 1
+            plan = []
+            for ps, node, n in running.plan:
+                off = min(n, by_node.get(node, 0)) if ps == index else 0
+                if off:
+                    by_node[node] -= off
+                if n - off:
+                    plan.append((ps, node, n - off))
+            charge = dict(running.charge)
+            for pod in its:
+                for fr, amount in pod.victim.charge.items():
+                    charge[fr] = charge.get(fr, 0) - amount
+            self._drop(name)
+            gang = admitted_as(running.info.gang, {pod_set.name: count})
+            info = gang_info(gang, self.index)
+            for ps, node, n in plan:
+                self.index.take(node, info.shapes[ps][1].request, n)
+            kept = self._running(info, running.admitted_at, plan, charge, running.flavors)
+            self._bind_ports(kept, +1)
+            self.running[name] = (queue, kept)
+            queue.running[name] = kept
+            add_usage(queue.state, charge, +1)
+            cause = EvictionCause.PREEMPTED
+            if queue is not by:
+                reclaim = self._reclaimer(by, opt.charge)
+                cause = EvictionCause.RECLAIMED if reclaim else EvictionCause.FAIR_SHARING
+            names = self.index.names
+            removed: dict[str, int] = {}
+            for node in (pod.nodes[0] for pod in its if pod.nodes[0] >= 0):
+                removed[names[node]] = removed.get(names[node], 0) + 1
+            log.shrinks.append(
+                Shrink(
+                    name,
+                    queue.name,
+                    pod_set.name,
+                    count,
+                    preemptor.name,
+                    cause,
+                    by.name,
+                    tuple(PodPlacement(pod_set.name, n, k) for n, k in sorted(removed.items())),
+                )
+            )
 
     # -- preemption -----------------------------------------------------------------------------
 
@@ -1498,6 +1598,61 @@ class Engine:
         if domains is None:
             return self._strategy(_Trial(self, queue, info, opt, budget), info, candidates)
         return self._victims_in_one_domain(queue, info, opt, budget, candidates, domains)
+
+    def _choose_shrinks(
+        self, queue: QueueRuntime, info: GangInfo, opt: FlavorOption, now: float
+    ) -> list[Candidate] | None:
+        """Surplus pods of admitted elastic gangs whose removal lets `info` in on `opt` (the
+        placement-aware victim rule only, and not for a gang that must fit in one domain)."""
+        if not self._floor_guard or victim_domains(self.index, opt.shapes) is not None:
+            return None
+        surplus = [
+            s
+            for c in self._candidates(queue, info, opt.charge, now)
+            if (s := self._surplus(c)) is not None
+        ]
+        if not surplus:
+            return None
+        trial = _Trial(self, queue, info, opt, math.inf)
+        return preemption.shrink(trial, info, surplus)
+
+    def _surplus(self, candidate: Candidate) -> preemption.Surplus | None:
+        """A candidate's pods beyond its elastic pod set's minimum, one Candidate each (its
+        charge that of one pod), from its nodes' last pods first; None if it has none."""
+        running = candidate.victim
+        gang = running.info.gang
+        elastic = elastic_pod_set(gang)
+        if elastic is None:
+            return None
+        index, low = elastic
+        pod_set = gang.pod_sets[index]
+        queue = self.queues.get(gang.queue)
+        groups = queue.spec.resource_groups() if queue is not None and queue.spec else ()
+        whole = flavor_assignment.recorded(gang, groups, running.flavors)
+        less = flavor_assignment.recorded(
+            admitted_as(gang, {pod_set.name: pod_set.count - 1}), groups, running.flavors
+        )
+        charge = {fr: a - less.get(fr, 0) for fr, a in whole.items() if a - less.get(fr, 0)}
+        nodes = [node for ps, node, n in running.plan if ps == index for _ in range(n)]
+        if not self.config.placement or len(nodes) != pod_set.count:
+            nodes = [-1] * pod_set.count  # (no placement: the pods are nowhere in particular)
+        pods = tuple(
+            replace(
+                candidate,
+                victim=RunningGang(
+                    running.info,
+                    running.admitted_at,
+                    [] if node < 0 else [(index, node, 1)],
+                    charge=charge,
+                    flavors=running.flavors,
+                    nodes=() if node < 0 else (node,),
+                ),
+                lost_work=0.0,
+                nodes=(node,),
+            )
+            for node in reversed(nodes)
+        )
+        return preemption.Surplus(candidate, pods, pod_set.count - low)
 
     def _victims_in_one_domain(
         self,

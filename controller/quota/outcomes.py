@@ -365,6 +365,36 @@ class PodPlacement:
 
 
 @dataclass(frozen=True, slots=True)
+class Shrink:
+    """Shrink the admitted elastic `gang` of `queue` in place, its pod set `pod_set` down to
+    `count` pods (never below its minimum), for `preemptor` of `preemptor_queue`: it stays
+    admitted and runs on with the pods it keeps, the quota of the others given back. `removed`:
+    the pods to go, by node (where the preemptor needs the room; the kind's own controller
+    may pick other pods, so this is an estimate)."""
+
+    gang: str
+    queue: str
+    pod_set: str
+    count: int
+    preemptor: str
+    cause: EvictionCause
+    preemptor_queue: str = ""
+    removed: tuple[PodPlacement, ...] = ()
+
+    def describe(self) -> str:
+        why = {
+            EvictionCause.PREEMPTED: f"higher-priority gang {self.preemptor} of the same queue",
+            EvictionCause.FAIR_SHARING: (
+                f"gang {self.preemptor} of queue {self.preemptor_queue} (fair sharing)"
+            ),
+        }.get(
+            self.cause,
+            f"gang {self.preemptor} of queue {self.preemptor_queue} reclaiming lent quota",
+        )
+        return f"shrunk to {self.count} pods of pod set {self.pod_set} for {why}"
+
+
+@dataclass(frozen=True, slots=True)
 class Decisions:
     """One cycle's outcome. `pending` holds the gangs whose reason changed in this cycle (all
     pending gangs, for an engine's first cycle)."""
@@ -374,3 +404,5 @@ class Decisions:
     pending: Mapping[str, Pending] = field(default_factory=dict)
     # Starving gang -> the nodes held free for it this cycle.
     reservations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Admitted elastic gangs shrunk in place, instead of evicted, for gangs admitted after.
+    shrinks: tuple[Shrink, ...] = ()

@@ -21,6 +21,7 @@ Strategies:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -88,9 +89,51 @@ def _release(trial: Trial, chosen: Sequence[Candidate]) -> None:
         trial.restore(c.victim)
 
 
-def _minimise(trial: Trial, info: GangInfo, chosen: list[Candidate]) -> list[Candidate]:
-    """Drop victims the preemptor does not need, most expensive first."""
-    for c in sorted(chosen, key=cost_key, reverse=True):
+def _pick_on_node(
+    trial: Trial,
+    short: Shortfall,
+    node: int,
+    on_node: Sequence[Candidate],
+    allow: Callable[[Candidate], bool],
+    budget: float = math.inf,
+) -> list[Candidate] | None:
+    """The first of `on_node` that `allow` lets go, in order, whose removal lets one more pod
+    of the failing shape onto `node` than it takes now beside the preemptor's pods already
+    placed there, costing at most `budget` (None if they do not); the trial is left as it was.
+    `allow` judges each with those picked before it removed."""
+    shape = short.shape
+    assert shape is not None
+    request = shape.request
+    free = list(trial.free_on(node))
+    held = dict(short.held)
+    if node in held:
+        free = [f - h for f, h in zip(free, held[node], strict=True)]
+    wanted = fit_count(tuple(free), request) + 1
+    picked: list[Candidate] = []
+    cost = 0.0
+    for c in on_node:
+        if fit_count(tuple(free), request) >= wanted:
+            break
+        if not allow(c):
+            continue
+        freed = trial.freed_on(c.victim, node)
+        free = [f + g for f, g in zip(free, freed, strict=True)]
+        trial.remove(c.victim)
+        picked.append(c)
+        cost += c.lost_work
+        if cost > budget:
+            break
+    _release(trial, picked)
+    if cost > budget or not picked or fit_count(tuple(free), request) < wanted:
+        return None
+    return picked
+
+
+def _minimise(
+    trial: Trial, info: GangInfo, chosen: list[Candidate], order: Sequence[Candidate] | None = None
+) -> list[Candidate]:
+    """Drop victims the preemptor does not need, in `order` (default: most expensive first)."""
+    for c in sorted(chosen, key=cost_key, reverse=True) if order is None else order:
         trial.restore(c.victim)
         if trial.shortfall(info) is None:
             chosen.remove(c)
@@ -160,35 +203,20 @@ def _clear_one_node(
     a node, or the only node there is)."""
     shape = short.shape
     assert shape is not None
-    held = dict(short.held)
     options: list[tuple[int, float, int, int, list[Candidate]]] = []
-    request = shape.request
+
+    def allow(c: Candidate) -> bool:
+        # Judged with the victims already picked here removed: together, not each alone, they
+        # must leave their queues at their nominal quota.
+        return c.victim.name not in taken and trial.may_take(c)
+
     for node, on_node in by_node.items():
         if not trial.may_host(shape, node):
             continue
-        free = list(trial.free_on(node))
-        if node in held:
-            free = [f - h for f, h in zip(free, held[node], strict=True)]
-        wanted = fit_count(tuple(free), request) + 1
-        picked: list[Candidate] = []
-        cost = 0.0
-        for c in on_node:
-            if fit_count(tuple(free), request) >= wanted:
-                break
-            # Judged with the victims already picked here removed: together, not each alone,
-            # they must leave their queues at their nominal quota.
-            if c.victim.name in taken or not trial.may_take(c):
-                continue
-            freed = trial.freed_on(c.victim, node)
-            free = [f + g for f, g in zip(free, freed, strict=True)]
-            trial.remove(c.victim)
-            picked.append(c)
-            cost += c.lost_work
-            if cost > budget:
-                break
-        _release(trial, picked)
-        if cost > budget or not picked or fit_count(tuple(free), request) < wanted:
+        picked = _pick_on_node(trial, short, node, on_node, allow, budget)
+        if picked is None:
             continue
+        cost = sum(c.lost_work for c in picked)
         recent = sum(c.recent for c in picked)
         options.append((recent, cost, len(picked), node, picked))
     options.sort(key=lambda o: o[:4])
@@ -260,3 +288,102 @@ STRATEGIES: dict[str, Strategy] = {
     "naive": naive,
     "classic": classic,
 }
+
+
+# -- shrinking elastic gangs instead of evicting them --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Surplus:
+    """The pods an admitted elastic gang runs beyond its minimum, each a Candidate of its own
+    (its victim: that one pod, on its node, with its charge), in the order they may go."""
+
+    gang: Candidate
+    pods: tuple[Candidate, ...]
+    # At most this many of them go (the gang keeps its minimum).
+    most: int
+
+
+def shrink(trial: Trial, info: GangInfo, surplus: Sequence[Surplus]) -> list[Candidate] | None:
+    """The surplus pods to remove (their gangs shrunk, never below their minimum) that let the
+    preemptor in, or None if removing surplus pods alone does not. A shrink loses no work, so
+    it is tried before any eviction. While the preemptor cannot be placed, the pods go from the
+    node that needs the fewest of them for its next pod; while quota is short, from the
+    cheapest gang that holds the missing resource. Pods not needed are then given back."""
+    ordered = sorted(surplus, key=lambda s: cost_key(s.gang))
+    left = {id(s): list(s.pods) for s in ordered}
+    chosen: list[Candidate] = []
+    total = sum(len(s.pods) for s in ordered)
+    for _ in range(total + 1):
+        short = trial.shortfall(info)
+        if short is None:
+            # (pods not needed stay, the last taken first)
+            chosen = _minimise(trial, info, chosen, list(reversed(chosen)))
+            _release(trial, chosen)
+            return chosen
+        if short.shape is not None:
+            step = _free_one_pod(trial, short, ordered, left)
+        else:
+            step = _quota_pod(trial, short, ordered, left)
+        if not step:
+            break
+        for pod in step:
+            trial.remove(pod.victim)
+            chosen.append(pod)
+        for s in ordered:
+            if sum(pod.victim.name == s.gang.victim.name for pod in chosen) >= s.most:
+                left[id(s)] = []
+    _release(trial, chosen)
+    return None
+
+
+def _quota_pod(
+    trial: Trial, short: Shortfall, ordered: Sequence[Surplus], left: dict[int, list[Candidate]]
+) -> list[Candidate] | None:
+    for s in ordered:
+        pods = left[id(s)]
+        for pod in pods:
+            if any(pod.victim.charge.get(fr, 0) > 0 for fr in short.quota) and trial.may_take(pod):
+                pods.remove(pod)
+                return [pod]
+    return None
+
+
+def _free_one_pod(
+    trial: Trial, short: Shortfall, ordered: Sequence[Surplus], left: dict[int, list[Candidate]]
+) -> list[Candidate] | None:
+    """The fewest surplus pods on one node whose removal lets one more pod of the failing
+    shape onto it (beside the preemptor's pods already placed there); the pods are taken out
+    of `left`."""
+    shape = short.shape
+    assert shape is not None
+    by_node: dict[int, list[Candidate]] = {}
+    room: dict[str, int] = {}
+    for s in ordered:
+        for pod in left[id(s)]:
+            by_node.setdefault(pod.nodes[0], []).append(pod)
+        taken = len(s.pods) - len(left[id(s)])
+        room[s.gang.victim.name] = s.most - taken
+    best: list[Candidate] | None = None
+    for node, pods in sorted(by_node.items()):
+        if not trial.may_host(shape, node):
+            continue
+        mine = dict(room)
+
+        def allow(pod: Candidate, mine: dict[str, int] = mine) -> bool:
+            if mine[pod.victim.name] <= 0 or not trial.may_take(pod):
+                return False
+            mine[pod.victim.name] -= 1
+            return True
+
+        picked = _pick_on_node(trial, short, node, pods, allow)
+        if picked is not None and (best is None or len(picked) < len(best)):
+            best = picked
+    if best is None:
+        return None
+    for pod in best:
+        for pods in left.values():
+            if pod in pods:
+                pods.remove(pod)
+                break
+    return best

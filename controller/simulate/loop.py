@@ -132,6 +132,8 @@ class Result:
     # than they ask for (partial admission; their runs take longer in proportion).
     elastic_jobs: int = 0
     partially_admitted: int = 0
+    # Running elastic jobs shrunk in place for another gang instead of evicted.
+    shrinks: int = 0
 
 
 @dataclass(slots=True)
@@ -209,6 +211,7 @@ def simulate(
     series: list[tuple[float, float]] = []
     latencies: list[float] = []
     evictions = 0
+    shrinks = 0
     reclaims: list[int] = []
     wasted = 0.0
     started_wall = time.perf_counter()
@@ -272,6 +275,24 @@ def simulate(
             state.evictions += 1
             evictions += 1
             policy.submit(job, now)
+        for name, gpus in step.shrunk.items():
+            # Shrunk in place: it runs on with fewer GPUs, its work left taking longer in
+            # proportion (as for a job started smaller).
+            state = states[name]
+            job = state.job
+            assert state.start is not None
+            left = (state.start + state.runs_for - now) * state.gpus / gpus
+            running_gpus -= state.gpus - gpus
+            sampler.running[job.queue] -= state.gpus - gpus
+            state.gpus, state.runs_for = gpus, now - state.start + left
+            state.version += 1
+            shrinks += 1
+            if meter is not None:
+                meter.stop(name)
+                meter.start(job, policy.placed(job))
+            seq += 1
+            heapq.heappush(events, (now + left, _FINISH, seq, name, state.version))
+            real_events += 1
         reclaims.extend(step.reclaims)
         for name in step.started:
             state = states[name]
@@ -314,6 +335,7 @@ def simulate(
         series=series,
         latencies=latencies,
         evictions=evictions,
+        shrinks=shrinks,
         reclaims=reclaims,
         wasted=wasted,
         wall=time.perf_counter() - started_wall,
@@ -332,6 +354,7 @@ def _summarise(
     series: list[tuple[float, float]],
     latencies: list[float],
     evictions: int,
+    shrinks: int,
     reclaims: list[int],
     wasted: float,
     wall: float,
@@ -423,6 +446,7 @@ def _summarise(
         wait_p95_large=percentile(large_waits, 95),
         elastic_jobs=sum(s.job.min_pods is not None for s in states.values()),
         partially_admitted=sum(s.partial for s in states.values()),
+        shrinks=shrinks,
     )
 
 

@@ -401,9 +401,11 @@ def _print_table(setup: dict[str, Any], results: list[Result]) -> None:
     print(f"GPU types: {setup['gpu_types']}")
     if "elastic_share" in setup and results:
         admitted = ", ".join(f"{r.policy} {r.partially_admitted}" for r in results)
+        shrunk = ", ".join(f"{r.policy} {r.shrinks}" for r in results)
         print(
             f"elastic: {results[0].elastic_jobs} jobs (share {setup['elastic_share']:g} of those"
-            f" of 2 pods or more), last started with fewer GPUs: {admitted}"
+            f" of 2 pods or more), last started with fewer GPUs: {admitted}; shrunk in place"
+            f" instead of evicted: {shrunk}"
         )
     if "topology_layout" in setup:
         print(f"topology: {setup['topology_layout']}")

@@ -61,6 +61,9 @@ class Step:
     reclaims: list[int] = field(default_factory=list)
     # The GPUs a started elastic job was admitted with, when fewer than it asks for.
     gpus: dict[str, int] = field(default_factory=dict)
+    # Running elastic jobs shrunk in place for a gang admitted in the step: the GPUs each runs
+    # with now.
+    shrunk: dict[str, int] = field(default_factory=dict)
 
 
 class Policy(Protocol):
@@ -167,10 +170,14 @@ class EnginePolicy:
             job = self._jobs.get(a.gang)
             if job is not None and (gpus := job.gpus_with(a.counts)) < job.gpus:
                 step.gpus[a.gang] = gpus
+        for shrink in decisions.shrinks:
+            job = self._jobs[shrink.gang]
+            step.shrunk[shrink.gang] = job.gpus_with({shrink.pod_set: shrink.count})
         per_preemptor = Counter(e.preemptor for e in decisions.evictions)
         step.reclaims = sorted(per_preemptor.values())
         admitted = {a.gang for a in decisions.admissions}
-        missing = sorted(set(per_preemptor) - admitted)
+        preemptors = set(per_preemptor) | {s.preemptor for s in decisions.shrinks}
+        missing = sorted(preemptors - admitted)
         if missing:
             raise AssertionError(f"evictions for preemptors that were not admitted: {missing}")
         return step

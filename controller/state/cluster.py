@@ -26,7 +26,7 @@ from controller.api.times import format_time, parse_time
 from controller.api.workload import AdmissionCheckState
 from controller.quota import Pending, PendingCause
 from controller.quota.engine import Engine
-from controller.quota.outcomes import Admission, Decisions, Eviction, EvictionCause
+from controller.quota.outcomes import Admission, Decisions, Eviction, EvictionCause, Shrink
 from controller.settings import Settings
 from controller.state import objects, planner, provisioning
 from controller.state.forecasts import Forecaster
@@ -314,8 +314,13 @@ class ClusterState:
         if steps is not None:
             self._follow(key, None, gang, now)
             return steps
+        unseen = objects.shrink_unseen(gang, now) if gang.reserved else None
+        if unseen is not None:  # (shrunk moments ago: held at its record's count meanwhile)
+            gang = gang.admitted_as(unseen)
         resized = objects.resized(gang) if gang.reserved else None
         steps = self._converge(gang, now, resized)
+        if unseen is not None:
+            steps = [*objects.shrink_writes(gang, unseen), *steps]
         want = wanted(gang, self.inventory, now, resized=resized is not None)
         if want.wake_at is not None:
             self.timers.at(key, want.wake_at)
@@ -674,8 +679,8 @@ class ClusterState:
         work: Work = {}
         for eviction in evictions:
             key = key_of(eviction.gang)
-            gang = self.index.get(key)
-            if gang is None or gang.owner is None or gang.finished is not None:
+            gang = self._still_running(key)
+            if gang is None:
                 work[key] = []
                 continue
             same_queue = eviction.cause is EvictionCause.PREEMPTED
@@ -683,14 +688,32 @@ class ClusterState:
             work[key] = self._evict(gang, Reason.PREEMPTED, eviction.describe(), preempted, now)
         return work
 
+    def plan_shrinks(self, shrinks: Iterable[Shrink], now: float) -> Work:
+        """Each shrink's writes: its object lowered, its record and an Event (none for a gang
+        done or gone since the cycle decided: its quota is back anyway)."""
+        work: Work = {}
+        for shrink in shrinks:
+            key = key_of(shrink.gang)
+            gang = self._still_running(key)
+            work[key] = objects.shrink_steps(gang, shrink, now, self.podgroups) if gang else []
+            self.reporter.queue_changed([shrink.queue])
+        return work
+
+    def _still_running(self, key: GangKey) -> ManagedGang | None:
+        """The gang a decision of this pass is about, unless it is done or gone since."""
+        gang = self.index.get(key)
+        if gang is None or gang.owner is None or gang.finished is not None:
+            return None
+        return gang
+
     def plan_admissions(self, admissions: Iterable[Admission], now: float) -> AdmissionPlan:
         """Each admission's record and release (none for a gang done or gone since the cycle
         decided)."""
         plan = AdmissionPlan({}, {}, {})
         for admission in admissions:
             key = key_of(admission.gang)
-            gang = self.index.get(key)
-            if gang is None or gang.owner is None or gang.finished is not None:
+            gang = self._still_running(key)
+            if gang is None:
                 plan.records[key], plan.releases[key] = [], []
                 continue
             self.reporter.forget(key)

@@ -9,7 +9,7 @@ simulator feeds the same engine the same calls (controller/simulate/loop.py).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from controller import quota
@@ -21,6 +21,7 @@ from controller.quota.snapshot import HostPort
 from controller.state import provisioning
 from controller.state.gangs import GangKey, ManagedGang, id_of, key_of
 from controller.state.inventory import Inventory
+from controller.workloads.capabilities import shrinks_in_place
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def wanted(gang: ManagedGang, inventory: Inventory, now: float, *, resized: bool
         member = Member(
             "admitted",
             queue,
-            core_gang(gang, queue),
+            _shrinkable(gang, core_gang(gang, queue)),
             admitted_at,
             gang.placement(),
             flavors=gang.admitted_flavors(),
@@ -109,6 +110,29 @@ def wanted(gang: ManagedGang, inventory: Inventory, now: float, *, resized: bool
         why = Pending(PendingCause.REQUEUED, until=requeue_at, eviction=gang.evicted_because())
         return Wanted(Member("waiting", local, why=why), wake_at=requeue_at)
     return Wanted(Member("pending", local, core_gang(gang, local)))
+
+
+def _but_minimum(gang: quota.Gang | None) -> quota.Gang | None:
+    """`gang` with no elastic minimum: what its admission holds, whatever it may shrink to."""
+    if gang is None or all(ps.min_count is None for ps in gang.pod_sets):
+        return gang
+    return replace(gang, pod_sets=tuple(replace(ps, min_count=None) for ps in gang.pod_sets))
+
+
+def _shrinkable(gang: ManagedGang, core: quota.Gang) -> quota.Gang:
+    """An admitted gang as the engine may shrink it: its elastic pod set keeps its minimum only
+    when its kind runs on with fewer pods (`capabilities.ShrinksInPlace`); any other is
+    evicted whole, never shrunk."""
+    owner = gang.owner
+    if (
+        owner is not None
+        and shrinks_in_place(owner.adapter)
+        and owner.adapter.shrinks_in_place(owner.obj)
+    ):
+        return core
+    rigid = _but_minimum(core)
+    assert rigid is not None
+    return rigid
 
 
 def _recorded_flavors(flavors: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
@@ -197,8 +221,11 @@ class EngineMirror:
             if (
                 new is not None
                 and new.state == "admitted"
-                and (new.queue, new.gang, new.flavors) == (old.queue, old.gang, old.flavors)
+                and (new.queue, new.flavors) == (old.queue, old.flavors)
+                and _but_minimum(new.gang) == _but_minimum(old.gang)
             ):
+                if new.gang != old.gang and new.gang is not None:
+                    engine.regard(gang_id, new.gang)  # (shrunk: its minimum is its count now)
                 engine.move(gang_id, new.placement)  # (its pods were bound elsewhere)
                 engine.work_done(gang_id, new.done)
                 self._set(key, new)
@@ -228,6 +255,17 @@ class EngineMirror:
             key = key_of(eviction.gang)
             touched.append(key)
             self._set(key, None)
+        for shrink in decisions.shrinks:
+            key = key_of(shrink.gang)
+            member = self.members.get(key)
+            if member is None:  # (evicted after it was shrunk, in the same cycle)
+                continue
+            assert member.gang is not None
+            counts = {shrink.pod_set: shrink.count}
+            gang = quota.admitted_as(member.gang, counts)
+            placement = self.engine.placement(shrink.gang)
+            self._set(key, replace(member, gang=gang, placement=placement))
+            touched.append(key)
         recorded_at = parse_time(format_time(now)) or now
         for admission in decisions.admissions:
             key = key_of(admission.gang)

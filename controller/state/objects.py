@@ -55,7 +55,7 @@ from controller.api.workload import (
     WorkloadSpec,
     WorkloadStatus,
 )
-from controller.quota import Admission
+from controller.quota import Admission, EvictionCause, Shrink
 from controller.quota.flavor_assignment import charged_requests
 from controller.quota.recent import Recent, weighted
 from controller.quota.snapshot import PODS, node_requests
@@ -158,18 +158,25 @@ def shrunk(gang: ManagedGang) -> dict[str, int] | None:
 
 
 def shrunk_record(
-    gang: ManagedGang, counts: Mapping[str, int], now: float, podgroups: PodGroupSettings
+    gang: ManagedGang,
+    counts: Mapping[str, int],
+    now: float,
+    podgroups: PodGroupSettings,
+    shrink: Shrink | None = None,
 ) -> list[Step]:
     """The admission record of a gang that shrank in place to `counts` pods per pod set: each
-    pod set's count, usage and planned nodes (the last ones dropped) as they are now; its
-    PodGroup's minMember and minResources lowered alike (Volcano's and coscheduling's;
-    kube-scheduler's gang objects are left: their pods are bound already); and an Event that
-    says what was given back."""
+    pod set's count, usage and planned nodes as they are now (the last ones dropped, or, for a
+    `shrink` kohort made for another gang, those it removed, and a Shrunk condition that says
+    for whom); its PodGroup's minMember and minResources lowered alike (Volcano's and
+    coscheduling's; kube-scheduler's gang objects are left: their pods are bound already); and
+    an Event that says what was given back."""
     assert gang.shape is not None
+    shape = _admitted_counts(gang.shape, counts)
     status = _status(gang)
     admission = status.admission
     assert admission is not None
-    usage = {name: used for name, _, used in charged(gang.shape, gang.admitted_flavors())}
+    usage = {name: used for name, _, used in charged(shape, gang.admitted_flavors())}
+    removed = {p.node: p.count for p in shrink.removed} if shrink is not None else {}
     changes = []
     for assignment in admission.pod_set_assignments:
         count = counts[assignment.name]
@@ -177,20 +184,97 @@ def shrunk_record(
             changes.append(f"pod set {assignment.name} from {assignment.count} to {count} pods")
         assignment.count = count
         assignment.resource_usage = usage[assignment.name]
-        assignment.nodes = _first_pods(assignment.nodes, count)
+        if shrink is not None and assignment.name == shrink.pod_set:
+            assignment.nodes = _without(assignment.nodes, removed)
+        else:
+            assignment.nodes = _first_pods(assignment.nodes, count)
     message = (
         f"Scaled down ({'; '.join(changes)}): runs on with the pods it keeps, the quota of"
         " the others given back"
     )
+    reason = Reason.SCALED_DOWN
+    if shrink is not None:
+        reason = Reason.SHRUNK
+        message = (
+            f"{shrink.describe()} instead of being evicted: runs on with the pods it keeps, the"
+            " quota of the others given back"
+        )
+        cause = (
+            Reason.IN_CLUSTER_QUEUE
+            if shrink.cause is EvictionCause.PREEMPTED
+            else Reason.IN_COHORT_RECLAMATION
+        )
+        # (set anew, so its lastTransitionTime says when this shrink was made)
+        conditions = without(status.conditions, WorkloadCondition.SHRUNK)
+        status.conditions = set_condition(
+            conditions, WorkloadCondition.SHRUNK, True, cause, message, now
+        )
     steps: list[Step] = [status_write(gang, status)]
     kind = podgroups.kind
     if kind is not None and podgroups.backend is not Backend.KUBERNETES and gang.podgroup:
         spec = {
-            "minMember": gang.shape.min_member,
-            "minResources": _quantities(min_resources(gang.shape)),
+            "minMember": min(shape.min_member, sum(counts.values())),
+            "minResources": _quantities(min_resources(shape)),
         }
         steps.append(Patch(kind, gang.namespace, gang.name, {"spec": spec}, expected=True))
-    return [*steps, event(gang, Reason.SCALED_DOWN, message)]
+    return [*steps, event(gang, reason, message)]
+
+
+def shrink_steps(
+    gang: ManagedGang, shrink: Shrink, now: float, podgroups: PodGroupSettings
+) -> list[Step]:
+    """Carry out a shrink the engine decided: the object asks for fewer pods first (so a
+    controller stopped in between finds an object scaled down, and records it so), then its
+    record (see `shrunk_record`). None for a gang whose kind cannot shrink in place."""
+    owner = gang.owner
+    status = gang.workload.status if gang.workload else None
+    if owner is None or status is None or status.admission is None:
+        return []
+    if not shrinks_in_place(owner.adapter) or not owner.adapter.shrinks_in_place(owner.obj):
+        return []
+    counts = {a.name: a.count for a in status.admission.pod_set_assignments}
+    counts[shrink.pod_set] = shrink.count
+    return [*shrink_writes(gang, counts), *shrunk_record(gang, counts, now, podgroups, shrink)]
+
+
+# For this many seconds after a shrink kohort made, an object that still asks for more pods
+# than its record is taken as not seen lowered yet (its write and the record's reach the
+# controller's caches in either order), not as resized.
+SHRINK_UNSEEN_FOR = 60.0
+
+
+def shrink_unseen(gang: ManagedGang, now: float) -> dict[str, int] | None:
+    """The pods per pod set a shrink kohort made moments ago recorded, while the gang's object
+    asks for more (the write lowering it not seen yet, or lost); None otherwise."""
+    status = gang.workload.status if gang.workload else None
+    owner, shape = gang.owner, gang.shape
+    if owner is None or shape is None or status is None or status.admission is None:
+        return None
+    shrunk_at = find(status.conditions, WorkloadCondition.SHRUNK)
+    since = parse_time(shrunk_at.last_transition_time) if shrunk_at is not None else None
+    if shrunk_at is None or shrunk_at.status != "True" or since is None:
+        return None
+    if now - since > SHRINK_UNSEEN_FOR or not shrinks_in_place(owner.adapter):
+        return None
+    was = {a.name: a.count for a in status.admission.pod_set_assignments}
+    asks = {ps.name: ps.count for ps in shape.pod_sets}
+    if was.keys() != asks.keys() or all(asks[n] <= count for n, count in was.items()):
+        return None
+    return was
+
+
+def shrink_writes(gang: ManagedGang, counts: Mapping[str, int]) -> list[Step]:
+    """The writes that make the gang's object ask for `counts` pods (see `shrink_steps`)."""
+    owner = gang.owner
+    if owner is None or not shrinks_in_place(owner.adapter):
+        return []
+    return list(owner.adapter.shrink(owner.obj, counts))
+
+
+def _without(nodes: Sequence[NodeAssignment], removed: Mapping[str, int]) -> list[NodeAssignment]:
+    """Planned nodes less the pods `removed` from each."""
+    kept = [NodeAssignment(node=n.node, count=n.count - removed.get(n.node, 0)) for n in nodes]
+    return [n for n in kept if n.count > 0]
 
 
 def _first_pods(nodes: Sequence[NodeAssignment], count: int) -> list[NodeAssignment]:

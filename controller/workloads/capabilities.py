@@ -19,7 +19,14 @@ from typing import Any, ClassVar, Protocol, Self, TypeGuard, runtime_checkable
 from controller.api import kube
 from controller.api.kinds import Kind
 from controller.api.workload import Workload as WorkloadRecord
-from controller.workloads.base import Finished, GangShape, Mutation, Placement, WorkloadAdapter
+from controller.workloads.base import (
+    Finished,
+    GangShape,
+    Mutation,
+    Placement,
+    WorkloadAdapter,
+    Write,
+)
 from controller.workloads.edits import JSONDict
 from controller.workloads.pruned import Workload
 
@@ -238,6 +245,11 @@ class ShrinksInPlace(Protocol):
 
     def shrinks_in_place(self, owner: Any) -> bool:
         """Whether this object's gangs may shrink so (a kind may say no for some objects)."""
+        ...
+
+    def shrink(self, owner: Any, counts: Mapping[str, int]) -> list[Write]:
+        """The writes that make the object ask for `counts` pods per pod set (kohort shrinking
+        it for another gang instead of evicting it)."""
         ...
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -361,6 +361,13 @@ class JobAdapter(Registrable):
         """A Job whose parallelism is lowered keeps running: the Job controller deletes the
         pods beyond it (for an Indexed Job, the highest indexes) and the others run on."""
         return True
+
+    def shrink(self, owner: kube.Job, counts: Mapping[str, int]) -> list[Write]:
+        """Lower the Job's parallelism to the pods kept; its controller deletes the others (which
+        ones it picks: see `shrinks_in_place`)."""
+        meta = owner.metadata
+        body = {"spec": {"parallelism": counts["main"]}}
+        return [Patch(self.KIND, meta.namespace, meta.name, body, expected=True)]
 
     def release(
         self, obj: kube.Job, pods: Sequence[kube.Pod], flavors: Flavors = NO_FLAVORS

@@ -139,3 +139,45 @@ async def test_an_indexed_job_admitted_smaller_runs_as_many_indexes_as_pods(
         for p in await team.pods("job-workers")
     }
     assert indexes == {"0", "1", "2"}
+
+
+@pytest.mark.usefixtures("drained")
+async def test_a_borrowing_job_of_8_min_4_is_shrunk_to_4_when_the_lenders_job_comes(
+    stack: KohortStack, cluster: LocalCluster, namespace: str, admin: Client, test_nodes: TestNodes
+) -> None:
+    # team (4 CPUs) borrows from lender (4 CPUs, takes back what it lent) on two 8-CPU nodes.
+    stack.enroll(namespace)
+    test_nodes("worker", 2, cpu="8")
+    cohort = f"{namespace}-cohort"
+    apply_queues(
+        cluster.rest,
+        [
+            objects.cluster_queue(f"{namespace}-cq", {"cpu": "4"}, cohort=cohort),
+            objects.cluster_queue(
+                f"{namespace}-lender", {"cpu": "4"}, cohort=cohort, reclaim="Any"
+            ),
+            objects.local_queue(namespace, "team", f"{namespace}-cq"),
+            objects.local_queue(namespace, "lender", f"{namespace}-lender"),
+        ],
+    )
+    team = objects.Probe(admin, namespace)
+    await team.create(kinds.JOBS, elastic_job(namespace, "wide", 8, {MINIMUM: "4"}))
+    before = await bound(team, "job-wide", 8, "the borrowing Job's 8 pods bound")
+
+    mine = cpu_job(namespace, "mine", 4)
+    mine["metadata"]["labels"][names.QUEUE_LABEL] = "lender"
+    await team.create(kinds.JOBS, mine)
+
+    await bound(team, "job-mine", 4, "the lender's Job bound")
+    kept = await bound(team, "job-wide", 4, "the borrowing Job down to 4 pods")
+    assert set(kept) <= set(before), "the pods it keeps are the ones that ran"
+    running = await admin.get(kinds.JOBS, "wide", namespace)
+    assert (running["spec"]["suspend"], running["spec"]["parallelism"]) == (False, 4)
+    wl = await team.workload("job-wide")
+    assert wl is not None and objects.reserved(wl)
+    assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 4
+    shrunk = objects.condition(wl, "Shrunk")
+    assert shrunk is not None and shrunk["status"] == "True"
+    assert "job-mine" in shrunk["message"]
+    evicted = objects.condition(wl, "Evicted")
+    assert evicted is None or evicted["status"] == "False"

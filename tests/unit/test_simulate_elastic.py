@@ -57,3 +57,30 @@ def test_a_stated_share_of_the_jobs_of_two_pods_or_more_is_elastic_down_to_half(
     eligible = [j for j in half if j.pods >= 2]
     assert 0.35 < sum(j.min_pods is not None for j in eligible) / len(eligible) < 0.65
     assert with_elastic(jobs, 0.5) == half  # the same jobs every run
+
+
+# b's elastic job of two 8-GPU pods borrows a's node for 10,000 s whole; a's job of one 8-GPU
+# pod comes at t=100 and may take its node back after waiting 30 min (kohort's evictAfter).
+WIDE = Job("wide", "b", 0.0, 10_000.0, 2, 8, min_pods=1)
+LENDER = Job("lender", "a", 100.0, 100.0, 1, 8)
+
+
+def test_a_lender_shrinks_a_borrowing_elastic_job_instead_of_evicting_it() -> None:
+    result = replay([WIDE, LENDER])
+    assert (result.shrinks, result.evictions, result.wasted_gpu_hours) == (1, 0, 0.0)
+    # The lender waited its 1,800 s, then started on the pod's node.
+    assert sorted(result.waits) == [0.0, 1800.0]
+
+
+def test_a_shrunk_job_keeps_its_work_and_runs_the_rest_longer_in_proportion() -> None:
+    result = replay([WIDE, LENDER])
+    # At t=1900 wide has 8,100 s left on 16 GPUs: 16,200 s on 8, so it ends at t=18,100.
+    wide_jct = 18_100.0
+    assert result.jct_mean == pytest.approx((wide_jct + 1900.0) / 2)
+
+
+def test_without_a_minimum_the_lender_waits_for_the_borrowing_job_to_end() -> None:
+    # Evicting it whole would take b's own nominal quota too: not a victim.
+    result = replay([replace(WIDE, min_pods=None), LENDER])
+    assert (result.shrinks, result.evictions) == (0, 0)
+    assert sorted(result.waits) == [0.0, 9900.0]

@@ -356,6 +356,9 @@ class Engine:
         self._now = 0.0
         # Gangs admitted in the running cycle: never victims in the same cycle.
         self._admitted_now: set[str] = set()
+        # Gangs shrunk in the running cycle: not shrunk or evicted again in it (one shrink of a
+        # gang a cycle, which the controller carries out as one write).
+        self._shrunk_now: set[str] = set()
         # Pending gangs whose reason has not been reported since they arrived.
         self._fresh: set[str] = set()
         # Set by the starvation guard at a full recheck, kept until the next one.
@@ -777,6 +780,7 @@ class Engine:
         self._now = now
         self._age_recent(now)
         self._admitted_now.clear()
+        self._shrunk_now.clear()
         for root, frs in self._ended.items():
             stamps = self._ended_at.setdefault(root, {})
             for fr in frs:
@@ -1496,6 +1500,7 @@ class Engine:
             self.running[name] = (queue, kept)
             queue.running[name] = kept
             add_usage(queue.state, charge, +1)
+            self._shrunk_now.add(name)
             cause = EvictionCause.PREEMPTED
             if queue is not by:
                 reclaim = self._reclaimer(by, opt.charge)
@@ -1561,6 +1566,8 @@ class Engine:
             for running in pool.running.values():
                 gang_prio = running.info.gang.priority
                 if running.name in self._admitted_now or running.name in self._done:
+                    continue
+                if running.name in self._shrunk_now:
                     continue
                 if (not other or lower_only) and gang_prio >= prio:
                     continue

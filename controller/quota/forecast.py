@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from controller.quota.engine import Engine
@@ -86,24 +86,28 @@ class Arrival:
     copy_of: Gang
 
 
-def expected_arrivals(engine: Engine, now: float, window: float, horizon: float) -> list[Arrival]:
-    """The gangs assumed to arrive after `now`, the soonest first: each gang of `engine`
-    created within the last `window` seconds again every `window` seconds after, until
-    `horizon` seconds after now, as a copy named `<name>~<k>` (k: the how-manieth)."""
+def expected_arrivals(
+    engine: Engine, now: float, window: float, horizon: float
+) -> Iterator[Arrival]:
+    """The gangs assumed to arrive after `now`, the soonest first, made as they are asked for:
+    each gang of `engine` created within the last `window` seconds again every `window`
+    seconds after, until `horizon` seconds after now, as a copy named `<name>~<k>` (k: the
+    how-manieth). A forward run takes only those before the instant it has reached."""
     if window <= 0:
-        return []
+        return
     recent = [info.gang for _, info in engine.pending.values()]
     recent += [r.info.gang for _, r in engine.running.values()]
-    out: list[Arrival] = []
-    for gang in recent:
-        if not now - window < gang.created <= now:
-            continue
-        k = 1
-        while (at := gang.created + k * window) <= now + horizon:
-            out.append(Arrival(replace(gang, name=f"{gang.name}~{k}", created=at), gang))
-            k += 1
-    out.sort(key=lambda a: (a.gang.created, a.gang.name))
-    return out
+    originals = sorted(
+        (g for g in recent if now - window < g.created <= now), key=lambda g: (g.created, g.name)
+    )
+    k = 1
+    while originals and originals[0].created + k * window <= now + horizon:
+        for gang in originals:
+            at = gang.created + k * window
+            if at > now + horizon:
+                return
+            yield Arrival(replace(gang, name=f"{gang.name}~{k}", created=at), gang)
+        k += 1
 
 
 RuntimeOf = Callable[[Gang], Runtime]
@@ -170,9 +174,19 @@ class Refresh:
         self.now = now
         self.targets = set(engine.pending if gangs is None else gangs) & engine.pending.keys()
         infos = [info for _, info in engine.pending.values()]
-        coming = expected_arrivals(engine, now, bounds.arrivals, bounds.horizon)
-        self.median = ForwardRun(engine, infos, now, runtime_of, 0.5, self.targets, bounds, coming)
-        self.p90 = ForwardRun(engine, infos, now, runtime_of, 0.9, self.targets, bounds, coming)
+        self.median, self.p90 = (
+            ForwardRun(
+                engine,
+                infos,
+                now,
+                runtime_of,
+                q,
+                self.targets,
+                bounds,
+                expected_arrivals(engine, now, bounds.arrivals, bounds.horizon),
+            )
+            for q in (0.5, 0.9)
+        )
         self._returned: set[str] = set()
         self._finished = False
 
@@ -228,7 +242,7 @@ class ForwardRun:
         q: float,
         targets: set[str],
         bounds: Bounds,
-        coming: list[Arrival] | None = None,
+        coming: Iterable[Arrival] = (),
     ) -> None:
         """`pending`: the live engine's pending gangs. They and its admitted gangs are taken
         into the fork a slice at a time by the first calls of `advance` (taking them all at
@@ -251,7 +265,8 @@ class ForwardRun:
         # While set, admitted gangs ending by then are still to finish before the next cycle.
         self.ending: float | None = None
         self.budget = math.inf if bounds.max_admissions is None else bounds.max_admissions
-        self.coming = list(reversed(coming or []))  # popped from the end: the next last
+        self._coming = iter(coming)
+        self.next_arrival = next(self._coming, None)
         self.copy_of: dict[str, Gang] = {}
         self.done = not self.waiting
 
@@ -293,7 +308,7 @@ class ForwardRun:
         nxt = min(
             ends[0][0] if ends else math.inf,
             math.inf if recheck is None else recheck,
-            self.coming[-1].gang.created if self.coming else math.inf,
+            self.next_arrival.gang.created if self.next_arrival else math.inf,
         )
         if nxt > self.now + bounds.horizon:
             self.done = True
@@ -330,9 +345,8 @@ class ForwardRun:
         left, the clock at the last of them."""
         ends, engine, done = self.ends, self.engine, 0
         assert self.ending is not None
-        coming = self.coming
-        while coming and coming[-1].gang.created <= self.ending:
-            arrival = coming.pop()
+        while (arrival := self.next_arrival) is not None and arrival.gang.created <= self.ending:
+            self.next_arrival = next(self._coming, None)
             engine.add_pending(arrival.gang)
             self.copy_of[arrival.gang.name] = arrival.copy_of
             self.t = max(self.t, arrival.gang.created)

@@ -66,6 +66,9 @@ class Runtime:
     # The samples' running total weights (empty: each weighs one; see `RuntimeHistory.runtime`
     # for gangs still running).
     cumulative: tuple[float, ...] = ()
+    # Whether the last sample is only a lower bound (a gang still running, longer than every
+    # finished one): a quantile that falls on it takes the heavy tail from there.
+    open_ended: bool = False
 
     @property
     def basis(self) -> Basis:
@@ -90,8 +93,16 @@ class Runtime:
             return samples[max(rank, longer)]
         before = cumulative[longer - 1] if longer else 0.0
         target = before + q * (cumulative[-1] - before)
-        rank = bisect.bisect_left(cumulative, target * (1 - 1e-12), lo=longer)
-        return samples[min(rank, len(samples) - 1)]
+        rank = min(
+            bisect.bisect_left(cumulative, target * (1 - 1e-12), lo=longer), len(samples) - 1
+        )
+        if self.open_ended and rank == len(samples) - 1:
+            # At least that long: within the weight it carries, a heavy tail from it (as for a
+            # gang that outlived every runtime), never beyond the quantile asked for.
+            below = cumulative[rank - 1] if rank else 0.0
+            within = min((target - max(below, before)) / (cumulative[rank] - below), q)
+            return samples[rank] / (1.0 - within)
+        return samples[rank]
 
 
 @dataclass(slots=True)
@@ -139,8 +150,10 @@ class RuntimeHistory:
         ran = running.get(key, ()) if running is not None else ()
         if not samples or not ran:
             return Runtime(samples=samples, default=self.default)
-        values, cumulative = _with_censored(samples, ran)
-        return Runtime(samples=values, default=self.default, cumulative=cumulative)
+        values, cumulative, open_ended = _with_censored(samples, ran)
+        return Runtime(
+            samples=values, default=self.default, cumulative=cumulative, open_ended=open_ended
+        )
 
     def _samples(self, key: Key) -> tuple[float, ...]:
         samples = self._sorted.get(key)
@@ -161,11 +174,12 @@ def running_times(gangs: Iterable[tuple[Gang, float]]) -> dict[Key, list[float]]
 
 def _with_censored(
     finished: Sequence[float], running: Sequence[float]
-) -> tuple[tuple[float, ...], tuple[float, ...]]:
+) -> tuple[tuple[float, ...], tuple[float, ...], bool]:
     """The runtimes and their running total weights when `running` gangs are known only to run
     at least that long: each such one's weight is spread evenly over every runtime longer than
-    it (redistribution to the right, which is the Kaplan-Meier estimate); one longer than every
-    finished runtime keeps its weight, as a runtime of at least that."""
+    it (redistribution to the right, which is the Kaplan-Meier estimate); the longest, if it is
+    longer than every finished runtime, keeps the weight it gathered, as a runtime of at least
+    that (the third value says so)."""
     merged = sorted([(v, 0) for v in finished] + [(v, 1) for v in running])
     n = len(merged)
     factor = 1.0
@@ -179,4 +193,4 @@ def _with_censored(
         total += factor
         values.append(value)
         cumulative.append(total)
-    return tuple(values), tuple(cumulative)
+    return tuple(values), tuple(cumulative), merged[-1][1] == 1

@@ -825,6 +825,7 @@ class ClusterState:
         this replica (again) becomes the leader."""
         self.mirror.reset()
         self.reporter.reset()
+        self.forecasts.forget()  # a refresh of the engine that was is no forecast of the next
         self.releases = ReleaseFailures()  # failures seen before are no guide to what comes
         self._later.clear()  # every gang is synced again anyway
         inventory = self.inventory

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from controller.quota import AdmittedGang, Engine, Gang, PodSet
 from controller.quota.forecast import (
     Bounds,
@@ -132,15 +134,30 @@ def test_a_big_gang_runs_as_long_as_its_queues_big_gangs_once_enough_have_finish
 
 def test_gangs_still_running_count_as_runtimes_at_least_as_long_as_they_have_run() -> None:
     # Ten finished after 6 minutes; ten others have run 5 h and run on: at the p90 a gang of the
-    # queue runs 5 h at least, not the 6 minutes its finished gangs alone would say.
+    # queue runs well past 5 h (a heavy tail from there: 5 h / (1 - 0.8), the p90 falling 80 %
+    # into the weight of those still running), not the 6 minutes its finished gangs say.
     history = RuntimeHistory()
     for _ in range(10):
         history.add("a", 0.1 * HOUR)
     running = running_times([(gang(f"long{i}", "a"), 5 * HOUR) for i in range(10)])
 
     assert history.runtime("a").quantile(0.9) == 0.1 * HOUR
-    assert history.runtime("a", running=running).quantile(0.9) == 5 * HOUR
+    assert history.runtime("a", running=running).quantile(0.9) == pytest.approx(25 * HOUR)
     assert history.runtime("a", running=running).quantile(0.5) == 0.1 * HOUR
+
+
+def test_a_gang_past_every_finished_runtime_does_not_end_at_the_longest_still_running() -> None:
+    history = RuntimeHistory()
+    for i in range(30):
+        history.add("a", 600.0 + 10 * i)
+    elapsed = (36000.0, 36600.0, 37200.0)
+    running = running_times([(gang(f"r{i}", "a"), t) for i, t in enumerate(elapsed)])
+    runtime = history.runtime("a", running=running)
+
+    # Not 37,200 s at both quantiles (the longest still running is only a lower bound).
+    assert runtime.quantile(0.5, 36000.0) == pytest.approx(2 * 37200.0)
+    assert runtime.quantile(0.9, 36000.0) == pytest.approx(10 * 37200.0)
+    assert runtime.quantile(0.5, 40000.0) == pytest.approx(2 * 40000.0)
 
 
 def test_a_gang_still_running_shorter_than_some_finished_runtimes_moves_its_weight_to_them() -> (
@@ -345,11 +362,11 @@ def test_gangs_created_within_the_window_arrive_again_every_window_until_the_hor
     engine.add_pending(gang("recent", "a", created=-1000.0))
     engine.add_pending(gang("old", "a", created=-5000.0))
 
-    coming = expected_arrivals(engine, 0.0, HOUR, 3 * HOUR)
+    coming = list(expected_arrivals(engine, 0.0, HOUR, 3 * HOUR))
 
     assert [(a.gang.name, a.gang.created, a.copy_of.name) for a in coming] == [
         ("recent~1", 2600.0, "recent"),
         ("recent~2", 6200.0, "recent"),
         ("recent~3", 9800.0, "recent"),
     ]
-    assert expected_arrivals(engine, 0.0, 0.0, 3 * HOUR) == []
+    assert list(expected_arrivals(engine, 0.0, 0.0, 3 * HOUR)) == []

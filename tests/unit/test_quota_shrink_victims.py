@@ -110,3 +110,14 @@ def test_a_shrunk_gang_stays_admitted_with_its_charge_lowered() -> None:
     d = engine.cycle(101)
     assert evicted_names(d) == ["b1"]
     assert d.shrinks == ()
+
+
+def test_a_gang_is_shrunk_once_a_cycle_even_when_two_preemptors_could_each_shrink_it() -> None:
+    # b1 may lose 4 pods; a1 and a2 each need 2: one shrink this cycle, the other waits.
+    queues = [queue("a", 8), queue("b", 0)]
+    admitted = [running(elastic("b1", "b", 8, 4), *["n1"] * 8)]
+    pending = [gang("a1", "a", 2, gpus=1, created=1.0), gang("a2", "a", 2, gpus=1, created=2.0)]
+    d = decide(world(queues, [node("n1")], pending, admitted), 100)
+    assert [(s.gang, s.count, s.preemptor) for s in d.shrinks] == [("b1", 6, "a1")]
+    assert d.evictions == ()
+    assert admitted_names(d) == ["a1"]
